@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// runCheck validates the configuration, the policy and (unless --offline)
+// every upstream's tools, reporting every problem it finds.
+func runCheck(args []string) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	configPath := fs.String("config", "toolgate.yaml", "configuration file")
+	offline := fs.Bool("offline", false, "do not start or contact upstreams")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	return check(*configPath, *offline, os.Stdout)
+}
+
+func check(path string, offline bool, out io.Writer) int {
+	problems := 0
+	cfg, err := config.Load(path)
+	if err != nil {
+		printProblems(out, "configuration", err)
+		return 1
+	}
+	if _, err := authz.Load(cfg.ModelPath(), cfg.PolicyPath()); err != nil {
+		printProblems(out, "policy", err)
+		problems++
+	}
+	if !offline {
+		problems += checkUpstreams(cfg, out)
+	}
+	if problems > 0 {
+		return 1
+	}
+	fmt.Fprintf(out, "ok: %s\n", cfg.File)
+	return 0
+}
+
+// checkUpstreams connects to every upstream as serve would, and reports
+// servers that are down and tools that would be quarantined.
+func checkUpstreams(cfg *config.Config, out io.Writer) int {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	set, err := upstreams.Start(context.Background(), cfg, quiet)
+	if err != nil {
+		printProblems(out, "tool catalog", err)
+		return 1
+	}
+	defer set.Close()
+	cat := set.Catalog()
+	problems := 0
+	down := cat.Down()
+	names := make([]string, 0, len(down))
+	for name := range down {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(out, "mcpServers.%s: unavailable: %s\n", name, down[name])
+		problems++
+	}
+	for _, q := range cat.Quarantined() {
+		fmt.Fprintf(out, "mcpServers.%s: tool %q quarantined (not listed, not callable): %s\n", q.Server, q.Upstream, q.Reason)
+		problems++
+	}
+	fmt.Fprintf(out, "%d tools available from %d servers\n", len(cat.Tools()), len(cfg.ServerNames())-len(down))
+	return problems
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/lmittmann/tint"
+)
+
+// newLogger logs to stderr only (stdout carries the protocol in stdio
+// mode): coloured, human-readable lines on a terminal, JSON otherwise so
+// collectors can parse them.
+func newLogger(level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
+	}
+	return slog.New(handlerFor(os.Stderr, lvl)), nil
+}
+
+func handlerFor(w *os.File, lvl slog.Level) slog.Handler {
+	if isTerminal(w) {
+		return tint.NewHandler(w, &tint.Options{Level: lvl})
+	}
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// printProblems writes a multi-line error to w, one problem per line.
+func printProblems(w io.Writer, what string, err error) {
+	fmt.Fprintf(w, "toolgate: %s:\n", what)
+	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+}

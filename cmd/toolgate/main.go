@@ -1,0 +1,70 @@
+// Command toolgate is the MCP gateway: one binary for serving, checking
+// configuration, calling tools as an admin, minting API keys and running the
+// built-in demo upstream. Each subcommand is a thin layer of flags over the
+// packages that do the work.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `toolgate — a Tool Execution Layer for MCP
+
+Usage:
+  toolgate serve [--config toolgate.yaml]           serve Streamable HTTP on listen.http (/mcp)
+  toolgate serve --stdio [--config toolgate.yaml]   serve one client on stdin/stdout
+  toolgate check [--config toolgate.yaml] [--offline]   validate config, model, policy and upstream tools
+  toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
+  toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
+  toolgate keys new <principal>                      mint an API key and print its config line
+  toolgate demo-orders                               run the built-in demo upstream on stdio
+  toolgate version
+`
+
+func main() {
+	exposeSelf()
+	os.Exit(run(os.Args[1:]))
+}
+
+// exposeSelf sets TOOLGATE_SELF to this binary's path (unless already set)
+// so a config can start toolgate's own subcommands as upstreams, such as
+// the demo's `command: "${TOOLGATE_SELF}"`, without toolgate on PATH.
+func exposeSelf() {
+	if os.Getenv("TOOLGATE_SELF") != "" {
+		return
+	}
+	if self, err := os.Executable(); err == nil {
+		os.Setenv("TOOLGATE_SELF", self)
+	}
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(args[1:])
+	case "check":
+		return runCheck(args[1:])
+	case "call":
+		return runCall(args[1:])
+	case "keys":
+		return runKeys(args[1:])
+	case "demo-orders":
+		return runDemoOrders(args[1:])
+	case "version", "--version":
+		fmt.Println(version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "toolgate: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// shutdownGrace is how long in-flight HTTP calls may run after SIGTERM.
+const shutdownGrace = 10 * time.Second
+
+func runServe(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "toolgate.yaml", "configuration file")
+	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*level)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolgate:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	gw, code := startGateway(ctx, *configPath, log)
+	if gw == nil {
+		return code
+	}
+	defer gw.set.Close()
+	if *stdio {
+		return serveStdio(ctx, gw, log)
+	}
+	return serveHTTP(ctx, gw, log)
+}
+
+// gateway is everything serve builds before it accepts clients.
+type gateway struct {
+	cfg    *config.Config
+	keys   *authz.Keys
+	set    *upstreams.Set
+	server *proxy.Server
+}
+
+// startGateway loads and validates everything, failing fast with precise
+// messages, then connects the upstreams.
+func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway, int) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		printProblems(os.Stderr, "invalid configuration", err)
+		return nil, 2
+	}
+	policy, err := authz.Load(cfg.ModelPath(), cfg.PolicyPath())
+	if err != nil {
+		printProblems(os.Stderr, "invalid policy", err)
+		return nil, 2
+	}
+	set, err := upstreams.Start(ctx, cfg, log)
+	if err != nil {
+		printProblems(os.Stderr, "cannot build the tool catalog", err)
+		return nil, 2
+	}
+	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log}
+	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Version())
+	return &gateway{cfg: cfg, keys: apiKeys(cfg), set: set, server: proxy.NewServer(pipe, version, log)}, 0
+}
+
+func apiKeys(cfg *config.Config) *authz.Keys {
+	m := make(map[string]string, len(cfg.Auth.APIKeys))
+	for _, k := range cfg.Auth.APIKeys {
+		m[k.SHA256] = k.Principal
+	}
+	return authz.NewKeys(m)
+}
+
+func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
+	principal := gw.cfg.StdioPrincipal()
+	log.Info("serving stdio", "principal", principal)
+	if err := gw.server.ServeStdio(ctx, principal, os.Stdin, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("stdio server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
+	anonymous := ""
+	if gw.cfg.Listen.AllowAnonymous {
+		anonymous = gw.cfg.Listen.AnonymousPrincipal
+		log.Warn("unauthenticated HTTP access is enabled", "principal", anonymous)
+	}
+	handler := gw.server.HTTPHandler(proxy.HTTPOptions{
+		Auth: gw.keys, AnonymousPrincipal: anonymous,
+		MaxBodyBytes: gw.cfg.MaxBodyBytes(), SessionIdleTTL: gw.cfg.SessionIdleTTL(),
+		AllowedOrigins: gw.cfg.Listen.AllowedOrigins, Log: log,
+	})
+	ln, err := net.Listen("tcp", gw.cfg.HTTPAddr())
+	if err != nil {
+		log.Error("cannot listen", "addr", gw.cfg.HTTPAddr(), "err", err)
+		return 1
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		log.Error("HTTP server stopped", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("in-flight calls cut at shutdown", "err", err)
+	}
+	return 0
+}

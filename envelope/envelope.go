@@ -1,0 +1,135 @@
+// Package envelope is the one shape every tools/call answer takes, and the one
+// typed error the pipeline uses to produce a failed answer.
+//
+// The code table below is the only place that decides whether a failure is
+// retryable: callers never match on message strings. Two codes (tool_timeout,
+// upstream_error) depend on the tool being retry-safe; the table says so and
+// Error.Retryable takes that fact as an argument instead of guessing.
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Code is a stable, snake_case error code documented in the README.
+type Code string
+
+// The fixed set of error codes. Adding one means adding a row to table and to
+// the README's error-code table.
+const (
+	ToolNotFound        Code = "tool_not_found"
+	ToolNotAllowed      Code = "tool_not_allowed"
+	InvalidArguments    Code = "invalid_arguments"
+	ApprovalRequired    Code = "approval_required"
+	RateLimited         Code = "rate_limited"
+	UpstreamUnavailable Code = "upstream_unavailable"
+	ToolTimeout         Code = "tool_timeout"
+	UpstreamError       Code = "upstream_error"
+	ToolFailed          Code = "tool_failed"
+	ResultTooLarge      Code = "result_too_large"
+	InvalidResult       Code = "invalid_result"
+	ToolChanged         Code = "tool_changed"
+	InternalError       Code = "internal_error"
+)
+
+// retryPolicy says whether the same call may succeed if repeated.
+type retryPolicy int
+
+const (
+	never       retryPolicy = iota
+	always                  // the call never reached the tool, or was refused only for now
+	ifRetrySafe             // the outcome is unknown: repeating is safe only for retry-safe tools
+)
+
+var table = map[Code]retryPolicy{
+	ToolNotFound:        never,
+	ToolNotAllowed:      never,
+	InvalidArguments:    never,
+	ApprovalRequired:    always,
+	RateLimited:         always,
+	UpstreamUnavailable: always,
+	ToolTimeout:         ifRetrySafe,
+	UpstreamError:       ifRetrySafe,
+	ToolFailed:          never,
+	ResultTooLarge:      never,
+	InvalidResult:       never,
+	ToolChanged:         never,
+	InternalError:       never,
+}
+
+// Codes lists every code in table order, for documentation and tests.
+func Codes() []Code {
+	return []Code{ToolNotFound, ToolNotAllowed, InvalidArguments, ApprovalRequired, RateLimited,
+		UpstreamUnavailable, ToolTimeout, UpstreamError, ToolFailed, ResultTooLarge, InvalidResult,
+		ToolChanged, InternalError}
+}
+
+// Known reports whether c is in the code table.
+func (c Code) Known() bool { _, ok := table[c]; return ok }
+
+// Retryable reports whether a call that failed with c may succeed when
+// repeated unchanged. retrySafe says whether the tool is retry-safe (see
+// DESIGN §5); it matters only for codes whose outcome is unknown.
+func (c Code) Retryable(retrySafe bool) bool {
+	switch table[c] {
+	case always:
+		return true
+	case ifRetrySafe:
+		return retrySafe
+	default:
+		return false
+	}
+}
+
+// Error is the pipeline's typed failure. Message is written for the model
+// and must never carry internal detail (stacks, file paths, policy text);
+// Detail is for logs and audit only and never reaches a client.
+type Error struct {
+	Code    Code
+	Message string
+	Detail  string
+}
+
+// Errorf builds an Error with a formatted client-safe message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithDetail returns a copy of e carrying an internal detail for the log.
+func (e *Error) WithDetail(detail string) *Error {
+	c := *e
+	c.Detail = detail
+	return &c
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Envelope is the structuredContent of every tools/call answer.
+type Envelope struct {
+	OK        bool            `json:"ok"`
+	Data      json.RawMessage `json:"data"`
+	ErrorCode *Code           `json:"error_code"`
+	Message   *string         `json:"message"`
+	Retryable bool            `json:"retryable"`
+}
+
+// Success wraps data (raw JSON; nil means null).
+func Success(data json.RawMessage) Envelope {
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	return Envelope{OK: true, Data: data}
+}
+
+// Failure builds the envelope for e; retrySafe is the tool's retry safety.
+func Failure(e *Error, retrySafe bool) Envelope {
+	code, msg := e.Code, e.Message
+	return Envelope{
+		OK:        false,
+		Data:      json.RawMessage("null"),
+		ErrorCode: &code,
+		Message:   &msg,
+		Retryable: code.Retryable(retrySafe),
+	}
+}

@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/toolschema"
+)
+
+// upstreamResult is a tools/call result as an upstream sends it. Fields
+// not named here (the upstream's _meta among them) are dropped: the
+// client's answer is built fresh.
+type upstreamResult struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structuredContent"`
+	IsError           bool              `json:"isError"`
+}
+
+// normalize turns the upstream's raw result into the envelope answer:
+// size cap, decoding, sanitising, tool errors, output-schema check.
+func (p *Pipeline) normalize(_ context.Context, x *exchange) *envelope.Error {
+	if int64(len(x.raw)) > x.tool.MaxResultBytes {
+		return envelope.Errorf(envelope.ResultTooLarge, "the result is %d bytes, over the %d byte limit", len(x.raw), x.tool.MaxResultBytes)
+	}
+	var res upstreamResult
+	if err := strictUnmarshal(x.raw, &res); err != nil {
+		return envelope.Errorf(envelope.UpstreamError, "the tool's answer was not a valid tools/call result").WithDetail(err.Error())
+	}
+	content, texts, err := sanitizeContent(res.Content)
+	if err != nil {
+		return envelope.Errorf(envelope.UpstreamError, "the tool's answer was not a valid tools/call result: %s", err.Error())
+	}
+	if res.IsError {
+		return &envelope.Error{Code: envelope.ToolFailed, Message: toolErrorMessage(texts)}
+	}
+	data, verr := p.resultData(x, res, texts)
+	if verr != nil {
+		return verr
+	}
+	x.answer = &mcp.CallToolResult{Content: content, StructuredContent: mustJSON(envelope.Success(data))}
+	return nil
+}
+
+// strictUnmarshal decodes one JSON object and rejects nulls and trailing
+// data, so garbage is never half-accepted.
+func strictUnmarshal(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return errors.New("empty result")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the result")
+	}
+	return nil
+}
+
+// sanitizeContent decodes every content block, refusing unknown types, and
+// cleans the text the model will read. It also returns the text blocks.
+func sanitizeContent(blocks []json.RawMessage) ([]mcp.Content, []string, error) {
+	out := make([]mcp.Content, 0, len(blocks))
+	var texts []string
+	for i, raw := range blocks {
+		c, err := mcp.UnmarshalContent(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("content[%d]: %s", i, clip(sanitize(err.Error()), 120))
+		}
+		switch b := c.(type) {
+		case mcp.TextContent:
+			b.Text, b.Meta = sanitize(b.Text), nil
+			texts = append(texts, b.Text)
+			c = b
+		case mcp.ImageContent:
+			b.Meta = nil
+			c = b
+		case mcp.AudioContent:
+			b.Meta = nil
+			c = b
+		case mcp.EmbeddedResource:
+			b.Meta = nil
+			c = b
+		case mcp.ResourceLink:
+			b.Meta = nil
+			c = b
+		default:
+			return nil, nil, fmt.Errorf("content[%d]: unsupported content type %T", i, c)
+		}
+		out = append(out, c)
+	}
+	return out, texts, nil
+}
+
+func toolErrorMessage(texts []string) string {
+	msg := strings.TrimSpace(strings.Join(texts, "\n"))
+	if msg == "" {
+		return "the tool reported an error without a message"
+	}
+	return clip(msg, maxToolMessage)
+}
+
+// resultData picks the envelope's data: structuredContent when the tool
+// sent it (checked against its declared output schema), else the text
+// content, decoded when it is JSON.
+func (p *Pipeline) resultData(x *exchange, res upstreamResult, texts []string) (json.RawMessage, *envelope.Error) {
+	structured := len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null"
+	if x.tool.Output != nil {
+		if !structured {
+			return nil, envelope.Errorf(envelope.InvalidResult, "the tool declares an output schema but returned no structured content")
+		}
+		if err := x.tool.Output.Validate(res.StructuredContent); err != nil {
+			return nil, outputViolation(err)
+		}
+	}
+	if structured {
+		return res.StructuredContent, nil
+	}
+	return textData(texts), nil
+}
+
+func outputViolation(err error) *envelope.Error {
+	var v *toolschema.Violation
+	if errors.As(err, &v) {
+		return envelope.Errorf(envelope.InvalidResult, "the tool's result does not match its output schema: %s", v.Message)
+	}
+	return envelope.Errorf(envelope.InvalidResult, "the tool's result does not match its output schema").WithDetail(err.Error())
+}
+
+// textData is the text content as data: JSON when it parses, else a string.
+func textData(texts []string) json.RawMessage {
+	if len(texts) == 0 {
+		return nil
+	}
+	joined := strings.Join(texts, "\n")
+	if trimmed := strings.TrimSpace(joined); json.Valid([]byte(trimmed)) && trimmed != "" {
+		return json.RawMessage(trimmed)
+	}
+	return mustJSON(joined)
+}

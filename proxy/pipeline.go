@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// Call is one inbound tools/call as the client sent it. Stages read it and
+// never change it; what goes upstream is built fresh from it (outbound).
+type Call struct {
+	Principal string
+	Session   string
+	Name      string          // the tool name the client asked for
+	Args      json.RawMessage // the exact argument bytes
+}
+
+// Policy decides whether a principal may act on a canonical object.
+// internal is for the log only: it may carry stacks or file paths.
+type Policy interface {
+	Decide(principal, obj, act string) (allowed bool, internal error)
+}
+
+// Upstreams runs a tool on its server.
+type Upstreams interface {
+	CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Pipeline runs tools/call. Its fields are its dependencies; all are
+// required except Now and Log.
+type Pipeline struct {
+	Catalog   func() *upstreams.Catalog // the current catalog snapshot
+	Policy    Policy
+	Upstreams Upstreams
+	Log       *slog.Logger
+	Now       func() time.Time // clock for durations; time.Now when nil
+}
+
+// stage is one step of the pipeline.
+type stage struct {
+	name string
+	run  func(p *Pipeline, ctx context.Context, x *exchange) *envelope.Error
+}
+
+// stages is the pipeline order (DESIGN §2). Authentication happened at the
+// transport before the call got here; record runs after, whatever happened.
+var stages = []stage{
+	{"resolve", (*Pipeline).resolve},
+	{"authorize", (*Pipeline).authorize},
+	{"validate", (*Pipeline).validate},
+	// guards: rate limits, approvals and duplicate suppression go here.
+	{"execute", (*Pipeline).execute},
+	{"normalize", (*Pipeline).normalize},
+}
+
+// exchange is what the stages learn about one call.
+type exchange struct {
+	call    Call
+	started time.Time
+
+	tool     *upstreams.Tool    // set by resolve
+	raw      json.RawMessage    // the upstream's raw result, set by execute
+	outcome  breaker.Outcome    // how the upstream attempt ended
+	attempts int                // upstream attempts made
+	answer   *mcp.CallToolResult // set by normalize on success
+
+	stage  string          // the stage that stopped the call, if any
+	failed *envelope.Error // why it stopped
+}
+
+// Handle runs one call through every stage and returns the client's answer.
+// It never returns a Go error: every failure is an envelope.
+func (p *Pipeline) Handle(ctx context.Context, call Call) *mcp.CallToolResult {
+	x := &exchange{call: call, started: p.now()}
+	for _, st := range stages {
+		if err := p.runStage(ctx, st, x); err != nil {
+			x.stage, x.failed = st.name, err
+			break
+		}
+	}
+	p.record(x)
+	if x.failed != nil {
+		return failureResult(x.failed, x.retrySafe())
+	}
+	return x.answer
+}
+
+// runStage runs one stage, turning a panic into internal_error so that a
+// bug in one call never takes the gateway down.
+func (p *Pipeline) runStage(ctx context.Context, st stage, x *exchange) (err *envelope.Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
+				WithDetail(fmt.Sprintf("panic in %s: %v\n%s", st.name, r, debug.Stack()))
+		}
+	}()
+	return st.run(p, ctx, x)
+}
+
+func (p *Pipeline) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// retrySafe reports whether the resolved tool may be repeated after an
+// unknown outcome. Nothing marks a tool retry-safe yet (the config keys and
+// trusted annotations arrive with retries), so the answer is conservative.
+func (x *exchange) retrySafe() bool { return false }
+
+// failureResult is the answer for a failed call: the envelope as
+// structuredContent and one text block "<code>: <message>".
+func failureResult(e *envelope.Error, retrySafe bool) *mcp.CallToolResult {
+	env := envelope.Failure(e, retrySafe)
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(string(e.Code) + ": " + e.Message)},
+		StructuredContent: mustJSON(env),
+		IsError:           true,
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only envelope values reach here; they always encode
+	}
+	return b
+}

@@ -1,0 +1,141 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// unresolvedTool is registered (never listed) to receive calls of names
+// the catalog does not have, so they too get an envelope (tool_not_found)
+// instead of a bare JSON-RPC error. ':' cannot occur in a catalog name.
+const unresolvedTool = "toolgate:unresolved"
+
+// requestedNameKey carries the name the client asked for into the
+// unresolved tool's handler.
+const requestedNameKey = "io.toolgate/requested-name"
+
+// Server is the MCP server clients talk to.
+type Server struct {
+	mcp  *server.MCPServer
+	pipe *Pipeline
+	log  *slog.Logger
+}
+
+// NewServer builds the client-facing MCP server around a pipeline and
+// registers the pipeline's current catalog.
+func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
+	s := &Server{pipe: pipe, log: log}
+	hooks := &server.Hooks{}
+	hooks.AddAfterListTools(s.filterList)
+	hooks.AddBeforeCallTool(s.routeUnknown)
+	s.mcp = server.NewMCPServer("toolgate", version,
+		server.WithToolCapabilities(true),
+		server.WithRecovery(),
+		server.WithHooks(hooks),
+		server.WithLogger(libraryLogger(log)),
+		server.WithInstructions("toolgate fronts several tool servers. Every tool answers with structured content "+
+			"{ok, data, error_code, message, retryable}; when ok is false, read error_code and retryable before trying again."),
+	)
+	s.SyncTools(pipe.Catalog())
+	return s
+}
+
+// MCP returns the underlying mcp-go server.
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// SyncTools replaces the registered tools with the catalog's. mcp-go tells
+// connected clients (tools/list_changed) by itself.
+func (s *Server) SyncTools(cat *upstreams.Catalog) {
+	tools := make([]server.ServerTool, 0, len(cat.Tools())+1)
+	for _, t := range cat.Tools() {
+		tools = append(tools, server.ServerTool{Tool: clientTool(t), Handler: s.handle})
+	}
+	tools = append(tools, server.ServerTool{Tool: mcp.Tool{
+		Name: unresolvedTool, RawInputSchema: json.RawMessage(`{"type":"object"}`),
+		RawOutputSchema: envelope.OutputSchema(nil),
+	}, Handler: s.handle})
+	s.mcp.SetTools(tools...)
+}
+
+// clientTool is how a catalog entry is advertised: the upstream's input
+// schema unchanged, an output schema describing the envelope.
+func clientTool(t *upstreams.Tool) mcp.Tool {
+	return mcp.Tool{
+		Name:            t.Name,
+		Title:           t.Title,
+		Description:     t.Description,
+		RawInputSchema:  t.InputSchema,
+		RawOutputSchema: envelope.OutputSchema(t.OutputSchema),
+		Annotations:     t.Annotations,
+	}
+}
+
+// handle is the one tools/call handler: everything goes through the
+// pipeline.
+func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	call := Call{
+		Principal: PrincipalFrom(ctx),
+		Name:      req.Params.Name,
+		Args:      req.Params.RawArguments,
+	}
+	if req.Params.Name == unresolvedTool {
+		call.Name = requestedName(req)
+	}
+	if session := server.ClientSessionFromContext(ctx); session != nil {
+		call.Session = session.SessionID()
+	}
+	return s.pipe.Handle(ctx, call), nil
+}
+
+// routeUnknown sends a call of a name mcp-go does not know to the
+// unresolved tool, remembering the requested name.
+func (s *Server) routeUnknown(_ context.Context, _ any, req *mcp.CallToolRequest) {
+	if s.mcp.GetTool(req.Params.Name) != nil && req.Params.Name != unresolvedTool {
+		return
+	}
+	if req.Params.Meta == nil {
+		req.Params.Meta = &mcp.Meta{}
+	}
+	if req.Params.Meta.AdditionalFields == nil {
+		req.Params.Meta.AdditionalFields = map[string]any{}
+	}
+	req.Params.Meta.AdditionalFields[requestedNameKey] = req.Params.Name
+	req.Params.Name = unresolvedTool
+}
+
+func requestedName(req mcp.CallToolRequest) string {
+	if req.Params.Meta != nil {
+		if name, ok := req.Params.Meta.AdditionalFields[requestedNameKey].(string); ok {
+			return name
+		}
+	}
+	return unresolvedTool
+}
+
+// filterList leaves in a tools/list answer exactly the tools the caller may
+// call (and never the unresolved stand-in).
+func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
+	if result == nil {
+		return
+	}
+	principal := PrincipalFrom(ctx)
+	cat := s.pipe.Catalog()
+	kept := result.Tools[:0:0]
+	for _, t := range result.Tools {
+		entry, ok := cat.Resolve(t.Name)
+		if !ok || entry.Unreachable {
+			continue
+		}
+		if allowed, _ := s.pipe.Policy.Decide(principal, entry.ID, actCall); allowed {
+			kept = append(kept, t)
+		}
+	}
+	result.Tools = kept
+}

@@ -1,0 +1,99 @@
+package upstreams
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func readAllCapped(t *testing.T, in string, max int, lines bool) (string, []string) {
+	t.Helper()
+	var ids []string
+	r := newCapReader(strings.NewReader(in), max, lines, func(id []byte) { ids = append(ids, string(id)) })
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return string(out), ids
+}
+
+func TestCapReader(t *testing.T) {
+	big := strings.Repeat("x", 200)
+	cases := []struct {
+		name    string
+		in      string
+		lines   bool
+		want    string
+		wantIDs []string
+	}{
+		{"small lines pass unchanged", "{\"id\":1}\n{\"id\":2}\n", true, "{\"id\":1}\n{\"id\":2}\n", nil},
+		{"last line without newline", "{\"id\":1}\n{\"a\":2}", true, "{\"id\":1}\n{\"a\":2}", nil},
+		{"id first", `{"jsonrpc":"2.0","id":7,"result":{"t":"` + big + "\"}}\n{\"id\":8}\n", true,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n{\"id\":8}\n", []string{"7"}},
+		{"id last, as the TypeScript SDK writes it", `{"result":{"t":"` + big + `","id":99},"jsonrpc":"2.0","id":"gw-3"}` + "\n", true,
+			`{"jsonrpc":"2.0","id":"gw-3","error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n", []string{`"gw-3"`}},
+		{"nested id is not the message id", `{"result":{"id":5,"t":"` + big + `"}}` + "\n", true, "", nil},
+		{"escaped quotes inside strings", `{"result":{"t":"\",\"id\":6,` + big + `"},"id":4}` + "\n", true,
+			`{"jsonrpc":"2.0","id":4,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n", []string{"4"}},
+		{"oversize garbage is dropped", big + "\n{\"id\":1}\n", true, "{\"id\":1}\n", nil},
+		{"sse data line keeps its field name", `data: {"id":3,"result":"` + big + "\"}\n\n", true,
+			`data: {"jsonrpc":"2.0","id":3,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n\n", []string{"3"}},
+		{"whole body mode, pretty printed", "{\n  \"id\": 12,\n  \"result\": \"" + big + "\"\n}\n", false,
+			`{"jsonrpc":"2.0","id":12,"error":{"code":-32090,"message":"message over 100 bytes"}}`, []string{"12"}},
+		{"whole body within cap", "{\n \"id\": 1\n}\n", false, "{\n \"id\": 1\n}\n", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ids := readAllCapped(t, c.in, 100, c.lines)
+			if got != c.want {
+				t.Errorf("got  %q\nwant %q", got, c.want)
+			}
+			if strings.Join(ids, ",") != strings.Join(c.wantIDs, ",") {
+				t.Errorf("oversize ids %v, want %v", ids, c.wantIDs)
+			}
+		})
+	}
+}
+
+// endless yields a JSON-RPC response whose result never ends within n bytes.
+type endless struct{ n, sent int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.sent >= e.n {
+		return 0, io.EOF
+	}
+	head := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"`)
+	if e.sent == 0 {
+		e.sent = copy(p, head)
+		return e.sent, nil
+	}
+	k := min(len(p), e.n-e.sent)
+	copy(p[:k], bytes.Repeat([]byte("x"), k))
+	e.sent += k
+	return k, nil
+}
+
+// A 10 MiB message is refused while it is read: the reader allocates about
+// the cap, not the message.
+func TestCapReaderDoesNotBufferWholeMessage(t *testing.T) {
+	const cap = 1 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := newCapReader(&endless{n: 10 << 20}, cap, true, nil)
+	out, err := io.ReadAll(r)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"code":-32090`) {
+		t.Fatalf("no stand-in error: %.200s", out)
+	}
+	// The endless source itself allocates its repeat buffers; allow for
+	// those but not for a second copy of the message.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8*cap+(10<<20) {
+		t.Fatalf("allocated %d bytes for a 10 MiB message under a %d byte cap", grew, cap)
+	}
+}

@@ -1,0 +1,141 @@
+package upstreams
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/toolschema"
+)
+
+// Tool is one catalog entry: everything the pipeline needs to decide on and
+// run a call, fixed when the catalog is built.
+type Tool struct {
+	Name     string // client-facing: <prefix><upstream tool>
+	ID       string // canonical <server>/<tool>, the Casbin object
+	Server   string
+	Upstream string // the tool's name on its server
+
+	Title, Description        string
+	InputSchema, OutputSchema []byte // raw, as the upstream sent them
+	Annotations               mcp.ToolAnnotation
+
+	Input  *toolschema.Schema // compiled input schema
+	Output *toolschema.Schema // compiled output schema; nil when none declared
+
+	Timeout        time.Duration
+	MaxResultBytes int64
+
+	// Unreachable marks a stand-in for a tool of a server that is down, so
+	// its calls can answer upstream_unavailable; it has no schema.
+	Unreachable bool
+}
+
+// Quarantined is a listed tool the catalog refused, with the reason.
+type Quarantined struct {
+	Server, Upstream, Reason string
+}
+
+// Catalog is an immutable snapshot of every callable tool.
+type Catalog struct {
+	tools       []*Tool // sorted by Name
+	byName      map[string]*Tool
+	quarantined []Quarantined
+	down        map[string]string // server -> why it has no tools
+	prefixes    map[string]string // prefix -> server, for servers that are down
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Build makes a catalog from what each connected server listed. down maps
+// servers that could not be reached to the reason. A client-facing name
+// claimed twice is an error: never silent shadowing.
+func Build(cfg *config.Config, listed map[string][]Listed, down map[string]string) (*Catalog, error) {
+	c := &Catalog{byName: map[string]*Tool{}, down: map[string]string{}, prefixes: map[string]string{}}
+	var collisions []string
+	for _, server := range cfg.ServerNames() {
+		srv := cfg.Servers[server]
+		if why, isDown := down[server]; isDown {
+			c.down[server] = why
+			if p := srv.ToolPrefix(); p != "" {
+				c.prefixes[p] = server
+			}
+			continue
+		}
+		for _, l := range listed[server] {
+			t, reason := entry(cfg, srv, l)
+			if reason != "" {
+				c.quarantined = append(c.quarantined, Quarantined{Server: server, Upstream: l.Name, Reason: reason})
+				continue
+			}
+			if prev, dup := c.byName[t.Name]; dup {
+				collisions = append(collisions, fmt.Sprintf("tool name %q is claimed by both %s and %s", t.Name, prev.ID, t.ID))
+				continue
+			}
+			c.byName[t.Name] = t
+			c.tools = append(c.tools, t)
+		}
+	}
+	if len(collisions) > 0 {
+		return nil, fmt.Errorf("%s (give the servers distinct prefixes)", strings.Join(collisions, "; "))
+	}
+	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].Name < c.tools[j].Name })
+	return c, nil
+}
+
+// entry builds one catalog entry, or says why the tool is quarantined.
+func entry(cfg *config.Config, srv *config.Server, l Listed) (*Tool, string) {
+	name := srv.ToolPrefix() + l.Name
+	if !validName.MatchString(l.Name) || !validName.MatchString(name) {
+		return nil, fmt.Sprintf("name %q: client-facing name %q must match [A-Za-z0-9_-]{1,64}", l.Name, name)
+	}
+	in, err := toolschema.Compile(l.InputSchema, toolschema.Limits{})
+	if err != nil {
+		return nil, "input schema: " + err.Error()
+	}
+	t := &Tool{
+		Name: name, ID: srv.Name + "/" + l.Name, Server: srv.Name, Upstream: l.Name,
+		Title: l.Title, Description: l.Description,
+		InputSchema: l.InputSchema, OutputSchema: l.OutputSchema, Annotations: l.annotations(),
+		Input:          in,
+		Timeout:        cfg.CallTimeout(srv.Name, l.Name),
+		MaxResultBytes: cfg.MaxResultBytes(srv.Name, l.Name),
+	}
+	if len(l.OutputSchema) > 0 && string(l.OutputSchema) != "null" {
+		if t.Output, err = toolschema.Compile(l.OutputSchema, toolschema.Limits{}); err != nil {
+			return nil, "output schema: " + err.Error()
+		}
+	}
+	return t, ""
+}
+
+// Tools returns every callable tool, sorted by name. Do not modify.
+func (c *Catalog) Tools() []*Tool { return c.tools }
+
+// Quarantined returns the refused tools.
+func (c *Catalog) Quarantined() []Quarantined { return c.quarantined }
+
+// Down returns the servers that have no tools because they are not
+// connected, with the reason.
+func (c *Catalog) Down() map[string]string { return c.down }
+
+// Resolve finds the tool a client-facing name refers to. A name under the
+// prefix of a server that is down resolves to an Unreachable stand-in, so
+// the caller learns the server is unavailable rather than that the tool
+// does not exist.
+func (c *Catalog) Resolve(name string) (*Tool, bool) {
+	if t, ok := c.byName[name]; ok {
+		return t, true
+	}
+	for prefix, server := range c.prefixes {
+		if rest, ok := strings.CutPrefix(name, prefix); ok && validName.MatchString(rest) {
+			return &Tool{Name: name, ID: server + "/" + rest, Server: server, Upstream: rest, Unreachable: true}, true
+		}
+	}
+	return nil, false
+}

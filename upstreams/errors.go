@@ -1,0 +1,82 @@
+package upstreams
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Where says how far a call got before it failed: the fact the breaker and
+// the retry rules depend on.
+type Where int
+
+const (
+	// NotSent: the request never left the gateway, so the tool did not run.
+	NotSent Where = iota
+	// Sent: the request left; the transport then broke or the reply was
+	// not a valid answer. The tool may or may not have run.
+	Sent
+	// Answered: the upstream answered with a JSON-RPC error.
+	Answered
+)
+
+func (w Where) String() string {
+	switch w {
+	case NotSent:
+		return "not sent"
+	case Sent:
+		return "sent"
+	default:
+		return "answered"
+	}
+}
+
+// CallError is every failure of an upstream request other than the
+// caller's context ending first.
+type CallError struct {
+	Where    Where
+	Oversize bool                     // the answer was over the size cap (Where is Answered)
+	RPC      *mcp.JSONRPCErrorDetails // the upstream's JSON-RPC error, when Answered
+	Err      error
+}
+
+func (e *CallError) Error() string {
+	switch {
+	case e.Oversize:
+		return "upstream answer over the size cap"
+	case e.RPC != nil:
+		return fmt.Sprintf("upstream error %d: %s", e.RPC.Code, e.RPC.Message)
+	}
+	return fmt.Sprintf("upstream call %s: %v", e.Where, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// ErrNotConnected is the cause when a server has no live connection.
+var ErrNotConnected = errors.New("upstream not connected")
+
+// neverLeft reports whether err proves the request was not delivered:
+// the connection could not be made, or the server no longer knows the
+// session (HTTP 404) and so did not process it.
+func neverLeft(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, transport.ErrSessionTerminated)
+}
+
+// rpcError turns an upstream JSON-RPC error response into a CallError.
+func rpcError(details *mcp.JSONRPCErrorDetails) *CallError {
+	return &CallError{Where: Answered, RPC: details, Err: errors.New(details.Message)}
+}
+
+// malformed reports a reply that is not valid for the method.
+func malformed(what string, raw json.RawMessage, err error) *CallError {
+	return &CallError{Where: Sent, Err: fmt.Errorf("malformed %s (%d bytes): %w", what, len(raw), err)}
+}

@@ -1,0 +1,170 @@
+package upstreams
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// inheritedEnv names the variables a stdio upstream inherits from the
+// gateway. Everything else it gets comes from its `env` in config: the
+// gateway's own secrets (API keys, cloud credentials) never reach a child.
+var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TZ", "TMPDIR"}
+
+// childEnv builds a child's environment: the allowlist, LC_* locale
+// variables, then the configured entries (which win).
+func childEnv(parent []string, configured map[string]string) []string {
+	var env []string
+	for _, kv := range parent {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "LC_") || contains(inheritedEnv, name) {
+			if _, overridden := configured[name]; !overridden {
+				env = append(env, kv)
+			}
+		}
+	}
+	for k, v := range configured {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// process is a running stdio upstream.
+type process struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *os.File // read end, owned by the transport's reader
+	exited chan struct{}
+	err    error // from Wait, valid after exited is closed
+}
+
+// How long Close waits after closing stdin, then after SIGTERM, before
+// escalating. A well-behaved server exits on stdin EOF at once.
+const (
+	stdinGrace = 2 * time.Second
+	termGrace  = 2 * time.Second
+)
+
+// spawn starts command with its own process group (so Close can signal
+// every process it started) and a death signal (so it dies with the
+// gateway even if the gateway is killed). stderr lines are logged, tagged by
+// the logger, one record per line.
+func spawn(command string, args []string, dir string, env []string, log *slog.Logger) (*process, error) {
+	cmd := exec.Command(command, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	// os.Pipe rather than StdoutPipe: Wait must not close the read end
+	// while the transport is still reading the last messages.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	p := &process{cmd: cmd, stdin: stdin, stdout: outR, exited: make(chan struct{})}
+	go logLines(errR, log)
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// maxStderrLine bounds one logged stderr line.
+const maxStderrLine = 4 << 10
+
+func logLines(r io.ReadCloser, log *slog.Logger) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, maxStderrLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			log.Info("upstream stderr", "line", sanitizeLine(line))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// sanitizeLine strips the newline and control characters so an upstream
+// cannot forge log lines or terminal escapes.
+func sanitizeLine(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, string(b))
+}
+
+// alive reports whether the process has not exited.
+func (p *process) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop ends the process: stdin EOF first, then SIGTERM, then SIGKILL to the
+// whole process group, so no child outlives the gateway.
+func (p *process) stop() {
+	p.stdin.Close()
+	if p.waitExit(stdinGrace) {
+		// The leader exited; anything it left behind in its group goes too.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	if p.waitExit(termGrace) {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+}
+
+func (p *process) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
