@@ -1,0 +1,489 @@
+package authz
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/casbin/casbin/v2"
+	"github.com/casbin/casbin/v2/model"
+)
+
+// The repository's default model and policy.
+const (
+	rootModel  = "../model.conf"
+	rootPolicy = "../policy.csv"
+)
+
+var demoTools = []string{
+	"orders/get_order",
+	"orders/update_order_status",
+	"orders/refund_order",
+	"orders/send_customer_reply",
+}
+
+func loadRoot(t *testing.T) *Enforcer {
+	t.Helper()
+	e, err := Load(rootModel, rootPolicy)
+	if err != nil {
+		t.Fatalf("Load(%s, %s): %v", rootModel, rootPolicy, err)
+	}
+	return e
+}
+
+// writeTemp writes content to name in a fresh temp dir and returns its path.
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func readRoot(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestDemoDecisions(t *testing.T) {
+	// The same table runs against the repository files and against temp copies of them, so the
+	// answers depend on the file content, not on where it lives.
+	copies := map[string][2]string{
+		"repo-root": {rootModel, rootPolicy},
+		"temp-copy": {
+			writeTemp(t, "model.conf", readRoot(t, rootModel)),
+			writeTemp(t, "policy.csv", readRoot(t, rootPolicy)),
+		},
+	}
+	tests := []struct {
+		principal, obj string
+		want           bool
+	}{
+		// support_agent: every orders tool but refunds (deny overrides allow).
+		{"alice", "orders/get_order", true},
+		{"alice", "orders/update_order_status", true},
+		{"alice", "orders/send_customer_reply", true},
+		{"alice", "orders/refund_order", false},
+		{"local", "orders/update_order_status", true},
+		{"local", "orders/refund_order", false},
+		// viewer: get_order only.
+		{"bob", "orders/get_order", true},
+		{"bob", "orders/update_order_status", false},
+		{"bob", "orders/refund_order", false},
+		{"bob", "orders/send_customer_reply", false},
+		{"bob", "orders/../orders/get_order", false},
+		{"bob", "orders/get_order/../refund_order", false},
+		{"bob", "orders/get_order ", false},
+		{"bob", "search/get_order", false},
+		{"bob", "other/orders/get_order", false},
+		// supervisor: everything on orders, refunds included; nothing elsewhere.
+		{"carol", "orders/refund_order", true},
+		{"carol", "orders/get_order", true},
+		{"carol", "search/query", false},
+		// Unknown principals, and roles are not matched case-insensitively.
+		{"mallory", "orders/get_order", false},
+		{"Alice", "orders/get_order", false},
+		{"alice ", "orders/get_order", false},
+		{"", "orders/get_order", false},
+		// Other servers are not covered by orders/*.
+		{"alice", "payments/refund", false},
+		{"alice", "ordersx/get_order", false},
+	}
+	for name, files := range copies {
+		e, err := Load(files[0], files[1])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, tc := range tests {
+			t.Run(fmt.Sprintf("%s/%s@%s", name, tc.principal, tc.obj), func(t *testing.T) {
+				got, internal := e.Decide(tc.principal, tc.obj, ActCall)
+				if internal != nil {
+					t.Fatalf("internal error: %v", internal)
+				}
+				if got != tc.want {
+					t.Fatalf("Decide(%q, %q, call) = %v, want %v", tc.principal, tc.obj, got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func TestDecideOtherActionsDenied(t *testing.T) {
+	e := loadRoot(t)
+	for _, act := range []string{"", "Call", "read", "*"} {
+		if ok, _ := e.Decide("carol", "orders/get_order", act); ok {
+			t.Errorf("action %q allowed", act)
+		}
+	}
+	if ok, _ := e.Decide("carol", "", ActCall); ok {
+		t.Error("empty object allowed")
+	}
+}
+
+// TestKeyMatchPitfall pins Casbin's keyMatch: everything after "*" matches anything, "/" and ".."
+// included, and "orders/*" even matches "orders/". This is why the gateway enforces only on
+// canonical catalog IDs "<server>/<tool>" and never on a client-supplied string: with a raw
+// string, "orders/../payments/refund" would be authorised by "orders/*".
+func TestKeyMatchPitfall(t *testing.T) {
+	e := loadRoot(t)
+	for _, obj := range []string{
+		"orders/a/b",
+		"orders/../payments/refund",
+		"orders/",
+		"orders/refund_order/x", // not the exact deny object, so the deny does not apply
+	} {
+		ok, err := e.Decide("alice", obj, ActCall)
+		if err != nil || !ok {
+			t.Errorf("keyMatch behaviour changed: alice on %q = %v, %v (pinned: allowed)", obj, ok, err)
+		}
+	}
+	// An object without "*" is compared exactly.
+	if ok, _ := e.Decide("bob", "orders/get_order/x", ActCall); ok {
+		t.Error("exact object matched a longer ID")
+	}
+}
+
+// TestCasbinCSVLoaderSkipsCommentsAndBlankLines checks that Casbin's own file adapter accepts the
+// repository policy ("#" comment lines, blank lines) and reads the same rules Load does, and that
+// it tolerates CR LF line ends.
+func TestCasbinCSVLoaderSkipsCommentsAndBlankLines(t *testing.T) {
+	plain, err := casbin.NewSyncedEnforcer(rootModel, rootPolicy)
+	if err != nil {
+		t.Fatalf("casbin file adapter rejects %s: %v", rootPolicy, err)
+	}
+	ours := loadRoot(t)
+	if got, want := mustPolicy(t, ours.se.GetPolicy), mustPolicy(t, plain.GetPolicy); !reflect.DeepEqual(got, want) {
+		t.Fatalf("p rules differ:\n ours  %v\n casbin %v", got, want)
+	}
+	if got, want := mustPolicy(t, ours.se.GetGroupingPolicy), mustPolicy(t, plain.GetGroupingPolicy); !reflect.DeepEqual(got, want) {
+		t.Fatalf("g rules differ:\n ours  %v\n casbin %v", got, want)
+	}
+	if n := len(mustPolicy(t, plain.GetPolicy)); n != 4 {
+		t.Fatalf("casbin read %d p rules from %s, want 4", n, rootPolicy)
+	}
+	if n := len(mustPolicy(t, plain.GetGroupingPolicy)); n != 4 {
+		t.Fatalf("casbin read %d g rules from %s, want 4", n, rootPolicy)
+	}
+	if ours.Rules() != 8 {
+		t.Fatalf("Rules() = %d, want 8", ours.Rules())
+	}
+
+	policy := "# comment\r\n\r\n   # indented comment\r\n\tp, r, s/*, call, allow\r\n\r\ng, u, r\r\n"
+	path := writeTemp(t, "crlf.csv", policy)
+	plain, err = casbin.NewSyncedEnforcer(rootModel, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := plain.Enforce("u", "s/t", "call"); !ok || err != nil {
+		t.Fatalf("casbin file adapter: %v %v", ok, err)
+	}
+	e, err := Load(rootModel, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.Decide("u", "s/t", ActCall); !ok || err != nil {
+		t.Fatalf("Load: %v %v", ok, err)
+	}
+}
+
+func mustPolicy(t *testing.T, f func() ([][]string, error)) [][]string {
+	t.Helper()
+	p, err := f()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEmptyPolicyDeniesEverything(t *testing.T) {
+	e, err := Load(rootModel, writeTemp(t, "policy.csv", "# nothing yet\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.Decide("alice", "orders/get_order", ActCall); ok {
+		t.Fatal("empty policy allowed a call")
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	goodModel := readRoot(t, rootModel)
+	tests := []struct {
+		name   string
+		model  string // "" with missingModel: file absent
+		policy string
+		// where the error must point: "model" or "policy" file, and the line (0: any/no line).
+		file string
+		line int
+		want string // substring of the reason
+	}{
+		{name: "lone comma", policy: "# x\n,\n", file: "policy", line: 2, want: "empty"},
+		{name: "effect Allow", policy: "p, a, s/t, call, allow\np, a, s/t, call, Allow\n", file: "policy", line: 2, want: `effect "Allow"`},
+		{name: "effect DENY", policy: "p, a, s/t, call, DENY\n", file: "policy", line: 1, want: `effect "DENY"`},
+		{name: "effect typo", policy: "p, a, s/t, call, dney\n", file: "policy", line: 1, want: "effect"},
+		{name: "trailing space in subject", policy: "p, alice , s/t, call, allow\n", file: "policy", line: 1, want: "whitespace"},
+		{name: "trailing space in role line", policy: "\ng, alice\t, viewer\n", file: "policy", line: 2, want: "principal (field 2) \"alice\\t\" has leading or trailing whitespace"},
+		{name: "trailing space in quoted effect", policy: "p, a, s/t, call, \"deny \"\n", file: "policy", line: 1, want: "effect (field 5) \"deny \" has leading or trailing whitespace"},
+		{name: "trailing space in object", policy: "p, a, s/t , call, deny\n", file: "policy", line: 1, want: "object (field 3)"},
+		{name: "quoted leading space", policy: "p, \" alice\", s/t, call, allow\n", file: "policy", line: 1, want: "whitespace"},
+		{name: "dollar in subject", policy: "p, x$$y, s/t, call, allow\n", file: "policy", line: 1, want: `"$"`},
+		{name: "dollar in object", policy: "p, x, s/t$$z, call, allow\n", file: "policy", line: 1, want: `"$"`},
+		{name: "dollar in role line", policy: "g, a$, r\n", file: "policy", line: 1, want: `"$"`},
+		{name: "empty object", policy: "p, a, , call, allow\n", file: "policy", line: 1, want: "empty"},
+		{name: "inline comment", policy: "p, a, s/t, call, deny # refunds\n", file: "policy", line: 1, want: `"#"`},
+		{name: "unknown action", policy: "p, a, s/t, cal, deny\n", file: "policy", line: 1, want: `action "cal"`},
+		{name: "missing effect column", policy: "p, a, s/t, call\n", file: "policy", line: 1, want: "3 fields"},
+		{name: "extra g field", policy: "g, a, r, extra\n", file: "policy", line: 1, want: "3 fields"},
+		{name: "short g line", policy: "g, a\n", file: "policy", line: 1, want: "1 fields"},
+		{name: "unknown line type", policy: "x, a, s/t, call, allow\n", file: "policy", line: 1, want: `"x"`},
+		{name: "undefined p2", policy: "p2, a, s/t, call, allow\n", file: "policy", line: 1, want: "not defined"},
+		{name: "bad quote", policy: "p, \"a, s/t, call, allow\n", file: "policy", line: 1, want: "CSV"},
+		{name: "model garbage", model: "this is not a model\n", policy: "", file: "model", want: "invalid model"},
+		{name: "model without matchers", model: "[request_definition]\nr = sub, obj, act\n[policy_definition]\np = sub, obj, act\n[policy_effect]\ne = some(where (p.eft == allow))\n", file: "model"},
+		{name: "model with two-field request", model: strings.Replace(goodModel, "r = sub, obj, act", "r = sub, obj", 1), file: "model", want: "three fields"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			model := tc.model
+			if model == "" {
+				model = goodModel
+			}
+			mp := writeTemp(t, "model.conf", model)
+			pp := writeTemp(t, "policy.csv", tc.policy)
+			e, err := Load(mp, pp)
+			if err == nil {
+				t.Fatalf("Load accepted it (version %s)", e.Version())
+			}
+			if e != nil {
+				t.Fatal("Load returned an enforcer with an error")
+			}
+			file := pp
+			if tc.file == "model" {
+				file = mp
+			}
+			prefix := file + ":"
+			if tc.line > 0 {
+				prefix = fmt.Sprintf("%s:%d: ", file, tc.line)
+			}
+			if !strings.HasPrefix(err.Error(), prefix) {
+				t.Fatalf("error %q does not start with %q", err, prefix)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+			var le *LoadError
+			if !errors.As(err, &le) || le.File != file || (tc.line > 0 && le.Line != tc.line) {
+				t.Fatalf("error is not a *LoadError for %s:%d: %#v", file, tc.line, err)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.conf")
+	if _, err := Load(missing, rootPolicy); err == nil || !strings.HasPrefix(err.Error(), missing+": ") {
+		t.Errorf("missing model: %v", err)
+	}
+	missing = filepath.Join(dir, "nope.csv")
+	if _, err := Load(rootModel, missing); err == nil || !strings.HasPrefix(err.Error(), missing+": ") {
+		t.Errorf("missing policy: %v", err)
+	}
+	// A directory is not a file either.
+	if _, err := Load(rootModel, dir); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("directory as policy: %v", err)
+	}
+}
+
+// TestCasbinPanicsOnLoneComma pins the Casbin behaviour Load guards against, and checks that the
+// adapter turns such a panic into an error naming file and line (a second line of defence behind
+// the pre-validation, which already rejects ",").
+func TestCasbinPanicsOnLoneComma(t *testing.T) {
+	m, err := model.NewModelFromString(readRoot(t, rootModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Log("casbin no longer panics on a lone comma; the recover in bytesAdapter is now belt and braces")
+			}
+		}()
+		_, _ = casbin.NewSyncedEnforcer(rootModel, writeTemp(t, "comma.csv", ",\n"))
+	}()
+
+	a := &bytesAdapter{file: "p.csv", lines: []policyLine{{num: 1, text: "p, a, s/t, call, allow"}, {num: 7, text: ","}}}
+	err = a.LoadPolicy(m)
+	if err == nil || !strings.HasPrefix(err.Error(), "p.csv:7: ") {
+		t.Fatalf("adapter error = %v, want p.csv:7: ...", err)
+	}
+}
+
+// regexModel matches objects with regexMatch, whose invalid patterns load fine and fail only when
+// a request is evaluated.
+const regexModel = `[request_definition]
+r = sub, obj, act
+[policy_definition]
+p = sub, obj, act, eft
+[role_definition]
+g = _, _
+[policy_effect]
+e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
+[matchers]
+m = g(r.sub, p.sub) && regexMatch(r.obj, p.obj) && r.act == p.act
+`
+
+func TestDecideEnforceErrorDenies(t *testing.T) {
+	e, err := Load(writeTemp(t, "model.conf", regexModel), writeTemp(t, "policy.csv", "p, alice, ^orders/(get, call, allow\np, bob, ^orders/get_order, call, allow\n"))
+	if err != nil {
+		t.Fatalf("invalid regex should load (it fails only at enforce): %v", err)
+	}
+	ok, internal := e.Decide("alice", "orders/get_order", ActCall)
+	if ok {
+		t.Fatal("enforce error allowed the call")
+	}
+	if internal == nil {
+		t.Fatal("enforce error not reported")
+	}
+	t.Logf("internal error (log only), %d bytes", len(internal.Error()))
+
+	// The same error through Visible: denied, and reported by VisibleErr.
+	if got := e.Visible("alice", demoTools); len(got) != 0 {
+		t.Fatalf("Visible = %v, want none", got)
+	}
+	got, err := e.VisibleErr("alice", demoTools)
+	if len(got) != 0 || err == nil || !strings.Contains(err.Error(), "4 of 4") {
+		t.Fatalf("VisibleErr = %v, %v", got, err)
+	}
+}
+
+func TestVisible(t *testing.T) {
+	e := loadRoot(t)
+	all := append([]string{"search/query"}, demoTools...)
+	tests := []struct {
+		principal string
+		want      []string
+	}{
+		{"alice", []string{"orders/get_order", "orders/update_order_status", "orders/send_customer_reply"}},
+		{"bob", []string{"orders/get_order"}},
+		{"carol", demoTools},
+		{"mallory", []string{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.principal, func(t *testing.T) {
+			got, err := e.VisibleErr(tc.principal, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("VisibleErr = %v, want %v", got, tc.want)
+			}
+			if v := e.Visible(tc.principal, all); !reflect.DeepEqual(v, tc.want) {
+				t.Fatalf("Visible = %v, want %v", v, tc.want)
+			}
+		})
+	}
+	if got := e.Visible("carol", nil); len(got) != 0 {
+		t.Fatalf("Visible(nil) = %v", got)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	a, b := loadRoot(t), loadRoot(t)
+	if len(a.Version()) != 12 || a.Version() != b.Version() {
+		t.Fatalf("versions %q, %q: want equal, 12 hex digits", a.Version(), b.Version())
+	}
+	changed, err := Load(rootModel, writeTemp(t, "policy.csv", readRoot(t, rootPolicy)+"g, dave, viewer\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.Version() == a.Version() {
+		t.Fatal("version did not change with the policy")
+	}
+}
+
+func TestNilEnforcerDenies(t *testing.T) {
+	var e *Enforcer
+	if ok, err := e.Decide("carol", "orders/get_order", ActCall); ok || err == nil {
+		t.Fatalf("nil enforcer: %v, %v", ok, err)
+	}
+	if got := e.Visible("carol", demoTools); len(got) != 0 {
+		t.Fatalf("nil enforcer Visible = %v", got)
+	}
+}
+
+func TestDecideConcurrent(t *testing.T) {
+	e := loadRoot(t)
+	type q struct {
+		principal, obj string
+		want           bool
+	}
+	qs := []q{
+		{"alice", "orders/update_order_status", true},
+		{"alice", "orders/refund_order", false},
+		{"bob", "orders/get_order", true},
+		{"bob", "orders/refund_order", false},
+		{"carol", "orders/refund_order", true},
+		{"mallory", "orders/get_order", false},
+	}
+	const goroutines, iterations = 32, 300
+	var wg sync.WaitGroup
+	errs := make(chan string, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < iterations; i++ {
+				c := qs[(g+i)%len(qs)]
+				ok, err := e.Decide(c.principal, c.obj, ActCall)
+				if err != nil || ok != c.want {
+					errs <- fmt.Sprintf("%s %s: %v %v", c.principal, c.obj, ok, err)
+					return
+				}
+				if i%50 == 0 {
+					_ = e.Visible(c.principal, demoTools)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for msg := range errs {
+		t.Error(msg)
+	}
+}
+
+// TestCasbinPitfallsPinned shows, with Casbin's own file adapter, the misreadings Load refuses:
+// a right-padded field is kept as is, and a capitalised effect is silently "not allow" (for a
+// deny line: silently not deny, which opens the door).
+func TestCasbinPitfallsPinned(t *testing.T) {
+	policy := "p, alice , s/t, call, allow\n" +
+		"p, r, s/*, call, allow\n" +
+		"p, r, s/secret, call, Deny\n" +
+		"g, bob, r\n"
+	plain, err := casbin.NewSyncedEnforcer(rootModel, writeTemp(t, "policy.csv", policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := plain.Enforce("alice", "s/t", "call"); ok {
+		t.Error("casbin now trims fields on the right; the whitespace check is belt and braces")
+	}
+	if ok, _ := plain.Enforce("alice ", "s/t", "call"); !ok {
+		t.Error("pin changed: casbin no longer keeps the trailing space in the subject")
+	}
+	if ok, _ := plain.Enforce("bob", "s/secret", "call"); !ok {
+		t.Error("pin changed: effect \"Deny\" now denies in casbin")
+	}
+	if _, err := Load(rootModel, writeTemp(t, "policy.csv", policy)); err == nil {
+		t.Fatal("Load accepted the policy")
+	}
+}

@@ -1,0 +1,127 @@
+package authz
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"testing"
+)
+
+func TestNewKey(t *testing.T) {
+	k1, h1, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, h2, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, hash string }{{k1, h1}, {k2, h2}} {
+		if !strings.HasPrefix(c.key, "tg_") {
+			t.Errorf("key %q lacks the tg_ prefix", c.key)
+		}
+		// 32 bytes, base64url without padding: 43 characters.
+		if got, want := len(c.key), len("tg_")+43; got != want {
+			t.Errorf("len(key) = %d, want %d", got, want)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(c.key, "tg_"))
+		if err != nil || len(raw) != 32 {
+			t.Errorf("key body is not 32 bytes of base64url without padding: %v (len %d)", err, len(raw))
+		}
+		if strings.ContainsAny(c.key, "=+/") {
+			t.Errorf("key %q is not URL-safe unpadded base64", c.key)
+		}
+		if HashKey(c.key) != c.hash {
+			t.Errorf("HashKey(key) = %s, NewKey returned %s", HashKey(c.key), c.hash)
+		}
+		if !ValidKeyHash(c.hash) {
+			t.Errorf("returned hash %q is not 64 hex digits", c.hash)
+		}
+	}
+	if k1 == k2 || h1 == h2 {
+		t.Fatal("two calls to NewKey returned the same key")
+	}
+}
+
+func TestHashKey(t *testing.T) {
+	// The DESIGN.md example: SHA-256 of "test".
+	if got, want := HashKey("test"), "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"; got != want {
+		t.Fatalf("HashKey(test) = %s, want %s", got, want)
+	}
+	sum := sha256.Sum256([]byte("tg_x"))
+	if got := HashKey("tg_x"); got != hex.EncodeToString(sum[:]) || got != strings.ToLower(got) {
+		t.Fatalf("HashKey not lowercase SHA-256 hex: %s", got)
+	}
+}
+
+func TestValidKeyHash(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{HashKey("a"), true},
+		{strings.ToUpper(HashKey("a")), true},
+		{HashKey("a")[:63], false},
+		{"tg_" + strings.Repeat("a", 43), false},
+		{strings.Repeat("g", 64), false},
+		{"", false},
+	} {
+		if got := ValidKeyHash(tc.in); got != tc.want {
+			t.Errorf("ValidKeyHash(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestKeysPrincipal(t *testing.T) {
+	aliceKey, aliceHash, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobKey, bobHash, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphanKey, orphanHash, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string]string{
+		aliceHash:                "alice",
+		strings.ToUpper(bobHash): "bob", // upper-case hex in config still works
+		orphanHash:               "",    // no principal: never matches
+		HashKey(""):              "empty-key-owner",
+	}
+	keys := NewKeys(src)
+	src[aliceHash] = "mallory" // Keys must not alias the caller's map
+
+	tests := []struct {
+		name      string
+		presented string
+		want      string
+		wantOK    bool
+	}{
+		{"hit alice", aliceKey, "alice", true},
+		{"hit bob via upper-case stored hash", bobKey, "bob", true},
+		{"miss unknown key", "tg_not-a-real-key", "", false},
+		{"miss the hash itself presented as key", aliceHash, "", false},
+		{"miss key with trailing space", aliceKey + " ", "", false},
+		{"miss empty principal entry", orphanKey, "", false},
+		{"miss empty key even if its hash is configured", "", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := keys.Principal(tc.presented)
+			if got != tc.want || ok != tc.wantOK {
+				t.Fatalf("Principal(%q) = %q, %v; want %q, %v", tc.presented, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+	if keys.Len() != 3 {
+		t.Errorf("Len() = %d, want 3", keys.Len())
+	}
+	var nilKeys *Keys
+	if _, ok := nilKeys.Principal(aliceKey); ok {
+		t.Error("nil *Keys resolved a key")
+	}
+}

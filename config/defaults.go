@@ -1,0 +1,132 @@
+package config
+
+import (
+	"cmp"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Defaults. A zero field in Config means "use the default below"; the accessors in this file are the only
+// place that applies them. Each accessor passes its candidates to cmp.Or, which returns the first non-zero
+// one, so the argument list reads as the precedence order.
+const (
+	// DefaultHTTPAddr is loopback only, so a fresh install is not reachable from the network.
+	DefaultHTTPAddr = "127.0.0.1:8080"
+	// DefaultMaxBodyBytes caps an HTTP request body: 4 MiB.
+	DefaultMaxBodyBytes int64 = 4 << 20
+	// DefaultSessionIdleTTL drops an MCP session nobody has used for 30 minutes.
+	DefaultSessionIdleTTL = 30 * time.Minute
+	// DefaultStdioPrincipal is who the stdio client is when auth.stdio_principal is empty.
+	DefaultStdioPrincipal = "local"
+	// DefaultCallTimeout is the deadline of one tools/call: 8 seconds.
+	DefaultCallTimeout = 8 * time.Second
+	// DefaultMaxResultBytes caps one call's result: 1 MiB.
+	DefaultMaxResultBytes int64 = 1 << 20
+	// DefaultInitTimeout bounds an upstream's initialize + tools/list: 10 seconds.
+	DefaultInitTimeout = 10 * time.Second
+	// DefaultModelFile and DefaultPolicyFile are looked for beside the config file.
+	DefaultModelFile  = "model.conf"
+	DefaultPolicyFile = "policy.csv"
+)
+
+// Allowed ranges, inclusive, checked at load. Zero is never range-checked: it means the default.
+var (
+	maxBodyRange     = byteRange{min: 1 << 10, max: 64 << 20}                      // listen.max_body_bytes
+	sessionIdleRange = durRange{min: time.Minute, max: 24 * time.Hour}             // listen.session_idle_ttl
+	timeoutRange     = durRange{min: 10 * time.Millisecond, max: 10 * time.Minute} // timeout
+	maxResultRange   = byteRange{min: 1 << 10, max: 64 << 20}                      // max_result_bytes
+	initTimeoutRange = durRange{min: 100 * time.Millisecond, max: 5 * time.Minute} // init_timeout
+)
+
+// HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
+func (c *Config) HTTPAddr() string {
+	return cmp.Or(c.Listen.HTTP, DefaultHTTPAddr)
+}
+
+// MaxBodyBytes is the largest HTTP request body accepted, in bytes. Default 4 MiB.
+func (c *Config) MaxBodyBytes() int64 {
+	return cmp.Or(c.Listen.MaxBodyBytes, DefaultMaxBodyBytes)
+}
+
+// SessionIdleTTL is how long an unused MCP session lives. Default 30m.
+func (c *Config) SessionIdleTTL() time.Duration {
+	return time.Duration(cmp.Or(c.Listen.SessionIdleTTL, Duration(DefaultSessionIdleTTL)))
+}
+
+// StdioPrincipal is the principal of the stdio client. Default "local".
+func (c *Config) StdioPrincipal() string {
+	return cmp.Or(c.Auth.StdioPrincipal, DefaultStdioPrincipal)
+}
+
+// CallTimeout is the deadline of one call to tool on server: the tool's override, else the server's, else
+// limits.timeout, else 8s. Unknown server or tool names get the gateway-wide value.
+func (c *Config) CallTimeout(server, tool string) time.Duration {
+	s, t := c.overrides(server, tool)
+	return time.Duration(cmp.Or(t.Timeout, s.Timeout, c.Limits.Timeout, Duration(DefaultCallTimeout)))
+}
+
+// MaxResultBytes caps the result of one call to tool on server, in bytes, with the same precedence as
+// CallTimeout. Default 1 MiB.
+func (c *Config) MaxResultBytes(server, tool string) int64 {
+	s, t := c.overrides(server, tool)
+	return cmp.Or(t.MaxResultBytes, s.MaxResultBytes, c.Limits.MaxResultBytes, DefaultMaxResultBytes)
+}
+
+// InitTimeout bounds initialize + tools/list of server: its override, else limits.init_timeout, else 10s.
+func (c *Config) InitTimeout(server string) time.Duration {
+	s, _ := c.overrides(server, "")
+	return time.Duration(cmp.Or(s.InitTimeout, c.Limits.InitTimeout, Duration(DefaultInitTimeout)))
+}
+
+// ModelPath is the Casbin model file: authz.model, else model.conf beside the config file.
+func (c *Config) ModelPath() string {
+	return cmp.Or(c.Authz.Model, filepath.Join(c.Dir(), DefaultModelFile))
+}
+
+// PolicyPath is the Casbin policy file: authz.policy, else policy.csv beside the config file.
+func (c *Config) PolicyPath() string {
+	return cmp.Or(c.Authz.Policy, filepath.Join(c.Dir(), DefaultPolicyFile))
+}
+
+// Dir is the directory relative paths in the config are resolved against: the config file's directory,
+// or "." for a Config built in code.
+func (c *Config) Dir() string {
+	if c.File == "" {
+		return "."
+	}
+	return filepath.Dir(c.File)
+}
+
+// ToolPrefix is prepended to the server's tool names to form client-facing names: "<name>__" unless
+// prefix is set, in which case it is used verbatim ("" exposes the tools unprefixed).
+func (s *Server) ToolPrefix() string {
+	if s.Prefix == nil {
+		return s.Name + "__"
+	}
+	return *s.Prefix
+}
+
+// ServerNames lists every configured server, disabled ones included, sorted.
+func (c *Config) ServerNames() []string {
+	names := make([]string, 0, len(c.Servers))
+	for name := range c.Servers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// overrides returns the per-server limits and per-tool overrides that apply to a call, as zero values when
+// the server or tool has none, so the accessors above can fall through without nil checks.
+func (c *Config) overrides(server, tool string) (Limits, Tool) {
+	s := c.Servers[server]
+	if s == nil {
+		return Limits{}, Tool{}
+	}
+	l := Limits{Timeout: s.Timeout, MaxResultBytes: s.MaxResultBytes, InitTimeout: s.InitTimeout}
+	if t := s.Tools[tool]; t != nil {
+		return l, *t
+	}
+	return l, Tool{}
+}

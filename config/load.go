@@ -1,0 +1,122 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Load reads, expands, decodes and validates the config file at path, taking ${VAR} values from the
+// process environment. On any problem it returns a *Problems holding every problem found.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Problems{List: []Problem{{File: path, Msg: readError(err)}}}
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// readError leaves out the path that *fs.PathError repeats, since Problem.File already names it.
+func readError(err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return "cannot read the config file: it does not exist"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return "cannot read the config file: " + err.Error()
+}
+
+// Parse is Load on bytes. path names the file in messages, and its directory is the base for relative
+// paths in the config. env looks up ${VAR} values; nil means os.LookupEnv.
+func Parse(path string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	c := &Config{}
+	dir, err := c.setFile(path)
+	if err != nil {
+		return nil, &Problems{List: []Problem{{File: path, Msg: err.Error()}}}
+	}
+	l := &loader{file: path, env: env, lines: map[string]int{}, bad: map[string]bool{}}
+	l.load(c, data)
+	if len(l.probs) > 0 {
+		sortProblems(l.probs)
+		return nil, &Problems{List: l.probs}
+	}
+	resolvePaths(c, dir)
+	return c, nil
+}
+
+// setFile records the absolute path of the file and returns the directory relative paths start from; a
+// config without a file name resolves against the working directory.
+func (c *Config) setFile(path string) (dir string, err error) {
+	if path == "" {
+		return filepath.Abs(".")
+	}
+	if c.File, err = filepath.Abs(path); err != nil {
+		return "", err
+	}
+	return filepath.Dir(c.File), nil
+}
+
+// load decodes then validates: the checks need the whole config (defaults, sibling keys) in typed form.
+func (l *loader) load(c *Config, data []byte) {
+	root, ok := l.parse(data)
+	if !ok {
+		return
+	}
+	l.collectAnchors(root)
+	l.object(root, "", l.configFields(c))
+	if l.tooManyAliases > 0 {
+		l.probs = l.probs[:l.tooManyAliases]
+		return
+	}
+	l.checkListen(&c.Listen)
+	l.checkAuth(&c.Auth)
+	l.checkLimits("limits", c.Limits)
+	for _, name := range c.ServerNames() {
+		l.checkServer(child("mcpServers", name), c.Servers[name])
+	}
+}
+
+// parse returns the body of the one document in the file; nil for an empty file, which is valid.
+func (l *loader) parse(data []byte) (ast.Node, bool) {
+	// Duplicate keys are allowed here so that entries can report each of them with both lines instead of
+	// the parser stopping at the first.
+	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	if err != nil {
+		l.syntaxError(err)
+		return nil, false
+	}
+	if len(f.Docs) == 0 {
+		return nil, true
+	}
+	if len(f.Docs) > 1 {
+		l.report(docLine(f.Docs[1]), "", "expected one YAML document, found %d (remove the extra ---)", len(f.Docs))
+	}
+	return f.Docs[0].Body, true
+}
+
+// docLine points at the "---" that starts a document, when there is one.
+func docLine(d *ast.DocumentNode) int {
+	if d.Start != nil {
+		return d.Start.Position.Line
+	}
+	return line(d.Body)
+}
+
+func (l *loader) syntaxError(err error) {
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil {
+		l.report(ye.GetToken().Position.Line, "", "invalid YAML: %s", ye.GetMessage())
+		return
+	}
+	l.report(0, "", "invalid YAML: %v", err)
+}
