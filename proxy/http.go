@@ -28,10 +28,20 @@ type HTTPOptions struct {
 	Log                *slog.Logger
 }
 
+// HTTPEndpoint is the Streamable HTTP endpoint. Shutdown stops its session
+// reaper and closes its sessions.
+type HTTPEndpoint struct {
+	http.Handler
+	mcp *server.StreamableHTTPServer
+}
+
+// Shutdown ends every session; call it after the http.Server stopped.
+func (e *HTTPEndpoint) Shutdown(ctx context.Context) error { return e.mcp.Shutdown(ctx) }
+
 // HTTPHandler serves MCP Streamable HTTP at /mcp. The order of checks is
 // deliberate: Origin (DNS rebinding) and authentication come before any
 // body is read or any MCP processing happens; the body is capped.
-func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
+func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
@@ -45,7 +55,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 	h = checkOrigin(h, o.AllowedOrigins)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	return mux
+	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP}
 }
 
 // authenticate resolves the bearer key to a principal or answers 401 with

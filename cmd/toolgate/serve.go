@@ -97,23 +97,28 @@ func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
 	return 0
 }
 
-func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
+// httpOptions resolves the HTTP endpoint's settings from config.
+func httpOptions(gw *gateway, log *slog.Logger) proxy.HTTPOptions {
 	anonymous := ""
 	if gw.cfg.Listen.AllowAnonymous {
 		anonymous = gw.cfg.Listen.AnonymousPrincipal
 		log.Warn("unauthenticated HTTP access is enabled", "principal", anonymous)
 	}
-	handler := gw.server.HTTPHandler(proxy.HTTPOptions{
+	return proxy.HTTPOptions{
 		Auth: gw.keys, AnonymousPrincipal: anonymous,
 		MaxBodyBytes: gw.cfg.MaxBodyBytes(), SessionIdleTTL: gw.cfg.SessionIdleTTL(),
 		AllowedOrigins: gw.cfg.Listen.AllowedOrigins, Log: log,
-	})
+	}
+}
+
+func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
+	endpoint := gw.server.HTTPHandler(httpOptions(gw, log))
 	ln, err := net.Listen("tcp", gw.cfg.HTTPAddr())
 	if err != nil {
 		log.Error("cannot listen", "addr", gw.cfg.HTTPAddr(), "err", err)
 		return 1
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: endpoint, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -129,5 +134,6 @@ func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("in-flight calls cut at shutdown", "err", err)
 	}
+	_ = endpoint.Shutdown(sctx)
 	return 0
 }

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/internal/testupstream"
+)
+
+// The test binary plays three roles, chosen by TOOLGATE_TEST_EXEC: the
+// tests themselves, a test upstream process, and toolgate itself (for the
+// stdio end-to-end tests and the demo upstream). Re-executing the test
+// binary gives real processes without a separate build step.
+const execRole = "TOOLGATE_TEST_EXEC"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(execRole) {
+	case "upstream":
+		os.Exit(testupstream.Main(os.Args[1:]))
+	case "toolgate":
+		os.Exit(run(os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m,
+		// net/http keeps idle client connections' loops alive briefly after a test.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// self is the test binary, started as an upstream or as toolgate.
+func self(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// Demo keys: the plain values of the hashes written into test configs.
+const (
+	aliceKey = "tg_test_alice"
+	bobKey   = "tg_test_bob"
+)
+
+// testPolicy: alice may call everything except hostile/denied_* tools;
+// bob may only call hostile/echo; local (stdio) is alice's twin.
+const testPolicy = `p, caller, *, call, allow
+p, caller, hostile/good_output, call, deny
+p, reader, hostile/echo, call, allow
+g, alice, caller
+g, local, caller
+g, bob, reader
+`
+
+// writeConfig writes toolgate.yaml (with servers as YAML under
+// mcpServers), model.conf and policy.csv into a fresh directory.
+func writeConfig(t *testing.T, servers string) string {
+	t.Helper()
+	dir := t.TempDir()
+	model, err := os.ReadFile("../../model.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`auth:
+  stdio_principal: local
+  api_keys:
+    - {principal: alice, sha256: %q}
+    - {principal: bob, sha256: %q}
+mcpServers:
+%s`, authz.HashKey(aliceKey), authz.HashKey(bobKey), servers)
+	write(t, filepath.Join(dir, "model.conf"), string(model))
+	write(t, filepath.Join(dir, "policy.csv"), testPolicy)
+	write(t, filepath.Join(dir, "toolgate.yaml"), cfg)
+	return filepath.Join(dir, "toolgate.yaml")
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stdioUpstream is the YAML of a server entry that runs the test upstream.
+func stdioUpstream(t *testing.T, name string, extra string, flags ...string) string {
+	args := `["-name", "` + name + `"`
+	for _, f := range flags {
+		args += fmt.Sprintf(", %q", f)
+	}
+	args += "]"
+	return fmt.Sprintf("  %s:\n    command: %q\n    args: %s\n    env: {%s: upstream}\n%s", name, self(t), args, execRole, extra)
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// httpGateway runs the gateway in-process on a loopback port and returns
+// its /mcp URL and its log.
+func httpGateway(t *testing.T, cfgPath string) (string, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	gw, code := startGateway(context.Background(), cfgPath, log)
+	if gw == nil {
+		t.Fatalf("gateway did not start (exit %d); log:\n%s", code, logs)
+	}
+	endpoint := gw.server.HTTPHandler(httpOptions(gw, log))
+	srv := httptest.NewServer(endpoint)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = endpoint.Shutdown(context.Background())
+		gw.set.Close()
+	})
+	return srv.URL + "/mcp", logs
+}
+
+// connectHTTP is a real mcp-go client over Streamable HTTP.
+func connectHTTP(t *testing.T, url, key string) *client.Client {
+	t.Helper()
+	var opts []transport.StreamableHTTPCOption
+	if key != "" {
+		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
+	}
+	tr, err := transport.NewStreamableHTTP(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return initClient(t, client.NewClient(tr))
+}
+
+// connectStdio starts `toolgate serve --stdio` as a real process and
+// connects mcp-go's stdio client to it.
+func connectStdio(t *testing.T, cfgPath string) *client.Client {
+	t.Helper()
+	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate"}, "serve", "--stdio", "--config", cfgPath)
+	return initClient(t, client.NewClient(tr))
+}
+
+func initClient(t *testing.T, c *client.Client) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Start's context owns a stdio child for its whole life (mcp-go trap 2).
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return c
+}
+
+// callE2E calls name with raw JSON arguments and returns the result and
+// the envelope's raw bytes.
+func callE2E(t *testing.T, c *client.Client, name, args string) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = jsonRaw(args)
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	env, ok := res.StructuredContent.(map[string]any)
+	if !ok {
+		t.Fatalf("call %s: structuredContent is %T, want the envelope", name, res.StructuredContent)
+	}
+	return res, env
+}
+
+func toolNames(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func jsonRaw(s string) any {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
