@@ -35,7 +35,7 @@ type codeCase struct {
 var codeCases = []codeCase{
 	{"ok", "hostile__echo", `{"a":1}`, "", ""},
 	{"tool_not_found", "hostile__nope", `{}`, "tool_not_found", "hostile__nope"},
-	{"tool_not_allowed", "hostile__good_output", `{}`, "tool_not_allowed", ""},
+	{"tool_not_allowed", "hostile__with_meta", `{}`, "tool_not_allowed", ""},
 	{"invalid_arguments", "hostile__sleep", `{"ms":"soon"}`, "invalid_arguments", "ms"},
 	{"arguments not an object", "hostile__echo", `[1,2]`, "invalid_arguments", "object"},
 	{"upstream_unavailable (never started)", "broken__echo", `{}`, "upstream_unavailable", "not connected"},
@@ -144,7 +144,7 @@ func TestToolsListFilteredPerPrincipal(t *testing.T) {
 	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")))
 	alice := toolNames(t, connectHTTP(t, url, aliceKey))
 	bob := toolNames(t, connectHTTP(t, url, bobKey))
-	if !contains(alice, "hostile__echo") || !contains(alice, "hostile__sleep") || contains(alice, "hostile__good_output") {
+	if !contains(alice, "hostile__echo") || !contains(alice, "hostile__sleep") || contains(alice, "hostile__with_meta") {
 		t.Errorf("alice sees %v", alice)
 	}
 	if len(bob) != 1 || bob[0] != "hostile__echo" {
