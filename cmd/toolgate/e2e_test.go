@@ -237,7 +237,7 @@ func TestHTTPAndSSEUpstreams(t *testing.T) {
 // The seed's scenario on the built-in demo, as the README shows it.
 func TestDemoScenario(t *testing.T) {
 	t.Setenv("TOOLGATE_SELF", self(t))
-	cfg := writeConfig(t, fmt.Sprintf("  orders:\n    command: \"${TOOLGATE_SELF}\"\n    args: [demo-orders]\n    env: {%s: toolgate}\n", execRole))
+	cfg := writeConfig(t, fmt.Sprintf("  orders:\n    command: \"${TOOLGATE_SELF}\"\n    args: [demo-orders]\n    env: {%s: toolgate, GORACE: \"atexit_sleep_ms=0\"}\n", execRole))
 	write(t, strings.TrimSuffix(cfg, "toolgate.yaml")+"policy.csv", mustRead(t, "../../policy.csv")+"\ng, "+"alice_demo, support_agent\n")
 	url, _ := httpGateway(t, cfg)
 	c := connectHTTP(t, url, aliceKey) // alice is support_agent in the repo policy

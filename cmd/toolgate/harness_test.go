@@ -106,7 +106,7 @@ func stdioUpstream(t *testing.T, name string, extra string, flags ...string) str
 		args += fmt.Sprintf(", %q", f)
 	}
 	args += "]"
-	return fmt.Sprintf("  %s:\n    command: %q\n    args: %s\n    env: {%s: upstream}\n%s", name, self(t), args, execRole, extra)
+	return fmt.Sprintf("  %s:\n    command: %q\n    args: %s\n    env: {%s: upstream, GORACE: \"atexit_sleep_ms=0\"}\n%s", name, self(t), args, execRole, extra)
 }
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -165,7 +165,7 @@ func connectHTTP(t *testing.T, url, key string) *client.Client {
 // connects mcp-go's stdio client to it.
 func connectStdio(t *testing.T, cfgPath string) *client.Client {
 	t.Helper()
-	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate"}, "serve", "--stdio", "--config", cfgPath)
+	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate", "GORACE=atexit_sleep_ms=0"}, "serve", "--stdio", "--config", cfgPath)
 	return initClient(t, client.NewClient(tr))
 }
 

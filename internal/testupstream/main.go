@@ -1,0 +1,143 @@
+package testupstream
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Main runs the upstream as a process on os.Stdin/os.Stdout/os.Stderr and returns the exit code.
+// It ends on SIGTERM/SIGINT or stdin EOF. Flags (args excludes the program name):
+//
+//	-transport stdio|http|sse  how to serve (default stdio)
+//	-addr HOST:PORT            listen address for http/sse (default 127.0.0.1:0)
+//	-name NAME                 server name reported in initialize (default testupstream)
+//	-hostile-schemas           also register remote_ref, file_ref, self_ref, deep_allof
+//	-extra-tools N             register extra_0 .. extra_{N-1}
+//	-page-size N               tools/list page size (0: no pagination)
+//	-stderr-line TEXT          write TEXT and a newline to stderr first thing
+//	-exit-at-start CODE        exit with CODE right after -stderr-line, before reading anything
+//	-hang-init                 stdio: read stdin and never answer; http/sse: accept requests and never answer
+//
+// Over stdio nothing but JSON-RPC is written to stdout. Over http/sse exactly one line is written to
+// stdout, "LISTENING <url>" (http://HOST:PORT/mcp or http://HOST:PORT/sse), once the port accepts
+// connections; the upstream then serves until a signal or stdin EOF, so a parent must keep the
+// child's stdin open (exec.Cmd's default nil Stdin is /dev/null: immediate EOF, immediate exit).
+// Diagnostics go to stderr. Bad flags exit 2; a listen or serve failure exits 1.
+//
+// To run it from a test binary, re-exec the binary with a marker in the environment and have
+// TestMain divert to Main:
+//
+//	func TestMain(m *testing.M) {
+//		if os.Getenv("TOOLGATE_TESTUPSTREAM") == "1" {
+//			os.Exit(testupstream.Main(os.Args[1:]))
+//		}
+//		os.Exit(m.Run())
+//	}
+//
+// then start os.Args[0] with TOOLGATE_TESTUPSTREAM=1 and the flags above as its arguments.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// MainIO is Main on the given streams and without signal handling: it ends on stdin EOF (a nil
+// stdin never ends an http/sse upstream). The crash tool still exits the process. mcp-go keeps one
+// process-wide stdio session, so run at most one stdio MainIO per process at a time.
+func MainIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(context.Background(), args, stdin, stdout, stderr)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("testupstream", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	transport := fs.String("transport", "stdio", "`transport`: stdio, http (Streamable HTTP at /mcp) or sse (legacy HTTP+SSE at /sse)")
+	addr := fs.String("addr", "127.0.0.1:0", "listen `address` for http and sse")
+	name := fs.String("name", "testupstream", "server `name` reported in initialize")
+	hostile := fs.Bool("hostile-schemas", false, "also register tools with hostile input schemas")
+	extra := fs.Int("extra-tools", 0, "register `N` extra tools extra_0..extra_{N-1}")
+	pageSize := fs.Int("page-size", 0, "tools/list page `size` (0: no pagination)")
+	stderrLine := fs.String("stderr-line", "", "write this `line` to stderr at startup")
+	exitAtStart := fs.Int("exit-at-start", 0, "exit with this `code` at startup, before reading anything")
+	hang := fs.Bool("hang-init", false, "read requests but never answer any")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	exitSet := false
+	fs.Visit(func(f *flag.Flag) { exitSet = exitSet || f.Name == "exit-at-start" })
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "testupstream: unexpected arguments %q\n", fs.Args())
+		return 2
+	case *transport != "stdio" && *transport != "http" && *transport != "sse":
+		fmt.Fprintf(stderr, "testupstream: -transport %q: want stdio, http or sse\n", *transport)
+		return 2
+	case *extra < 0 || *pageSize < 0:
+		fmt.Fprintln(stderr, "testupstream: -extra-tools and -page-size must be >= 0")
+		return 2
+	}
+
+	if *stderrLine != "" {
+		fmt.Fprintln(stderr, *stderrLine)
+	}
+	if exitSet {
+		return *exitAtStart
+	}
+
+	o := Options{Name: *name, HostileSchemas: *hostile, ExtraTools: *extra, PageSize: *pageSize}
+	if *transport == "stdio" {
+		if *hang {
+			waitEOF(ctx, stdin)
+			return 0
+		}
+		s := server.NewStdioServer(NewServer(o))
+		s.SetErrorLogger(log.New(stderr, "testupstream: ", log.LstdFlags))
+		if err := s.Listen(ctx, stdin, newLineRewriter(stdout)); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "testupstream: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "testupstream: %v\n", err)
+		return 1
+	}
+	u, err := serveHTTP(ln, *transport, o, *hang, stderr)
+	if err != nil {
+		_ = ln.Close()
+		fmt.Fprintf(stderr, "testupstream: %v\n", err)
+		return 1
+	}
+	defer u.stop()
+	if _, err := fmt.Fprintf(stdout, "LISTENING %s\n", u.url); err != nil {
+		return 1
+	}
+	waitEOF(ctx, stdin)
+	return 0
+}
+
+// waitEOF reads and discards stdin until EOF (or any read error) or until ctx ends.
+func waitEOF(ctx context.Context, stdin io.Reader) {
+	eof := make(chan struct{})
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(io.Discard, stdin)
+			close(eof)
+		}()
+	}
+	select {
+	case <-eof:
+	case <-ctx.Done():
+	}
+}

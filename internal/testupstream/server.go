@@ -1,0 +1,338 @@
+// Package testupstream is a deliberately hostile, configurable MCP upstream for toolgate's
+// end-to-end tests. It is an mcp-go server whose tools misbehave on purpose (protocol garbage,
+// unknown content types, invalid structured output, control characters, huge results, hanging,
+// crashing, leaking _meta, hostile input schemas), and it runs either in-process (NewServer,
+// StartHTTP, StartSSE) or as a child process over stdio, Streamable HTTP or legacy SSE (Main).
+//
+// Tools (see each handler for the exact answer):
+//
+//	echo            the call's arguments as the client sent them (RawArguments: no float64 round trip),
+//	                as structuredContent and text; on the wire encoding/json compacts the structured
+//	                copy and escapes <, >, & (values and digits stay exact)
+//	sleep {ms}      waits ms, or until the call's context ends (then a JSON-RPC error); one
+//	                progress notification first when the call carries a progressToken
+//	fail {message?} isError with text "boom: \x1b[31mred\x1b[0m\x07 <message>"
+//	rpc_error       a Go error from the handler: JSON-RPC error -32603
+//	big {bytes}     one text block of that many 'x' (up to 64 MiB)
+//	bad_output      structuredContent {"value":"not an integer"} against an output schema demanding an integer
+//	good_output     structuredContent {"value":42} against the same schema
+//	with_meta       result _meta {"secret":"upstream-internal"}, text "ok"
+//	ansi            text "a\x1b[2Jb\x00c\u202ed\r\ne"
+//	env             structuredContent: the process environment as a JSON object
+//	crash           ends the process with exit code 3 mid-call (Options.Exit)
+//	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
+//	unknown_content answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":[{"type":"hologram","data":"x"}]}}
+//	                (garbage and unknown_content also send one progress notification first when the call
+//	                carries a progressToken, which makes Streamable HTTP answer as text/event-stream)
+//	extra_N         (Options.ExtraTools) text "extra N"
+//	remote_ref, file_ref, self_ref, deep_allof   (Options.HostileSchemas) hostile input schemas
+//
+// garbage and unknown_content need control of the raw bytes, which an mcp-go handler does not have:
+// the handler answers a marker text, and a writer wrapped around the transport's output replaces the
+// whole response line that carries it. That wrapper is in place for Main over stdio, and for
+// StartHTTP / StartSSE / Main over HTTP (both the application/json and the text/event-stream answers
+// of Streamable HTTP, and legacy SSE's event stream). A bare NewServer driven by an in-process client
+// answers the marker text itself.
+package testupstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Options configures an upstream.
+type Options struct {
+	// Name is the server name reported in initialize ("testupstream" when empty).
+	Name string
+	// HostileSchemas also registers remote_ref, file_ref, self_ref and deep_allof.
+	HostileSchemas bool
+	// ExtraTools registers extra_0 .. extra_{N-1}, each taking {} and answering "extra N".
+	ExtraTools int
+	// PageSize is the server-side tools/list page size (0: everything in one page).
+	PageSize int
+	// Exit is what the crash tool calls with code 3. Nil means os.Exit, which is right for an
+	// upstream in its own process and ends the whole test binary otherwise. StartHTTP and StartSSE
+	// default it to aborting the HTTP request instead (see there).
+	Exit func(code int)
+}
+
+// Markers a handler returns so that the output wrapper replaces the whole response (see package doc).
+const (
+	GarbageMarker        = "__TESTUPSTREAM_GARBAGE__"
+	UnknownContentMarker = "__TESTUPSTREAM_UNKNOWN_CONTENT__"
+)
+
+// FailText is the fixed start of the fail tool's error text; the optional message follows after a space.
+const FailText = "boom: \x1b[31mred\x1b[0m\x07"
+
+// ANSIText is the ansi tool's text.
+const ANSIText = "a\x1b[2Jb\x00c\u202ed\r\ne"
+
+// OutputSchema is the output schema of bad_output and good_output.
+const OutputSchema = `{"type":"object","properties":{"value":{"type":"integer"}},"required":["value"]}`
+
+// MaxBigBytes is the largest result the big tool produces.
+const MaxBigBytes = 64 << 20
+
+// Hostile input schemas, compact so that a test can compare them byte for byte with the wire.
+const (
+	RemoteRefSchema = `{"type":"object","properties":{"x":{"$ref":"https://example.com/s.json"}}}`
+	FileRefSchema   = `{"type":"object","properties":{"x":{"$ref":"file:///etc/passwd"}}}`
+	SelfRefSchema   = `{"$ref":"#","type":"object"}`
+	// DeepAllOfDepth is how many allOf levels deep_allof nests below its root.
+	DeepAllOfDepth = 1000
+)
+
+// DeepAllOfSchema returns deep_allof's input schema: an object whose allOf nests DeepAllOfDepth levels.
+func DeepAllOfSchema() string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","allOf":[`)
+	for range DeepAllOfDepth - 1 {
+		b.WriteString(`{"allOf":[`)
+	}
+	b.WriteString(`{"type":"object"}`)
+	for range DeepAllOfDepth - 1 {
+		b.WriteString(`]}`)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// ServerVersion is reported in initialize.
+const ServerVersion = "0.0.1-test"
+
+func hints(readOnly, destructive, idempotent, openWorld bool) mcp.ToolAnnotation {
+	return mcp.ToolAnnotation{ReadOnlyHint: &readOnly, DestructiveHint: &destructive, IdempotentHint: &idempotent, OpenWorldHint: &openWorld}
+}
+
+// NewServer returns an upstream with the tools described in the package doc.
+func NewServer(o Options) *server.MCPServer {
+	name := o.Name
+	if name == "" {
+		name = "testupstream"
+	}
+	opts := []server.ServerOption{server.WithToolCapabilities(true)}
+	if o.PageSize > 0 {
+		opts = append(opts, server.WithPaginationLimit(o.PageSize))
+	}
+	srv := server.NewMCPServer(name, ServerVersion, opts...)
+	exit := o.Exit
+	if exit == nil {
+		exit = os.Exit
+	}
+
+	tool := func(name, desc, schema string, ann mcp.ToolAnnotation) mcp.Tool {
+		return mcp.Tool{Name: name, Description: desc, RawInputSchema: json.RawMessage(schema), Annotations: ann}
+	}
+	noArgs := `{"type":"object","properties":{},"additionalProperties":false}`
+	sideEffectFree := hints(true, false, true, false)
+
+	tools := []server.ServerTool{
+		{Tool: tool("echo", "Returns its arguments exactly as sent.", `{"type":"object","additionalProperties":true}`, sideEffectFree), Handler: echo},
+		{Tool: tool("sleep", "Waits ms milliseconds, or until the call is cancelled.",
+			`{"type":"object","properties":{"ms":{"type":"integer","minimum":0}},"required":["ms"],"additionalProperties":false}`, sideEffectFree), Handler: sleep},
+		{Tool: tool("fail", "Always reports a tool error whose text holds ANSI and control characters.",
+			`{"type":"object","properties":{"message":{"type":"string"}},"additionalProperties":false}`, sideEffectFree), Handler: fail},
+		{Tool: tool("rpc_error", "Its handler fails: the answer is a JSON-RPC error.", noArgs, sideEffectFree), Handler: rpcError},
+		{Tool: tool("big", "Returns one text block of the given number of bytes.",
+			`{"type":"object","properties":{"bytes":{"type":"integer","minimum":0,"maximum":`+strconv.Itoa(MaxBigBytes)+`}},"required":["bytes"],"additionalProperties":false}`, sideEffectFree), Handler: big},
+		{Tool: mcp.Tool{Name: "bad_output", Description: "Returns structured output that violates its own output schema.",
+			RawInputSchema: json.RawMessage(noArgs), RawOutputSchema: json.RawMessage(OutputSchema), Annotations: sideEffectFree},
+			Handler: structuredValue(`{"value":"not an integer"}`)},
+		{Tool: mcp.Tool{Name: "good_output", Description: "Returns structured output that matches its output schema.",
+			RawInputSchema: json.RawMessage(noArgs), RawOutputSchema: json.RawMessage(OutputSchema), Annotations: sideEffectFree},
+			Handler: structuredValue(`{"value":42}`)},
+		{Tool: tool("with_meta", "Returns a result carrying upstream-internal _meta.", noArgs, sideEffectFree), Handler: withMeta},
+		{Tool: tool("ansi", "Returns text with ANSI escapes, NUL, a bidi override and CRLF.", noArgs, sideEffectFree), Handler: ansi},
+		{Tool: tool("env", "Returns the upstream process environment.", noArgs, sideEffectFree), Handler: env},
+		{Tool: tool("crash", "Ends the upstream process with exit code 3 in the middle of the call.", noArgs, hints(false, true, false, false)),
+			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				exit(3)
+				return nil, errors.New("crash: exit returned")
+			}},
+		{Tool: tool("garbage", "Answered with a result that is not a valid CallToolResult.", noArgs, sideEffectFree), Handler: marker(GarbageMarker)},
+		{Tool: tool("unknown_content", "Answered with a content block of an unknown type.", noArgs, sideEffectFree), Handler: marker(UnknownContentMarker)},
+	}
+	for i := range o.ExtraTools {
+		text := fmt.Sprintf("extra %d", i)
+		tools = append(tools, server.ServerTool{
+			Tool: tool(fmt.Sprintf("extra_%d", i), "A trivial extra tool.", noArgs, sideEffectFree),
+			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText(text), nil
+			},
+		})
+	}
+	if o.HostileSchemas {
+		for _, h := range []struct{ name, schema string }{
+			{"remote_ref", RemoteRefSchema},
+			{"file_ref", FileRefSchema},
+			{"self_ref", SelfRefSchema},
+			{"deep_allof", DeepAllOfSchema()},
+		} {
+			text := "hostile tool " + h.name + " was called"
+			tools = append(tools, server.ServerTool{
+				Tool: tool(h.name, "A tool with a hostile input schema; a gateway should refuse to compile or expose it.", h.schema, sideEffectFree),
+				Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.NewToolResultText(text), nil
+				},
+			})
+		}
+	}
+	srv.AddTools(tools...)
+	return srv
+}
+
+// rawArgs returns the arguments as the client sent them ({} when there were none).
+func rawArgs(req mcp.CallToolRequest) json.RawMessage {
+	if len(req.Params.RawArguments) > 0 {
+		return req.Params.RawArguments
+	}
+	if req.Params.Arguments == nil {
+		return json.RawMessage("{}")
+	}
+	b, err := json.Marshal(req.Params.Arguments)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+func echo(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	raw := rawArgs(req)
+	return &mcp.CallToolResult{
+		Content:              []mcp.Content{mcp.NewTextContent(string(raw))},
+		StructuredContent:    raw,
+		RawStructuredContent: raw,
+	}, nil
+}
+
+// intArg reads an integer argument from the raw bytes (no float64 round trip).
+func intArg(req mcp.CallToolRequest, name string) (int64, error) {
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(rawArgs(req), &args); err != nil {
+		return 0, fmt.Errorf("arguments: %w", err)
+	}
+	raw, ok := args[name]
+	if !ok {
+		return 0, fmt.Errorf("%s is required", name)
+	}
+	t := bytes.TrimSpace(raw)
+	if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(t), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, fmt.Errorf("%s must be an integer", name)
+	}
+	return int64(f), nil
+}
+
+func sleep(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ms, err := intArg(req, "ms")
+	if err != nil || ms < 0 {
+		return mcp.NewToolResultError(fmt.Sprintf("sleep: ms must be an integer >= 0 (%v)", err)), nil
+	}
+	progress(ctx, req, 0, float64(ms), "sleeping")
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return mcp.NewToolResultText(fmt.Sprintf("slept %d ms", ms)), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func fail(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(rawArgs(req), &args)
+	text := FailText
+	if args.Message != "" {
+		text += " " + args.Message
+	}
+	return mcp.NewToolResultError(text), nil
+}
+
+func rpcError(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return nil, errors.New("rpc_error: the handler failed on purpose")
+}
+
+func big(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	n, err := intArg(req, "bytes")
+	if err != nil || n < 0 || n > MaxBigBytes {
+		return mcp.NewToolResultError(fmt.Sprintf("big: bytes must be an integer in [0, %d]", MaxBigBytes)), nil
+	}
+	return mcp.NewToolResultText(strings.Repeat("x", int(n))), nil
+}
+
+func structuredValue(raw string) server.ToolHandlerFunc {
+	return func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{
+			Content:              []mcp.Content{mcp.NewTextContent(raw)},
+			StructuredContent:    json.RawMessage(raw),
+			RawStructuredContent: json.RawMessage(raw),
+		}, nil
+	}
+}
+
+func withMeta(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	res := mcp.NewToolResultText("ok")
+	res.Meta = &mcp.Meta{AdditionalFields: map[string]any{"secret": "upstream-internal"}}
+	return res, nil
+}
+
+func ansi(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return mcp.NewToolResultText(ANSIText), nil
+}
+
+func env(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{
+		Content:              []mcp.Content{mcp.NewTextContent(string(b))},
+		StructuredContent:    json.RawMessage(b),
+		RawStructuredContent: json.RawMessage(b),
+	}, nil
+}
+
+func marker(m string) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		progress(ctx, req, 0, 1, "answering")
+		return mcp.NewToolResultText(m), nil
+	}
+}
+
+// progress sends notifications/progress when the caller asked for it (a progressToken in the call's
+// _meta). Over Streamable HTTP that turns the answer into a text/event-stream response.
+func progress(ctx context.Context, req mcp.CallToolRequest, done, total float64, message string) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return
+	}
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return
+	}
+	_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+		"progressToken": req.Params.Meta.ProgressToken, "progress": done, "total": total, "message": message,
+	})
+}
