@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/authz"
+)
+
+// The gateway pages tools/list itself: every tool of a paginating upstream
+// is in the catalog.
+func TestUpstreamPagingFollowed(t *testing.T) {
+	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "", "-extra-tools", "30", "-page-size", "7")))
+	names := toolNames(t, connectHTTP(t, url, aliceKey))
+	for i := 0; i < 30; i++ {
+		if !contains(names, fmt.Sprintf("hostile__extra_%d", i)) {
+			t.Fatalf("extra_%d missing from %d tools", i, len(names))
+		}
+	}
+}
+
+// initialize is bounded: an upstream that never answers is declared down
+// after init_timeout and the others serve.
+func TestHangingInitializeIsBounded(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", "") + stdioUpstream(t, "hangs", "    init_timeout: 300ms\n", "-hang-init")
+	cfg := writeConfig(t, servers)
+	url, logs := httpGateway(t, cfg)
+	c := connectHTTP(t, url, aliceKey)
+	if _, env := callE2E(t, c, "hangs__echo", `{}`); env["error_code"] != "upstream_unavailable" {
+		t.Errorf("hanging upstream: %v", env)
+	}
+	if _, env := callE2E(t, c, "hostile__echo", `{}`); env["ok"] != true {
+		t.Errorf("healthy upstream: %v", env)
+	}
+	if !strings.Contains(logs.String(), "init_timeout 300ms") {
+		t.Errorf("log does not say why:\n%s", logs)
+	}
+}
+
+// Malformed JSON-RPC gets a JSON-RPC error; the same stdio session keeps working.
+func TestMalformedJSONRPCOverStdio(t *testing.T) {
+	cmd := exec.Command(self(t), "serve", "--stdio", "--config", writeConfig(t, stdioUpstream(t, "hostile", "")))
+	cmd.Env = append(os.Environ(), execRole+"=toolgate", "GORACE=atexit_sleep_ms=0")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	out := bufio.NewReader(stdout)
+	send := func(line string) string {
+		t.Helper()
+		fmt.Fprintln(stdin, line)
+		reply, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no reply to %q: %v", line, err)
+		}
+		return reply
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if reply := send(`{"jsonrpc":"2.0","id":2,"method":`); !strings.Contains(reply, `"code":-32700`) {
+		t.Errorf("truncated JSON: %s", reply)
+	}
+	if reply := send(`{"jsonrpc":"2.0","id":3,"method":"no/such/method"}`); !strings.Contains(reply, `"code":-32601`) {
+		t.Errorf("unknown method: %s", reply)
+	}
+	reply := send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"hostile__echo","arguments":{"n":9007199254740993}}}`)
+	if !strings.Contains(reply, `"ok":true`) || !strings.Contains(reply, "9007199254740993") {
+		t.Errorf("session broken after bad input: %s", reply)
+	}
+}
+
+// Over HTTP: garbage bodies and oversize bodies are refused; the gateway
+// keeps serving.
+func TestMalformedAndOversizeHTTPBodies(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", "")
+	cfg := writeConfig(t, servers)
+	raw, _ := os.ReadFile(cfg)
+	write(t, cfg, "listen: {max_body_bytes: 2048}\n"+string(raw))
+	url, _ := httpGateway(t, cfg)
+	post := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+aliceKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(`{"jsonrpc":`); code < 400 {
+		t.Errorf("garbage body: status %d", code)
+	}
+	if code := post(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 4096) + `"}}`); code < 400 {
+		t.Errorf("oversize body: status %d", code)
+	}
+	if _, env := callE2E(t, connectHTTP(t, url, aliceKey), "hostile__echo", `{}`); env["ok"] != true {
+		t.Errorf("gateway hurt by bad bodies: %v", env)
+	}
+}
+
+// check reports every configuration problem with file and key, and exits non-zero.
+func TestCheckReportsConfigProblems(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolgate.yaml")
+	write(t, path, "listen: {htp: x}\nmcpServers:\n  a__b: {command: x}\n  s: {command: x, timeout: fast}\n")
+	var out bytes.Buffer
+	if code := check(path, true, &out); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out.String())
+	}
+	for _, want := range []string{"toolgate.yaml:1: listen.htp", "mcpServers.a__b", "mcpServers.s.timeout"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// check reports a broken policy with file:line and exits non-zero.
+func TestCheckReportsPolicyProblems(t *testing.T) {
+	cfg := writeConfig(t, "")
+	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), "p, alice, orders/*, call, Allow\n")
+	var out bytes.Buffer
+	if code := check(cfg, true, &out); code != 1 || !strings.Contains(out.String(), "policy.csv:1") {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+func TestKeysNew(t *testing.T) {
+	cmd := exec.Command(self(t), "keys", "new", "dave")
+	cmd.Env = append(os.Environ(), execRole+"=toolgate")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := regexp.MustCompile(`tg_[A-Za-z0-9_-]{40,}`).FindString(string(out))
+	if key == "" || !strings.Contains(string(out), fmt.Sprintf(`{principal: dave, sha256: "%s"}`, authz.HashKey(key))) {
+		t.Fatalf("keys new output:\n%s", out)
+	}
+}
+
+// SIGTERM stops the gateway and every upstream it started.
+func TestShutdownStopsUpstreams(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	raw, _ := os.ReadFile(cfg)
+	write(t, cfg, "listen: {http: \"127.0.0.1:0\"}\n"+string(raw))
+	cmd := exec.Command(self(t), "serve", "--config", cfg)
+	cmd.Env = append(os.Environ(), execRole+"=toolgate", "GORACE=atexit_sleep_ms=0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs := bufio.NewScanner(stderr)
+	for logs.Scan() && !strings.Contains(logs.Text(), "serving Streamable HTTP") {
+	}
+	children := childPIDs(t, cmd.Process.Pid)
+	if len(children) == 0 {
+		t.Fatal("no upstream child found")
+	}
+	cmd.Process.Signal(os.Interrupt)
+	go io.Copy(io.Discard, stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gateway exit: %v", err)
+		}
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		t.Fatal("gateway did not stop after SIGINT")
+	}
+	for _, pid := range children {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			if state, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(state), ") Z") {
+				t.Errorf("upstream %d outlived the gateway", pid)
+			}
+		}
+	}
+}
+
+// childPIDs lists the direct children of pid from /proc (any thread may
+// have started them, so the per-task children files are not enough).
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		t.Skipf("no /proc: %v", err)
+	}
+	var pids []int
+	for _, path := range stats {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
+		rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
+		var state string
+		var child, ppid int
+		fmt.Sscan(string(raw), &child)
+		if _, err := fmt.Sscan(rest, &state, &ppid); err == nil && ppid == pid {
+			pids = append(pids, child)
+		}
+	}
+	return pids
+}

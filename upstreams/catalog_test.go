@@ -1,0 +1,142 @@
+package upstreams
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/config"
+)
+
+func strPtr(s string) *string { return &s }
+
+func listed(names ...string) []Listed {
+	var out []Listed
+	for _, n := range names {
+		out = append(out, Listed{Name: n, InputSchema: json.RawMessage(`{"type":"object"}`)})
+	}
+	return out
+}
+
+func servers(s ...*config.Server) *config.Config {
+	cfg := &config.Config{Servers: map[string]*config.Server{}}
+	for _, srv := range s {
+		cfg.Servers[srv.Name] = srv
+	}
+	return cfg
+}
+
+func TestCatalogNaming(t *testing.T) {
+	cfg := servers(
+		&config.Server{Name: "orders"},
+		&config.Server{Name: "files", Prefix: strPtr("")},
+		&config.Server{Name: "web", Prefix: strPtr("w_")},
+	)
+	cat, err := Build(cfg, map[string][]Listed{
+		"orders": listed("get_order"), "files": listed("read_file"), "web": listed("fetch"),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, id, upstream string }{
+		{"orders__get_order", "orders/get_order", "get_order"},
+		{"read_file", "files/read_file", "read_file"},
+		{"w_fetch", "web/fetch", "fetch"},
+	}
+	for _, c := range cases {
+		tool, ok := cat.Resolve(c.name)
+		if !ok || tool.ID != c.id || tool.Upstream != c.upstream || tool.Unreachable {
+			t.Errorf("Resolve(%q) = %+v, %v; want id %s", c.name, tool, ok, c.id)
+		}
+	}
+	if _, ok := cat.Resolve("get_order"); ok {
+		t.Error("a prefixed tool resolved by its bare name")
+	}
+	if len(cat.Tools()) != 3 || cat.Tools()[0].Name > cat.Tools()[1].Name {
+		t.Errorf("tools not sorted or missing: %d", len(cat.Tools()))
+	}
+}
+
+func TestCatalogCollisionIsAnError(t *testing.T) {
+	cfg := servers(&config.Server{Name: "a", Prefix: strPtr("")}, &config.Server{Name: "b", Prefix: strPtr("")})
+	_, err := Build(cfg, map[string][]Listed{"a": listed("search"), "b": listed("search")}, nil)
+	if err == nil || !strings.Contains(err.Error(), `"search"`) || !strings.Contains(err.Error(), "a/search") || !strings.Contains(err.Error(), "b/search") {
+		t.Fatalf("collision not reported with both owners: %v", err)
+	}
+}
+
+func TestCatalogQuarantinesBadNamesAndSchemas(t *testing.T) {
+	cfg := servers(&config.Server{Name: "s"})
+	tools := listed("ok", "has space", "dots.not.allowed", strings.Repeat("x", 62))
+	tools = append(tools,
+		Listed{Name: "remote", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://example.com/x.json"}}}`)},
+		Listed{Name: "badout", InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"$ref":"file:///etc/passwd"}`)},
+	)
+	cat, err := Build(cfg, map[string][]Listed{"s": tools}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Tools()) != 1 || cat.Tools()[0].Name != "s__ok" {
+		t.Fatalf("callable tools %v, want only s__ok", cat.Tools())
+	}
+	reasons := map[string]string{}
+	for _, q := range cat.Quarantined() {
+		reasons[q.Upstream] = q.Reason
+	}
+	for name, want := range map[string]string{
+		"has space": "must match", "dots.not.allowed": "must match", strings.Repeat("x", 62): "must match",
+		"remote": "input schema", "badout": "output schema",
+	} {
+		if !strings.Contains(reasons[name], want) {
+			t.Errorf("%q: reason %q lacks %q", name, reasons[name], want)
+		}
+	}
+}
+
+func TestCatalogDownServerStandIn(t *testing.T) {
+	cfg := servers(&config.Server{Name: "up"}, &config.Server{Name: "down"}, &config.Server{Name: "bare", Prefix: strPtr("")})
+	cat, err := Build(cfg, map[string][]Listed{"up": listed("x")}, map[string]string{"down": "exit status 3", "bare": "refused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, ok := cat.Resolve("down__anything")
+	if !ok || !tool.Unreachable || tool.ID != "down/anything" || tool.Server != "down" {
+		t.Fatalf("stand-in %+v, %v", tool, ok)
+	}
+	if _, ok := cat.Resolve("nothing_here"); ok {
+		t.Error("an unprefixed down server captured an unknown name")
+	}
+	if cat.Down()["down"] != "exit status 3" {
+		t.Errorf("down reasons %v", cat.Down())
+	}
+}
+
+func TestCatalogLimitsFromConfig(t *testing.T) {
+	cfg := servers(&config.Server{Name: "s", Timeout: config.Duration(2e9),
+		Tools: map[string]*config.Tool{"slow": {Timeout: config.Duration(30e9), MaxResultBytes: 4096}}})
+	cat, err := Build(cfg, map[string][]Listed{"s": listed("fast", "slow")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, _ := cat.Resolve("s__fast")
+	slow, _ := cat.Resolve("s__slow")
+	if fast.Timeout.Seconds() != 2 || slow.Timeout.Seconds() != 30 || slow.MaxResultBytes != 4096 || fast.MaxResultBytes != config.DefaultMaxResultBytes {
+		t.Errorf("limits: fast %v/%d slow %v/%d", fast.Timeout, fast.MaxResultBytes, slow.Timeout, slow.MaxResultBytes)
+	}
+}
+
+func TestChildEnvAllowlist(t *testing.T) {
+	parent := []string{"PATH=/bin", "HOME=/root", "AWS_SECRET_ACCESS_KEY=s3cr3t", "LC_ALL=C", "TOOLGATE_KEY=k", "LANG=en"}
+	env := childEnv(parent, map[string]string{"LANG": "uk_UA", "API_TOKEN": "t"})
+	got := strings.Join(env, " ")
+	for _, want := range []string{"PATH=/bin", "HOME=/root", "LC_ALL=C", "LANG=uk_UA", "API_TOKEN=t"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("child env lacks %s: %s", want, got)
+		}
+	}
+	for _, leak := range []string{"AWS_SECRET", "TOOLGATE_KEY", "LANG=en"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("child env has %s: %s", leak, got)
+		}
+	}
+}
