@@ -21,8 +21,8 @@ type Authenticator interface {
 // defaults here: the caller passes resolved config values.
 type HTTPOptions struct {
 	Auth               Authenticator
-	AnonymousPrincipal string   // non-empty: requests without a credential act as this principal (operator opt-in)
-	MaxBodyBytes       int64    // request body cap
+	AnonymousPrincipal string // non-empty: requests without a credential act as this principal (operator opt-in)
+	MaxBodyBytes       int64  // request body cap
 	SessionIdleTTL     time.Duration
 	AllowedOrigins     []string // accepted besides loopback origins
 	Log                *slog.Logger

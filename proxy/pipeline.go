@@ -67,10 +67,10 @@ type exchange struct {
 	call    Call
 	started time.Time
 
-	tool     *upstreams.Tool    // set by resolve
-	raw      json.RawMessage    // the upstream's raw result, set by execute
-	outcome  breaker.Outcome    // how the upstream attempt ended
-	attempts int                // upstream attempts made
+	tool     *upstreams.Tool     // set by resolve
+	raw      json.RawMessage     // the upstream's raw result, set by execute
+	outcome  breaker.Outcome     // how the upstream attempt ended
+	attempts int                 // upstream attempts made
 	answer   *mcp.CallToolResult // set by normalize on success
 
 	stage  string          // the stage that stopped the call, if any

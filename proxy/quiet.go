@@ -21,7 +21,9 @@ func (h atLeast) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return atLeast{h.Handler.WithAttrs(attrs), h.min}
 }
 
-func (h atLeast) WithGroup(name string) slog.Handler { return atLeast{h.Handler.WithGroup(name), h.min} }
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.Handler.WithGroup(name), h.min}
+}
 
 // libraryLogger is log restricted to warnings and errors.
 func libraryLogger(log *slog.Logger) *slog.Logger {
