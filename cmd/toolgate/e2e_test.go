@@ -265,3 +265,23 @@ func mustRead(t *testing.T, path string) string {
 var _ = json.Valid
 var _ = mcp.LATEST_PROTOCOL_VERSION
 var _ = context.Background
+
+// The client's credential never reaches an upstream; the upstream's own
+// configured headers do.
+func TestClientCredentialNeverForwarded(t *testing.T) {
+	upURL, stop, err := testupstream.StartHTTP(testupstream.Options{Name: "rec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	t.Setenv("REC_TOKEN", "upstream-secret")
+	url, _ := httpGateway(t, writeConfig(t, fmt.Sprintf("  rec:\n    url: %q\n    headers: {X-Upstream-Token: \"${REC_TOKEN}\"}\n", upURL)))
+	_, env := callE2E(t, connectHTTP(t, url, aliceKey), "rec__headers", `{}`)
+	got := fmt.Sprint(env["data"])
+	if env["ok"] != true || !strings.Contains(got, "upstream-secret") {
+		t.Fatalf("configured upstream header missing: %v", env)
+	}
+	if strings.Contains(got, aliceKey) || strings.Contains(got, "Authorization") {
+		t.Fatalf("client credential forwarded upstream: %s", got)
+	}
+}

@@ -19,6 +19,7 @@
 //	with_meta       result _meta {"secret":"upstream-internal"}, text "ok"
 //	ansi            text "a\x1b[2Jb\x00c\u202ed\r\ne"
 //	env             structuredContent: the process environment as a JSON object
+//	headers         structuredContent: the HTTP request headers the call arrived with ({} over stdio)
 //	crash           ends the process with exit code 3 mid-call (Options.Exit)
 //	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
 //	unknown_content answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":[{"type":"hologram","data":"x"}]}}
@@ -156,6 +157,7 @@ func NewServer(o Options) *server.MCPServer {
 		{Tool: tool("with_meta", "Returns a result carrying upstream-internal _meta.", noArgs, sideEffectFree), Handler: withMeta},
 		{Tool: tool("ansi", "Returns text with ANSI escapes, NUL, a bidi override and CRLF.", noArgs, sideEffectFree), Handler: ansi},
 		{Tool: tool("env", "Returns the upstream process environment.", noArgs, sideEffectFree), Handler: env},
+		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("crash", "Ends the upstream process with exit code 3 in the middle of the call.", noArgs, hints(false, true, false, false)),
 			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				exit(3)
@@ -335,4 +337,19 @@ func progress(ctx context.Context, req mcp.CallToolRequest, done, total float64,
 	_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
 		"progressToken": req.Params.Meta.ProgressToken, "progress": done, "total": total, "message": message,
 	})
+}
+
+// headers reports the HTTP headers of the request that carried this call,
+// so a test can prove what a gateway forwards upstream (and what it never
+// forwards, such as the client's credential).
+func headers(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	got := map[string]string{}
+	for k, v := range req.Header {
+		got[k] = strings.Join(v, ", ")
+	}
+	b, err := json.Marshal(got)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(b))}, RawStructuredContent: b}, nil
 }
