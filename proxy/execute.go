@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -47,7 +48,7 @@ func attemptError(x *exchange, err error) *envelope.Error {
 		var ce *upstreams.CallError
 		msg := "the tool reported an error"
 		if errors.As(err, &ce) && ce.RPC != nil {
-			msg = clip(sanitize(ce.RPC.Message), maxToolMessage)
+			msg = sanitize.Clip(sanitize.Text(ce.RPC.Message), maxToolMessage)
 		}
 		return (&envelope.Error{Code: envelope.ToolFailed, Message: msg}).WithDetail(detail)
 	case breaker.NeverSent:

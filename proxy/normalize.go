@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/toolschema"
 )
 
@@ -65,39 +66,66 @@ func strictUnmarshal(raw json.RawMessage, v any) error {
 	return nil
 }
 
+// maxToolMessage bounds a tool's own error text in a tool_failed message.
+const maxToolMessage = 1000
+
 // sanitizeContent decodes every content block, refusing unknown types, and
-// cleans the text the model will read. It also returns the text blocks.
+// cleans every string the client will read. Block-level _meta is dropped.
+// It also returns the text of the text blocks.
 func sanitizeContent(blocks []json.RawMessage) ([]mcp.Content, []string, error) {
 	out := make([]mcp.Content, 0, len(blocks))
 	var texts []string
 	for i, raw := range blocks {
 		c, err := mcp.UnmarshalContent(raw)
 		if err != nil {
-			return nil, nil, fmt.Errorf("content[%d]: %s", i, clip(sanitize(err.Error()), 120))
+			return nil, nil, fmt.Errorf("content[%d]: %s", i, sanitize.Clip(sanitize.Text(err.Error()), 120))
 		}
-		switch b := c.(type) {
-		case mcp.TextContent:
-			b.Text, b.Meta = sanitize(b.Text), nil
-			texts = append(texts, b.Text)
-			c = b
-		case mcp.ImageContent:
-			b.Meta = nil
-			c = b
-		case mcp.AudioContent:
-			b.Meta = nil
-			c = b
-		case mcp.EmbeddedResource:
-			b.Meta = nil
-			c = b
-		case mcp.ResourceLink:
-			b.Meta = nil
-			c = b
-		default:
-			return nil, nil, fmt.Errorf("content[%d]: unsupported content type %T", i, c)
+		if c, err = cleanBlock(c); err != nil {
+			return nil, nil, fmt.Errorf("content[%d]: %s", i, err.Error())
+		}
+		if tc, ok := c.(mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
 		}
 		out = append(out, c)
 	}
 	return out, texts, nil
+}
+
+// cleanBlock sanitises the text-bearing fields of one block and drops its
+// _meta (and that of an embedded resource).
+func cleanBlock(c mcp.Content) (mcp.Content, error) {
+	switch b := c.(type) {
+	case mcp.TextContent:
+		b.Text, b.Meta = sanitize.Text(b.Text), nil
+		return b, nil
+	case mcp.ImageContent:
+		b.Meta = nil
+		return b, nil
+	case mcp.AudioContent:
+		b.Meta = nil
+		return b, nil
+	case mcp.EmbeddedResource:
+		b.Meta = nil
+		b.Resource = cleanResource(b.Resource)
+		return b, nil
+	case mcp.ResourceLink:
+		b.Meta = nil
+		b.Name, b.Title, b.Description = sanitize.Text(b.Name), sanitize.Text(b.Title), sanitize.Text(b.Description)
+		return b, nil
+	}
+	return nil, fmt.Errorf("unsupported content type %T", c)
+}
+
+func cleanResource(r mcp.ResourceContents) mcp.ResourceContents {
+	switch rc := r.(type) {
+	case mcp.TextResourceContents:
+		rc.Text, rc.Meta = sanitize.Text(rc.Text), nil
+		return rc
+	case mcp.BlobResourceContents:
+		rc.Meta = nil
+		return rc
+	}
+	return r
 }
 
 func toolErrorMessage(texts []string) string {
@@ -105,7 +133,7 @@ func toolErrorMessage(texts []string) string {
 	if msg == "" {
 		return "the tool reported an error without a message"
 	}
-	return clip(msg, maxToolMessage)
+	return sanitize.Clip(msg, maxToolMessage)
 }
 
 // resultData picks the envelope's data: structuredContent when the tool
@@ -121,10 +149,20 @@ func (p *Pipeline) resultData(x *exchange, res upstreamResult, texts []string) (
 			return nil, outputViolation(err)
 		}
 	}
-	if structured {
-		return res.StructuredContent, nil
+	data := res.StructuredContent
+	if !structured {
+		data = textData(texts)
 	}
-	return textData(texts), nil
+	if data == nil {
+		return nil, nil
+	}
+	// Strings inside the data reach the model too; JSON escapes such as
+	// \u001b survived the text pass, so clean the decoded values.
+	clean, err := sanitize.JSON(data)
+	if err != nil {
+		return nil, envelope.Errorf(envelope.UpstreamError, "the tool's structured content is not valid JSON").WithDetail(err.Error())
+	}
+	return clean, nil
 }
 
 func outputViolation(err error) *envelope.Error {

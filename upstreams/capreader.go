@@ -12,7 +12,8 @@ import (
 // so a hostile or broken upstream can never make the gateway hold more than
 // max bytes of one message in memory.
 //
-// Messages are framed by '\n' (stdio lines, SSE lines) or by EOF (a whole
+// Messages are framed by '\n' (stdio), by a blank line (an SSE event, whose
+// data: lines the client joins into one message), or by EOF (a whole
 // application/json HTTP body). A message within the cap passes through
 // unchanged. An oversize message is not forwarded: the reader streams
 // through the rest of it, keeping only the top-level JSON-RPC "id", and emits
@@ -23,19 +24,28 @@ import (
 type capReader struct {
 	src        *bufio.Reader
 	max        int
-	lines      bool // frame by '\n'; otherwise the whole stream is one message
+	framing    framing
 	onOversize func(id []byte)
 
-	out bytes.Buffer // bytes ready for the consumer
-	buf []byte       // read buffer in whole-stream mode
-	eof bool
+	out       bytes.Buffer // bytes ready for the consumer
+	buf       []byte       // read buffer in whole-stream mode
+	lineStart bool         // the next chunk starts a line (line and event framing)
+	eof       bool
 }
+
+type framing int
+
+const (
+	frameLine  framing = iota // one message per line: stdio
+	frameEvent                // one message per SSE event, ended by a blank line
+	frameWhole                // the whole stream is one message: a JSON body
+)
 
 // oversizeCode is the JSON-RPC error code of the stand-in message.
 const oversizeCode = -32090
 
-func newCapReader(src io.Reader, max int, lines bool, onOversize func(id []byte)) *capReader {
-	return &capReader{src: bufio.NewReaderSize(src, 32<<10), max: max, lines: lines, onOversize: onOversize}
+func newCapReader(src io.Reader, max int, f framing, onOversize func(id []byte)) *capReader {
+	return &capReader{src: bufio.NewReaderSize(src, 32<<10), max: max, framing: f, onOversize: onOversize, lineStart: true}
 }
 
 func (r *capReader) Read(p []byte) (int, error) {
@@ -54,10 +64,12 @@ func (r *capReader) Read(p []byte) (int, error) {
 func (r *capReader) fill() error {
 	var msg []byte
 	for {
+		startsLine := r.lineStart
 		chunk, err := r.readChunk()
 		msg = append(msg, chunk...)
+		done := r.ends(chunk, startsLine)
 		if len(msg) > r.max {
-			return r.replaceOversize(msg, endsLine(chunk) && r.lines, err)
+			return r.replaceOversize(msg, done, err)
 		}
 		if err != nil {
 			r.out.Write(msg)
@@ -67,20 +79,35 @@ func (r *capReader) fill() error {
 			}
 			return err
 		}
-		if r.lines && endsLine(chunk) {
+		if done {
 			r.out.Write(msg)
 			return nil
 		}
 	}
 }
 
+// ends reports whether chunk completes the current message, and tracks
+// where lines start.
+func (r *capReader) ends(chunk []byte, startsLine bool) bool {
+	if r.framing == frameWhole {
+		return false
+	}
+	r.lineStart = endsLine(chunk)
+	if r.framing == frameLine {
+		return r.lineStart
+	}
+	return startsLine && isBlankLine(chunk)
+}
+
 func endsLine(b []byte) bool { return len(b) > 0 && b[len(b)-1] == '\n' }
 
+func isBlankLine(b []byte) bool { return string(b) == "\n" || string(b) == "\r\n" }
+
 // readChunk returns the next piece of the current message: up to and
-// including '\n' in line mode, or whatever is buffered otherwise. The slice
-// is only valid until the next call.
+// including '\n' when framing by lines or events, or whatever is buffered
+// otherwise. The slice is only valid until the next call.
 func (r *capReader) readChunk() ([]byte, error) {
-	if r.lines {
+	if r.framing != frameWhole {
 		chunk, err := r.src.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			err = nil
@@ -95,17 +122,19 @@ func (r *capReader) readChunk() ([]byte, error) {
 }
 
 // replaceOversize discards the rest of an oversize message and queues the
-// stand-in error in its place. complete says head already holds the whole
+// stand-in error in its place. done says head already holds the whole
 // message; readErr is the error that came with head's last chunk.
-func (r *capReader) replaceOversize(head []byte, complete bool, readErr error) error {
-	prefix, body := splitSSEData(head)
-	sc := idScanner{}
-	sc.feed(body)
-	for !complete && readErr == nil {
+func (r *capReader) replaceOversize(head []byte, done bool, readErr error) error {
+	f := r.newFeed()
+	for _, line := range bytes.SplitAfter(head, []byte("\n")) {
+		f.feed(line)
+	}
+	for !done && readErr == nil {
+		startsLine := r.lineStart
 		var chunk []byte
 		chunk, readErr = r.readChunk()
-		sc.feed(chunk)
-		complete = r.lines && endsLine(chunk)
+		f.feed(chunk)
+		done = r.ends(chunk, startsLine)
 	}
 	if readErr != nil {
 		r.eof = true
@@ -113,27 +142,55 @@ func (r *capReader) replaceOversize(head []byte, complete bool, readErr error) e
 			return readErr
 		}
 	}
-	id := sc.id()
+	id := f.sc.id()
 	if id == nil {
 		return nil // nothing is waiting on a notification: drop it
 	}
 	if r.onOversize != nil {
 		r.onOversize(id)
 	}
-	fmt.Fprintf(&r.out, `%s{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"message over %d bytes"}}`,
-		prefix, id, oversizeCode, r.max)
-	if r.lines {
-		r.out.WriteByte('\n')
-	}
+	r.writeStandIn(id)
 	return nil
 }
 
-// splitSSEData separates an SSE "data:" field name from its JSON payload.
-func splitSSEData(line []byte) (prefix string, body []byte) {
-	if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-		return "data: ", rest
+func (r *capReader) writeStandIn(id []byte) {
+	prefix, end := "", ""
+	switch r.framing {
+	case frameLine:
+		end = "\n"
+	case frameEvent:
+		prefix, end = "data: ", "\n\n"
 	}
-	return "", line
+	fmt.Fprintf(&r.out, `%s{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"message over %d bytes"}}%s`,
+		prefix, id, oversizeCode, r.max, end)
+}
+
+// feed hands the JSON of a message to the id scanner: for an SSE event only
+// the payload of its data: lines, which the client would join.
+type feed struct {
+	sc        idScanner
+	event     bool
+	lineStart bool
+	inData    bool
+}
+
+func (r *capReader) newFeed() *feed { return &feed{event: r.framing == frameEvent, lineStart: true} }
+
+func (f *feed) feed(chunk []byte) {
+	if !f.event {
+		f.sc.feed(chunk)
+		return
+	}
+	startsLine := f.lineStart
+	f.lineStart = endsLine(chunk)
+	if startsLine {
+		rest, isData := bytes.CutPrefix(chunk, []byte("data:"))
+		f.inData = isData
+		chunk = bytes.TrimPrefix(rest, []byte(" "))
+	}
+	if f.inData {
+		f.sc.feed(chunk)
+	}
 }
 
 // idScanner walks JSON incrementally, holding only the value of the

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-func readAllCapped(t *testing.T, in string, max int, lines bool) (string, []string) {
+func readAllCapped(t *testing.T, in string, max int, f framing) (string, []string) {
 	t.Helper()
 	var ids []string
-	r := newCapReader(strings.NewReader(in), max, lines, func(id []byte) { ids = append(ids, string(id)) })
+	r := newCapReader(strings.NewReader(in), max, f, func(id []byte) { ids = append(ids, string(id)) })
 	out, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatalf("read: %v", err)
@@ -24,29 +24,33 @@ func TestCapReader(t *testing.T) {
 	cases := []struct {
 		name    string
 		in      string
-		lines   bool
+		framing framing
 		want    string
 		wantIDs []string
 	}{
-		{"small lines pass unchanged", "{\"id\":1}\n{\"id\":2}\n", true, "{\"id\":1}\n{\"id\":2}\n", nil},
-		{"last line without newline", "{\"id\":1}\n{\"a\":2}", true, "{\"id\":1}\n{\"a\":2}", nil},
-		{"id first", `{"jsonrpc":"2.0","id":7,"result":{"t":"` + big + "\"}}\n{\"id\":8}\n", true,
+		{"small lines pass unchanged", "{\"id\":1}\n{\"id\":2}\n", frameLine, "{\"id\":1}\n{\"id\":2}\n", nil},
+		{"last line without newline", "{\"id\":1}\n{\"a\":2}", frameLine, "{\"id\":1}\n{\"a\":2}", nil},
+		{"id first", `{"jsonrpc":"2.0","id":7,"result":{"t":"` + big + "\"}}\n{\"id\":8}\n", frameLine,
 			`{"jsonrpc":"2.0","id":7,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n{\"id\":8}\n", []string{"7"}},
-		{"id last, as the TypeScript SDK writes it", `{"result":{"t":"` + big + `","id":99},"jsonrpc":"2.0","id":"gw-3"}` + "\n", true,
+		{"id last, as the TypeScript SDK writes it", `{"result":{"t":"` + big + `","id":99},"jsonrpc":"2.0","id":"gw-3"}` + "\n", frameLine,
 			`{"jsonrpc":"2.0","id":"gw-3","error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n", []string{`"gw-3"`}},
-		{"nested id is not the message id", `{"result":{"id":5,"t":"` + big + `"}}` + "\n", true, "", nil},
-		{"escaped quotes inside strings", `{"result":{"t":"\",\"id\":6,` + big + `"},"id":4}` + "\n", true,
+		{"nested id is not the message id", `{"result":{"id":5,"t":"` + big + `"}}` + "\n", frameLine, "", nil},
+		{"escaped quotes inside strings", `{"result":{"t":"\",\"id\":6,` + big + `"},"id":4}` + "\n", frameLine,
 			`{"jsonrpc":"2.0","id":4,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n", []string{"4"}},
-		{"oversize garbage is dropped", big + "\n{\"id\":1}\n", true, "{\"id\":1}\n", nil},
-		{"sse data line keeps its field name", `data: {"id":3,"result":"` + big + "\"}\n\n", true,
+		{"oversize garbage is dropped", big + "\n{\"id\":1}\n", frameLine, "{\"id\":1}\n", nil},
+		{"sse data line keeps its field name", `data: {"id":3,"result":"` + big + "\"}\n\n", frameEvent,
 			`data: {"jsonrpc":"2.0","id":3,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n\n", []string{"3"}},
-		{"whole body mode, pretty printed", "{\n  \"id\": 12,\n  \"result\": \"" + big + "\"\n}\n", false,
+		{"whole body mode, pretty printed", "{\n  \"id\": 12,\n  \"result\": \"" + big + "\"\n}\n", frameWhole,
 			`{"jsonrpc":"2.0","id":12,"error":{"code":-32090,"message":"message over 100 bytes"}}`, []string{"12"}},
-		{"whole body within cap", "{\n \"id\": 1\n}\n", false, "{\n \"id\": 1\n}\n", nil},
+		{"sse event split over many data lines is capped as a whole", "event: message\ndata: {\"id\":5,\n" + strings.Repeat("data: \"x\":\""+strings.Repeat("y", 60)+"\",\n", 4) + "data: \"z\":1}\n\n{\"next\":1}\n", frameEvent,
+			`data: {"jsonrpc":"2.0","id":5,"error":{"code":-32090,"message":"message over 100 bytes"}}` + "\n\n{\"next\":1}\n", []string{"5"}},
+		{"small sse events pass unchanged", "event: message\ndata: {\"id\":1}\n\n: keepalive\n\ndata: {\"id\":2}\n\n", frameEvent,
+			"event: message\ndata: {\"id\":1}\n\n: keepalive\n\ndata: {\"id\":2}\n\n", nil},
+		{"whole body within cap", "{\n \"id\": 1\n}\n", frameWhole, "{\n \"id\": 1\n}\n", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ids := readAllCapped(t, c.in, 100, c.lines)
+			got, ids := readAllCapped(t, c.in, 100, c.framing)
 			if got != c.want {
 				t.Errorf("got  %q\nwant %q", got, c.want)
 			}
@@ -82,7 +86,7 @@ func TestCapReaderDoesNotBufferWholeMessage(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := newCapReader(&endless{n: 10 << 20}, cap, true, nil)
+	r := newCapReader(&endless{n: 10 << 20}, cap, frameLine, nil)
 	out, err := io.ReadAll(r)
 	runtime.ReadMemStats(&after)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/toolschema"
 )
 
@@ -54,10 +55,13 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Build makes a catalog from what each connected server listed. down maps
 // servers that could not be reached to the reason. A client-facing name
-// claimed twice is an error: never silent shadowing.
+// claimed twice is never shadowed silently: every claimant is quarantined
+// (an upstream chooses its tool names, so one hostile or careless upstream
+// must not stop the gateway from starting), and `toolgate check` reports it.
 func Build(cfg *config.Config, listed map[string][]Listed, down map[string]string) (*Catalog, error) {
 	c := &Catalog{byName: map[string]*Tool{}, down: map[string]string{}, prefixes: map[string]string{}}
-	var collisions []string
+	claims := map[string][]*Tool{}
+	var order []string
 	for _, server := range cfg.ServerNames() {
 		srv := cfg.Servers[server]
 		if why, isDown := down[server]; isDown {
@@ -70,22 +74,41 @@ func Build(cfg *config.Config, listed map[string][]Listed, down map[string]strin
 		for _, l := range listed[server] {
 			t, reason := entry(cfg, srv, l)
 			if reason != "" {
-				c.quarantined = append(c.quarantined, Quarantined{Server: server, Upstream: l.Name, Reason: reason})
+				c.quarantine(server, l.Name, reason)
 				continue
 			}
-			if prev, dup := c.byName[t.Name]; dup {
-				collisions = append(collisions, fmt.Sprintf("tool name %q is claimed by both %s and %s", t.Name, prev.ID, t.ID))
-				continue
+			if len(claims[t.Name]) == 0 {
+				order = append(order, t.Name)
 			}
-			c.byName[t.Name] = t
-			c.tools = append(c.tools, t)
+			claims[t.Name] = append(claims[t.Name], t)
 		}
 	}
-	if len(collisions) > 0 {
-		return nil, fmt.Errorf("%s (give the servers distinct prefixes)", strings.Join(collisions, "; "))
+	for _, name := range order {
+		c.admit(claims[name])
 	}
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].Name < c.tools[j].Name })
 	return c, nil
+}
+
+// admit adds the one tool claiming a name, or quarantines every claimant.
+func (c *Catalog) admit(claimants []*Tool) {
+	if len(claimants) == 1 {
+		c.byName[claimants[0].Name] = claimants[0]
+		c.tools = append(c.tools, claimants[0])
+		return
+	}
+	ids := make([]string, len(claimants))
+	for i, t := range claimants {
+		ids[i] = t.ID
+	}
+	for _, t := range claimants {
+		c.quarantine(t.Server, t.Upstream, fmt.Sprintf("client-facing name %q is claimed by %s; give the servers distinct prefixes",
+			t.Name, strings.Join(ids, " and ")))
+	}
+}
+
+func (c *Catalog) quarantine(server, tool, reason string) {
+	c.quarantined = append(c.quarantined, Quarantined{Server: server, Upstream: sanitize.Text(tool), Reason: sanitize.Text(reason)})
 }
 
 // entry builds one catalog entry, or says why the tool is quarantined.
@@ -100,7 +123,7 @@ func entry(cfg *config.Config, srv *config.Server, l Listed) (*Tool, string) {
 	}
 	t := &Tool{
 		Name: name, ID: srv.Name + "/" + l.Name, Server: srv.Name, Upstream: l.Name,
-		Title: l.Title, Description: l.Description,
+		Title: sanitize.Text(l.Title), Description: sanitize.Text(l.Description),
 		InputSchema: l.InputSchema, OutputSchema: l.OutputSchema, Annotations: l.annotations(),
 		Input:          in,
 		Timeout:        cfg.CallTimeout(srv.Name, l.Name),

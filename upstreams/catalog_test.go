@@ -57,11 +57,41 @@ func TestCatalogNaming(t *testing.T) {
 	}
 }
 
-func TestCatalogCollisionIsAnError(t *testing.T) {
+// A name claimed twice quarantines every claimant (never shadowing), and
+// the other tools, even of the same servers, stay callable.
+func TestCatalogCollisionQuarantinesClaimants(t *testing.T) {
 	cfg := servers(&config.Server{Name: "a", Prefix: strPtr("")}, &config.Server{Name: "b", Prefix: strPtr("")})
-	_, err := Build(cfg, map[string][]Listed{"a": listed("search"), "b": listed("search")}, nil)
-	if err == nil || !strings.Contains(err.Error(), `"search"`) || !strings.Contains(err.Error(), "a/search") || !strings.Contains(err.Error(), "b/search") {
-		t.Fatalf("collision not reported with both owners: %v", err)
+	cat, err := Build(cfg, map[string][]Listed{"a": listed("search", "only_a"), "b": listed("search", "dup", "dup")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"search", "dup"} {
+		if _, ok := cat.Resolve(gone); ok {
+			t.Errorf("%q is callable despite the collision", gone)
+		}
+	}
+	if _, ok := cat.Resolve("only_a"); !ok {
+		t.Error("an innocent tool was dropped")
+	}
+	var reasons []string
+	for _, q := range cat.Quarantined() {
+		reasons = append(reasons, q.Server+"/"+q.Upstream+": "+q.Reason)
+	}
+	joined := strings.Join(reasons, "\n")
+	if len(reasons) != 4 || !strings.Contains(joined, "a/search and b/search") || !strings.Contains(joined, "b/dup and b/dup") {
+		t.Fatalf("quarantine reasons:\n%s", joined)
+	}
+}
+
+func TestCatalogSanitisesDescriptions(t *testing.T) {
+	cat, err := Build(servers(&config.Server{Name: "s"}), map[string][]Listed{"s": {{Name: "t",
+		Title: "T\x1b]0;PWNED\x07", Description: "d\x1b[2Jesc", InputSchema: json.RawMessage(`{"type":"object"}`)}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := cat.Resolve("s__t")
+	if tool.Title != "T" || tool.Description != "desc" {
+		t.Fatalf("title %q description %q", tool.Title, tool.Description)
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -37,9 +39,11 @@ type Conn struct {
 	proc   *process // nil unless stdio
 	log    *slog.Logger
 
-	seq      atomic.Int64
-	oversize sync.Map // JSON id (as bytes in a string) of answers the capReader replaced
-	closing  sync.Once
+	seq     atomic.Int64
+	pending pendingSet
+	closed  atomic.Bool    // Close was called (or is about to be): no new requests
+	stdin   *watchedWriter // nil unless stdio
+	closing sync.Once
 }
 
 // Dial starts (stdio) or connects to (HTTP, SSE) the server and completes
@@ -81,8 +85,9 @@ func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
 		return fmt.Errorf("start %q: %w", srv.Command, err)
 	}
 	c.proc = p
-	out := newCapReader(p.stdout, maxMessage, true, c.noteOversize)
-	c.tr = transport.NewIO(out, p.stdin, nil)
+	c.stdin = &watchedWriter{w: p.stdin}
+	out := newCapReader(p.stdout, maxMessage, frameLine, c.noteOversize)
+	c.tr = transport.NewIO(out, c.stdin, nil)
 	return nil
 }
 
@@ -91,10 +96,15 @@ func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
 // own deadline instead.
 func (c *Conn) httpClient(maxMessage int) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
-	return &http.Client{Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize}}
+	return &http.Client{
+		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize},
+		// A redirect would carry the configured upstream headers (its
+		// credentials) to whatever host the upstream names: refuse it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
-func (c *Conn) noteOversize(id []byte) { c.oversize.Store(string(id), struct{}{}) }
+func (c *Conn) noteOversize(id []byte) { c.pending.markOversize(string(id)) }
 
 // handshake starts the transport and runs initialize.
 func (c *Conn) handshake(ctx context.Context) error {
@@ -117,7 +127,7 @@ func (c *Conn) Name() string { return c.name }
 
 // Alive reports whether the connection can still carry requests as far as
 // the gateway knows (for stdio: the process has not exited).
-func (c *Conn) Alive() bool { return c.proc == nil || c.proc.alive() }
+func (c *Conn) Alive() bool { return !c.closed.Load() && (c.proc == nil || c.proc.alive()) }
 
 // request sends one raw JSON-RPC request and returns its raw result.
 func (c *Conn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
@@ -128,28 +138,116 @@ func (c *Conn) request(ctx context.Context, method string, params any) (json.Raw
 		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
 	}
 	id := mcp.NewRequestId(fmt.Sprintf("gw-%d", c.seq.Add(1)))
-	resp, err := c.tr.SendRequest(ctx, transport.JSONRPCRequest{
+	key := idKey(id)
+	c.pending.add(key)
+	resp, err := c.send(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
+	oversize := c.pending.remove(key)
 	switch {
 	case err != nil && ctx.Err() != nil:
+		go c.cancelUpstream(id, ctx.Err())
 		return nil, ctx.Err()
 	case err != nil && neverLeft(err):
 		return nil, &CallError{Where: NotSent, Err: err}
 	case err != nil:
 		return nil, &CallError{Where: Sent, Err: err}
+	case resp.Error != nil && oversize:
+		return nil, &CallError{Where: Answered, Oversize: true, Err: errors.New(resp.Error.Message)}
 	case resp.Error != nil:
-		return nil, c.answerError(id, resp.Error)
+		return nil, rpcError(resp.Error)
 	}
 	return resp.Result, nil
 }
 
-func (c *Conn) answerError(id mcp.RequestId, details *mcp.JSONRPCErrorDetails) *CallError {
-	key, _ := json.Marshal(id)
-	if _, ok := c.oversize.LoadAndDelete(string(key)); ok {
-		return &CallError{Where: Answered, Oversize: true, Err: errors.New(details.Message)}
+// send hands the request to the transport. mcp-go writes a stdio request
+// with a blocking write that ignores the context, so a child that stops
+// reading its stdin would hold the call (and every call queued behind it)
+// past its deadline. The write runs aside; when the deadline passes with
+// the write still blocked, the child is declared broken and stopped, which
+// also unblocks the write.
+func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	if c.proc == nil {
+		return c.tr.SendRequest(ctx, req)
 	}
-	return rpcError(details)
+	type answer struct {
+		resp *transport.JSONRPCResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.tr.SendRequest(ctx, req)
+		done <- answer{resp, err}
+	}()
+	select {
+	case a := <-done:
+		return a.resp, a.err
+	case <-ctx.Done():
+		if c.stdin.blocked() {
+			c.log.Error("upstream stopped reading its input; stopping it")
+			c.closed.Store(true)
+			go c.Close()
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// cancelUpstream tells the upstream the gateway no longer waits for id, so
+// a tool that is still running can stop before it causes side effects no
+// one will hear about.
+func (c *Conn) cancelUpstream(id mcp.RequestId, why error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelNoticeTimeout)
+	defer cancel()
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+		Method: "notifications/cancelled",
+		Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": why.Error()}},
+	}}
+	if err := c.tr.SendNotification(ctx, n); err != nil {
+		c.log.Debug("cancellation not delivered", "err", err)
+	}
+}
+
+// cancelNoticeTimeout bounds sending notifications/cancelled.
+const cancelNoticeTimeout = time.Second
+
+func idKey(id mcp.RequestId) string {
+	b, _ := json.Marshal(id)
+	return string(b)
+}
+
+// pendingSet holds the ids of requests still waiting for an answer, and
+// whether the capReader replaced that answer for being oversize. Only ids
+// that are waiting can be marked, so an upstream cannot mark an id it
+// expects the gateway to use later.
+type pendingSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (p *pendingSet) add(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]bool{}
+	}
+	p.m[key] = false
+}
+
+func (p *pendingSet) markOversize(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, waiting := p.m[key]; waiting {
+		p.m[key] = true
+	}
+}
+
+// remove forgets key and reports whether its answer was oversize.
+func (p *pendingSet) remove(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	oversize := p.m[key]
+	delete(p.m, key)
+	return oversize
 }
 
 // CallTool sends tools/call with the arguments exactly as given (they were
@@ -169,6 +267,7 @@ func (c *Conn) CallTool(ctx context.Context, tool string, args json.RawMessage) 
 // Close ends the connection; for stdio it stops the child process and
 // every process in its group.
 func (c *Conn) Close() {
+	c.closed.Store(true)
 	c.closing.Do(func() {
 		if c.client != nil {
 			// For stdio this only closes our pipe ends: the transport was
@@ -191,3 +290,20 @@ func (c *Conn) ExitStatus() string {
 	}
 	return strings.TrimPrefix(c.proc.err.Error(), "exit status ")
 }
+
+// watchedWriter is a stdio child's stdin that knows when a write is stuck.
+type watchedWriter struct {
+	w       io.WriteCloser
+	writing atomic.Int32
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	w.writing.Add(1)
+	defer w.writing.Add(-1)
+	return w.w.Write(p)
+}
+
+func (w *watchedWriter) Close() error { return w.w.Close() }
+
+// blocked reports whether a write is in progress right now.
+func (w *watchedWriter) blocked() bool { return w.writing.Load() > 0 }

@@ -20,8 +20,11 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	lines := mediaType == "text/event-stream"
-	resp.Body = &cappedBody{Reader: newCapReader(resp.Body, t.max, lines, t.onOversize), closer: resp.Body}
+	framing := frameWhole
+	if mediaType == "text/event-stream" {
+		framing = frameEvent
+	}
+	resp.Body = &cappedBody{Reader: newCapReader(resp.Body, t.max, framing, t.onOversize), closer: resp.Body}
 	resp.ContentLength = -1 // a replaced body has a different length
 	return resp, nil
 }

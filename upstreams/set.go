@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // Set is every configured upstream and the catalog built from them.
@@ -41,8 +42,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Set, err
 			defer mu.Unlock()
 			s.conns[name] = conn
 			if err != nil {
-				down[name] = err.Error()
-				log.Error("upstream unavailable", "server", name, "err", err)
+				down[name] = sanitize.Text(err.Error())
+				log.Error("upstream unavailable", "server", name, "err", down[name])
 				return
 			}
 			listed[name] = tools

@@ -35,7 +35,7 @@ type codeCase struct {
 var codeCases = []codeCase{
 	{"ok", "hostile__echo", `{"a":1}`, "", ""},
 	{"tool_not_found", "hostile__nope", `{}`, "tool_not_found", "hostile__nope"},
-	{"tool_not_allowed", "hostile__with_meta", `{}`, "tool_not_allowed", ""},
+	{"tool_not_allowed", "hostile__headers", `{}`, "tool_not_allowed", ""},
 	{"invalid_arguments", "hostile__sleep", `{"ms":"soon"}`, "invalid_arguments", "ms"},
 	{"arguments not an object", "hostile__echo", `[1,2]`, "invalid_arguments", "object"},
 	{"upstream_unavailable (never started)", "broken__echo", `{}`, "upstream_unavailable", "not connected"},
@@ -144,7 +144,7 @@ func TestToolsListFilteredPerPrincipal(t *testing.T) {
 	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")))
 	alice := toolNames(t, connectHTTP(t, url, aliceKey))
 	bob := toolNames(t, connectHTTP(t, url, bobKey))
-	if !contains(alice, "hostile__echo") || !contains(alice, "hostile__sleep") || contains(alice, "hostile__with_meta") {
+	if !contains(alice, "hostile__echo") || !contains(alice, "hostile__sleep") || contains(alice, "hostile__headers") {
 		t.Errorf("alice sees %v", alice)
 	}
 	if len(bob) != 1 || bob[0] != "hostile__echo" {
@@ -283,5 +283,27 @@ func TestClientCredentialNeverForwarded(t *testing.T) {
 	}
 	if strings.Contains(got, aliceKey) || strings.Contains(got, "Authorization") {
 		t.Fatalf("client credential forwarded upstream: %s", got)
+	}
+}
+
+// Whatever an upstream writes reaches the client cleaned: control and
+// escape characters in content and in data (even as JSON escapes), and no
+// upstream _meta.
+func TestUpstreamTextSanitised(t *testing.T) {
+	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")))
+	c := connectHTTP(t, url, aliceKey)
+	res, _ := callE2E(t, c, "hostile__ansi", `{}`)
+	for _, b := range res.Content {
+		if text, ok := b.(mcp.TextContent); ok && strings.ContainsAny(text.Text, "\x1b\x00\u202e\r") {
+			t.Errorf("content text not sanitised: %q", text.Text)
+		}
+	}
+	res, env := callE2E(t, c, "hostile__with_meta", `{}`)
+	if raw, _ := json.Marshal(res); env["ok"] != true || strings.Contains(string(raw), "upstream-internal") {
+		t.Errorf("upstream _meta leaked: %s", raw)
+	}
+	_, env = callE2E(t, c, "hostile__echo", `{"s":"a\u001b]0;PWNED\u0007b\u202ec"}`)
+	if data, _ := env["data"].(map[string]any); data["s"] != "abc" {
+		t.Errorf("escaped control characters in data survived: %q", data["s"])
 	}
 }

@@ -63,7 +63,7 @@ const (
 // testPolicy: alice may call everything except hostile/denied_* tools;
 // bob may only call hostile/echo; local (stdio) is alice's twin.
 const testPolicy = `p, caller, *, call, allow
-p, caller, hostile/with_meta, call, deny
+p, caller, hostile/headers, call, deny
 p, reader, hostile/echo, call, allow
 g, alice, caller
 g, local, caller

@@ -99,9 +99,8 @@ func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
 
 // httpOptions resolves the HTTP endpoint's settings from config.
 func httpOptions(gw *gateway, log *slog.Logger) proxy.HTTPOptions {
-	anonymous := ""
-	if gw.cfg.Listen.AllowAnonymous {
-		anonymous = gw.cfg.Listen.AnonymousPrincipal
+	anonymous := gw.cfg.Auth.AllowAnonymous
+	if anonymous != "" {
 		log.Warn("unauthenticated HTTP access is enabled", "principal", anonymous)
 	}
 	return proxy.HTTPOptions{
@@ -119,6 +118,13 @@ func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
 		return 1
 	}
 	srv := &http.Server{Handler: endpoint, ReadHeaderTimeout: 10 * time.Second}
+	// Open GET streams would keep Shutdown waiting for the whole grace
+	// period: end the MCP sessions as soon as shutdown starts.
+	srv.RegisterOnShutdown(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		_ = endpoint.Shutdown(ctx)
+	})
 	log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -134,6 +140,5 @@ func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("in-flight calls cut at shutdown", "err", err)
 	}
-	_ = endpoint.Shutdown(sctx)
 	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -99,9 +100,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			waitEOF(ctx, stdin)
 			return 0
 		}
+		in := &stallableReader{r: stdin, stall: make(chan struct{})}
+		o.StopReading = in.stop
 		s := server.NewStdioServer(NewServer(o))
 		s.SetErrorLogger(log.New(stderr, "testupstream: ", log.LstdFlags))
-		if err := s.Listen(ctx, stdin, newLineRewriter(stdout)); err != nil && ctx.Err() == nil {
+		if err := s.Listen(ctx, in, newLineRewriter(stdout)); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(stderr, "testupstream: %v\n", err)
 			return 1
 		}
@@ -139,5 +142,25 @@ func waitEOF(ctx context.Context, stdin io.Reader) {
 	select {
 	case <-eof:
 	case <-ctx.Done():
+	}
+}
+
+// stallableReader reads stdin until stop is called, then blocks forever:
+// an upstream that stopped reading its input, whose writer then blocks once
+// the pipe buffer is full.
+type stallableReader struct {
+	r     io.Reader
+	once  sync.Once
+	stall chan struct{}
+}
+
+func (s *stallableReader) stop() { s.once.Do(func() { close(s.stall) }) }
+
+func (s *stallableReader) Read(p []byte) (int, error) {
+	select {
+	case <-s.stall:
+		select {} // never read again; the process ends by signal or kill
+	default:
+		return s.r.Read(p)
 	}
 }

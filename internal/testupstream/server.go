@@ -19,6 +19,7 @@
 //	with_meta       result _meta {"secret":"upstream-internal"}, text "ok"
 //	ansi            text "a\x1b[2Jb\x00c\u202ed\r\ne"
 //	env             structuredContent: the process environment as a JSON object
+//	stop_reading    stdio: stop reading stdin, so a writer of a large request blocks
 //	headers         structuredContent: the HTTP request headers the call arrived with ({} over stdio)
 //	crash           ends the process with exit code 3 mid-call (Options.Exit)
 //	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
@@ -62,6 +63,9 @@ type Options struct {
 	ExtraTools int
 	// PageSize is the server-side tools/list page size (0: everything in one page).
 	PageSize int
+	// StopReading is what the stop_reading tool calls: over stdio, Main
+	// stops reading stdin afterwards (nil: the tool does nothing).
+	StopReading func()
 	// Exit is what the crash tool calls with code 3. Nil means os.Exit, which is right for an
 	// upstream in its own process and ends the whole test binary otherwise. StartHTTP and StartSSE
 	// default it to aborting the HTTP request instead (see there).
@@ -157,6 +161,13 @@ func NewServer(o Options) *server.MCPServer {
 		{Tool: tool("with_meta", "Returns a result carrying upstream-internal _meta.", noArgs, sideEffectFree), Handler: withMeta},
 		{Tool: tool("ansi", "Returns text with ANSI escapes, NUL, a bidi override and CRLF.", noArgs, sideEffectFree), Handler: ansi},
 		{Tool: tool("env", "Returns the upstream process environment.", noArgs, sideEffectFree), Handler: env},
+		{Tool: tool("stop_reading", "Stops reading requests (stdio): later requests fill the pipe and block their writer.", noArgs, sideEffectFree),
+			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				if o.StopReading != nil {
+					o.StopReading()
+				}
+				return mcp.NewToolResultText("stopped reading"), nil
+			}},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("crash", "Ends the upstream process with exit code 3 in the middle of the call.", noArgs, hints(false, true, false, false)),
 			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {

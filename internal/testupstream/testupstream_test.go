@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // baseTools are the tools every upstream has.
 var baseTools = []string{
 	"ansi", "bad_output", "big", "crash", "echo", "env", "fail", "garbage", "good_output",
-	"rpc_error", "sleep", "unknown_content", "with_meta",
+	"headers", "rpc_error", "sleep", "stop_reading", "unknown_content", "with_meta",
 }
 
 var hostileTools = []string{"deep_allof", "file_ref", "remote_ref", "self_ref"}
