@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/casbin/casbin/v2/model"
@@ -26,8 +27,9 @@ const (
 	effectDeny  = "deny"
 )
 
-// LoadError is a problem found while loading a model or policy file. Line is 1-based, or 0
-// when the problem is not tied to one line.
+// LoadError is one problem found while loading a model or policy file. Line is 1-based, or 0
+// when the problem is not tied to one line. Reason says what is wrong and, where there is one,
+// what to write instead ("...; write allow instead").
 type LoadError struct {
 	File   string
 	Line   int
@@ -41,11 +43,65 @@ func (e *LoadError) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Reason)
 }
 
-// policyLine is one rule of a policy file, as Casbin's CSV loader will read it.
+// LoadErrors is every problem found in one load, sorted by file and line. Error prints one
+// problem per line ("file:line: reason"), so a CLI can print it as is. errors.As(err, &le) with
+// le a *LoadError finds the first problem.
+type LoadErrors struct {
+	Problems []*LoadError
+}
+
+func (e *LoadErrors) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems, for errors.As and errors.Is.
+func (e *LoadErrors) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+// problems collects LoadErrors while a load goes on.
+type problems struct {
+	list []*LoadError
+}
+
+func (ps *problems) add(file string, line int, format string, args ...any) {
+	ps.list = append(ps.list, &LoadError{File: file, Line: line, Reason: fmt.Sprintf(format, args...)})
+}
+
+// err returns nil, or a *LoadErrors with the problems sorted by file order then line.
+func (ps *problems) err() error {
+	if len(ps.list) == 0 {
+		return nil
+	}
+	out := append([]*LoadError(nil), ps.list...)
+	rank := map[string]int{} // files in the order they were first reported (model before policy)
+	for _, p := range out {
+		if _, ok := rank[p.File]; !ok {
+			rank[p.File] = len(rank)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if ri, rj := rank[out[i].File], rank[out[j].File]; ri != rj {
+			return ri < rj
+		}
+		return out[i].Line < out[j].Line
+	})
+	return &LoadErrors{Problems: out}
+}
+
+// policyLine is one line of a policy file, as Casbin's CSV loader will read it.
 type policyLine struct {
 	num    int      // 1-based line number in the file
-	text   string   // the line, trimmed, exactly as handed to Casbin
-	fields []string // ptype first ("p", "g", ...), then the rule
+	text   string   // the line, trimmed, exactly as written (minus surrounding whitespace)
+	fields []string // ptype first ("p", "g", ...), then the rule; padded to the model's size
 }
 
 // splitLines yields the lines of a policy file the way Casbin's file adapter does (bufio.Scanner,
@@ -54,6 +110,7 @@ func splitLines(data []byte) ([]policyLine, error) {
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	var out []policyLine
 	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -70,38 +127,15 @@ func isSkipped(line string) bool {
 	return line == "" || strings.HasPrefix(line, "#")
 }
 
-// splitFields parses one rule line with the same CSV settings as persist.LoadPolicyLine.
+// splitFields parses one rule line with the same CSV settings as persist.LoadPolicyLine:
+// RFC 4180 quoting ("a, b" is one field, "" inside quotes is one "), spaces after a comma are
+// dropped, nothing else is trimmed.
 func splitFields(line string) ([]string, error) {
 	r := csv.NewReader(strings.NewReader(line))
 	r.Comma = ','
 	r.Comment = '#'
 	r.TrimLeadingSpace = true
 	return r.Read()
-}
-
-// parsePolicy reads and checks every rule of a policy file against model m. It returns the rules
-// in file order; every problem is a *LoadError naming file and line.
-func parsePolicy(file string, data []byte, m model.Model) ([]policyLine, error) {
-	lines, err := splitLines(data)
-	if err != nil {
-		return nil, &LoadError{File: file, Reason: err.Error()}
-	}
-	var rules []policyLine
-	for _, l := range lines {
-		if isSkipped(l.text) {
-			continue
-		}
-		fields, err := splitFields(l.text)
-		if err != nil {
-			return nil, &LoadError{File: file, Line: l.num, Reason: fmt.Sprintf("not a valid CSV line: %v", unwrapCSV(err))}
-		}
-		if reason := checkRule(fields, m); reason != "" {
-			return nil, &LoadError{File: file, Line: l.num, Reason: reason}
-		}
-		l.fields = fields
-		rules = append(rules, l)
-	}
-	return rules, nil
 }
 
 // unwrapCSV drops encoding/csv's "record on line 1" position, which is always line 1 here and
@@ -114,58 +148,38 @@ func unwrapCSV(err error) error {
 	return err
 }
 
-// checkRule returns why fields (ptype first) is not an acceptable rule for model m, or "".
-func checkRule(fields []string, m model.Model) string {
-	ptype := fields[0]
-	if reason := checkField("line type", ptype); reason != "" {
-		return reason
+// csvHint says how to fix a line encoding/csv refused.
+func csvHint(err error) string {
+	switch {
+	case errors.Is(err, csv.ErrBareQuote):
+		return `write strings in a condition with single quotes (status == 'shipped'), or wrap the whole condition in double quotes and double every " inside it`
+	case errors.Is(err, csv.ErrQuote):
+		return `a field that starts with " must end with " right before the next comma or the end of the line; write "amount in [10, 20]" instead`
 	}
-	sec := ptype[:1]
-	if sec != "p" && sec != "g" {
-		return fmt.Sprintf("line type %q is neither a permission (p) nor a role (g) line", ptype)
-	}
-	ast, ok := m[sec][ptype]
-	if !ok {
-		return fmt.Sprintf("line type %q is not defined in the model", ptype)
-	}
-	rule := fields[1:]
-	if len(rule) != len(ast.Tokens) {
-		return fmt.Sprintf("%q line has %d fields after the line type, the model defines %d (%s = %s)",
-			ptype, len(rule), len(ast.Tokens), ptype, strings.TrimSpace(ast.Value))
-	}
-	for i, v := range rule {
-		name := strings.TrimPrefix(strings.TrimSpace(ast.Tokens[i]), ptype+"_")
-		if reason := checkField(describeField(sec, i, name), v); reason != "" {
-			return reason
-		}
-		if sec != "p" {
-			continue
-		}
-		switch name {
-		case "eft":
-			if v != effectAllow && v != effectDeny {
-				return fmt.Sprintf("effect %q must be exactly %q or %q (lower case)", v, effectAllow, effectDeny)
-			}
-		case "act":
-			if !knownActs[v] {
-				return fmt.Sprintf("action %q is unknown (expected %q)", v, ActCall)
-			}
-		}
+	return "write the line as comma-separated fields"
+}
+
+// checkField returns why a single field value is unacceptable, or "". what names the field for
+// the message ("subject (field 2)").
+func checkField(what, v string) string {
+	switch {
+	case v == "":
+		return fmt.Sprintf("%s is empty; write a value or delete the extra comma", what)
+	case v != strings.TrimSpace(v):
+		return fmt.Sprintf("%s %q has leading or trailing whitespace (Casbin would keep it, and the rule would not match what it says); write %q instead",
+			what, v, strings.TrimSpace(v))
+	case strings.Contains(v, "$"):
+		return fmt.Sprintf("%s %q contains \"$\", which is not allowed in policy fields; write %q instead",
+			what, v, strings.ReplaceAll(v, "$", ""))
 	}
 	return ""
 }
 
-// checkField returns why a single field value is unacceptable, or "".
-func checkField(what, v string) string {
-	switch {
-	case v == "":
-		return fmt.Sprintf("%s is empty", what)
-	case v != strings.TrimSpace(v):
-		return fmt.Sprintf("%s %q has leading or trailing whitespace (Casbin would keep it, and the rule would not match what it says)", what, v)
-	case strings.Contains(v, "#"):
-		return fmt.Sprintf("%s %q contains \"#\": comments must be on a line of their own", what, v)
-	case strings.Contains(v, "$"):
-		return fmt.Sprintf("%s %q contains \"$\", which is not allowed in policy fields", what, v)
+// checkCommentChar returns why v (not a condition) must not contain "#", or "".
+func checkCommentChar(what, v string) string {
+	if i := strings.Index(v, "#"); i >= 0 {
+		return fmt.Sprintf("%s %q contains \"#\": comments must be on a line of their own; write %q instead and put the comment on the line above",
+			what, v, strings.TrimSpace(v[:i]))
 	}
 	return ""
 }
@@ -181,17 +195,21 @@ func describeField(sec string, i int, token string) string {
 		}
 		return fmt.Sprintf("field %d", i+2)
 	}
-	names := map[string]string{"sub": "subject", "obj": "object", "act": "action", "eft": "effect"}
+	names := map[string]string{"sub": "subject", "obj": "object", "act": "action", "eft": "effect", "cond": "condition"}
 	if n, ok := names[token]; ok {
 		return fmt.Sprintf("%s (field %d)", n, i+2)
 	}
 	return fmt.Sprintf("%s (field %d)", token, i+2)
 }
 
-// bytesAdapter is a read-only Casbin adapter over policy lines that Load already read and checked,
-// so Casbin parses exactly the bytes that were validated and hashed (no second read of the file).
-// It feeds each line through Casbin's own CSV loader (persist.LoadPolicyLine) and turns an error
-// or a panic on a line into a *LoadError naming that line.
+// bytesAdapter is a read-only Casbin adapter over policy lines that were already read, linted and
+// padded, so Casbin holds exactly the rules that were validated and hashed (no second read of the
+// file). Each rule goes through Casbin's own persist.LoadPolicyArray; an error or a panic on a
+// line becomes a *LoadError naming that line.
+//
+// Casbin's own file adapter cannot be used with the toolgate model: persist.LoadPolicyLine
+// refuses a line with fewer fields than the policy definition ("invalid policy rule size"), and
+// the condition field is optional. The adapter pads a missing condition with "".
 type bytesAdapter struct {
 	file  string
 	lines []policyLine
@@ -199,20 +217,24 @@ type bytesAdapter struct {
 
 func (a *bytesAdapter) LoadPolicy(m model.Model) error {
 	for _, l := range a.lines {
-		if err := loadLine(l.text, m); err != nil {
+		if err := loadLine(l, m); err != nil {
 			return &LoadError{File: a.file, Line: l.num, Reason: err.Error()}
 		}
 	}
 	return nil
 }
 
-func loadLine(line string, m model.Model) (err error) {
+func loadLine(l policyLine, m model.Model) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("casbin panicked loading this line: %v", r)
 		}
 	}()
-	return persist.LoadPolicyLine(line, m)
+	if l.fields == nil {
+		// Not pre-parsed (tests feed raw text): Casbin's line loader, as its file adapter does.
+		return persist.LoadPolicyLine(l.text, m)
+	}
+	return persist.LoadPolicyArray(l.fields, m)
 }
 
 var errReadOnly = errors.New("authz: policy is read-only; edit the policy file")

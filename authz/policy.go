@@ -1,0 +1,479 @@
+package authz
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/casbin/casbin/v2"
+	"github.com/casbin/casbin/v2/model"
+)
+
+// Options are what a policy load needs from the rest of the configuration.
+type Options struct {
+	// Servers are the configured upstream names (mcpServers). Every object must name one of
+	// them ("<server>/<tool>", "<server>/*"). Empty skips that check (unit tests, tools that
+	// have no configuration).
+	Servers []string
+
+	skipRegexLint bool // tests only: let an invalid pattern through to reach Casbin
+}
+
+// rule is one loaded policy line.
+type rule struct {
+	ptype  string
+	line   int
+	text   string
+	fields []string // without the ptype, padded to the model's size
+	eft    string   // p lines
+	cond   *condition
+}
+
+func ruleKey(ptype string, fields []string) string {
+	return ptype + "\x00" + strings.Join(fields, "\x00")
+}
+
+// Policy is an immutable snapshot of one model and one policy file, linted and compiled: every
+// condition is compiled once, here. It is safe for concurrent use; a policy change means loading
+// a new Policy (see [Store]).
+type Policy struct {
+	modelPath, policyPath string
+	version               string
+	nrules                int
+	info                  *modelInfo
+	prules                []*rule             // p lines in file order (Casbin's order)
+	byKey                 map[string]*rule    // ruleKey -> line, to name the line Casbin chose
+	roles                 map[string][]string // g: member -> roles
+	conds                 map[string]*condition
+	denies                int
+	warnings              []string
+	se                    *casbin.SyncedEnforcer
+}
+
+// LoadPolicy reads, lints and compiles a Casbin model and a CSV policy.
+//
+// Every problem found is returned, as a *[LoadErrors] whose lines read "file:line: what is
+// wrong; write X instead". The lint refuses, in the policy: effects other than exactly allow or
+// deny; fields with leading or trailing whitespace; empty fields; "#" in a field (an inline
+// comment) except inside a condition; "$" in any field (except the end anchor of a regexMatch
+// pattern); regexMatch patterns that do not compile or are not anchored as ^...$; objects that
+// do not name a server of o.Servers; unknown actions, unknown line types, wrong field counts and
+// lines that are not valid CSV; conditions that do not compile; role cycles; and role chains
+// deeper than Casbin's 10 levels. In the model: anything but deny-override, a matcher that does
+// not call cond and hasRole when the model has the fields for them, eval(), domains, an effect
+// Casbin would not recognise.
+//
+// When the model itself is unusable, only the model's problems are reported. LoadPolicy never
+// panics: a panic inside Casbin becomes an error carrying the stack (for the log).
+//
+// An empty policy (no lines) loads and denies everything; [Store] refuses one.
+func LoadPolicy(modelPath, policyPath string, o Options) (p *Policy, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = nil
+			err = fmt.Errorf("authz: loading %s and %s panicked: %v\n%s", modelPath, policyPath, r, debug.Stack())
+		}
+	}()
+	modelText, err := os.ReadFile(modelPath)
+	if err != nil {
+		return nil, &LoadErrors{Problems: []*LoadError{{File: modelPath, Reason: readReason(err)}}}
+	}
+	policyText, err := os.ReadFile(policyPath)
+	if err != nil {
+		return nil, &LoadErrors{Problems: []*LoadError{{File: policyPath, Reason: readReason(err)}}}
+	}
+	return build(modelPath, modelText, policyPath, policyText, o)
+}
+
+func readReason(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot read: %v", pe.Err)
+	}
+	return fmt.Sprintf("cannot read: %v", err)
+}
+
+// build is LoadPolicy after the files are read; panics are recovered by the caller.
+func build(modelPath string, modelText []byte, policyPath string, policyText []byte, o Options) (*Policy, error) {
+	ps := &problems{}
+	m, err := model.NewModelFromString(string(modelText))
+	if err != nil {
+		ps.add(modelPath, 0, "invalid model: %v; start from the repository's model.conf", err)
+		return nil, ps.err()
+	}
+	info := checkModel(modelPath, modelText, m, ps)
+	if info == nil {
+		return nil, ps.err()
+	}
+
+	lines, err := splitLines(policyText)
+	if err != nil {
+		ps.add(policyPath, 0, "%v", err)
+		return nil, ps.err()
+	}
+	p := &Policy{
+		modelPath:  modelPath,
+		policyPath: policyPath,
+		version:    contentVersion(modelText, policyText),
+		info:       info,
+		byKey:      map[string]*rule{},
+		roles:      map[string][]string{},
+		conds:      map[string]*condition{},
+	}
+	lint := newLinter(policyPath, info, o, ps)
+	var loaded []policyLine
+	for _, pl := range lines {
+		if isSkipped(pl.text) {
+			continue
+		}
+		fields, cond, ok := lint.lineRule(pl)
+		if !ok {
+			continue
+		}
+		r := &rule{ptype: fields[0], line: pl.num, text: pl.text, fields: fields[1:], cond: cond}
+		key := ruleKey(r.ptype, r.fields)
+		if _, dup := p.byKey[key]; dup {
+			continue // warned by the linter; Casbin would skip it too
+		}
+		p.byKey[key] = r
+		pl.fields = fields
+		loaded = append(loaded, pl)
+		if r.ptype == "p" {
+			r.eft = r.fields[info.pIndex["eft"]]
+			if r.eft == effectDeny {
+				p.denies++
+			}
+			if cond != nil {
+				p.conds[cond.text] = cond
+			}
+			p.prules = append(p.prules, r)
+		} else if r.ptype == "g" {
+			p.roles[r.fields[0]] = append(p.roles[r.fields[0]], r.fields[1])
+		}
+	}
+	lint.checkRoles()
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	p.warnings = lint.warnings
+	p.nrules = len(loaded)
+
+	se, err := casbin.NewSyncedEnforcer(m, &bytesAdapter{file: policyPath, lines: loaded})
+	if err != nil {
+		var le *LoadError
+		if errors.As(err, &le) {
+			return nil, &LoadErrors{Problems: []*LoadError{le}}
+		}
+		ps.add(policyPath, 0, "casbin refused the policy with this model (%s): %v", modelPath, err)
+		return nil, ps.err()
+	}
+	// Before the first Enforce: Casbin caches the matcher compiled with the functions it has then.
+	se.AddFunction(fnCond, condFunc)
+	se.AddFunction(fnHasRole, hasRoleFunc)
+	p.se = se
+	return p, nil
+}
+
+// contentVersion is the first 12 hex digits of a SHA-256 over both files, each length-prefixed
+// so that moving bytes from one file to the other changes the version.
+func contentVersion(modelText, policyText []byte) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, b := range [][]byte{modelText, policyText} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// Version is a short content hash of model+policy (SHA-256 hex, first 12 digits) for logs: two
+// policies with the same version were loaded from byte-identical files.
+func (p *Policy) Version() string {
+	if p == nil {
+		return ""
+	}
+	return p.version
+}
+
+// Rules is the number of rules (p and g lines) loaded, duplicates counted once.
+func (p *Policy) Rules() int {
+	if p == nil {
+		return 0
+	}
+	return p.nrules
+}
+
+// Permissions is the number of p lines loaded; a policy without any denies everything.
+func (p *Policy) Permissions() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.prules)
+}
+
+// Denies is the number of deny lines loaded.
+func (p *Policy) Denies() int {
+	if p == nil {
+		return 0
+	}
+	return p.denies
+}
+
+// Warnings are "file:line: ..." notes about lines that load but are probably not what the admin
+// meant: a rule repeated (removing one copy would not revoke it), a role that grants nothing
+// (often a typo). [Store] logs them at Warn on every load.
+func (p *Policy) Warnings() []string {
+	if p == nil {
+		return nil
+	}
+	return append([]string(nil), p.warnings...)
+}
+
+// ref names a rule as "file:line".
+func (p *Policy) ref(r *rule) string {
+	return fmt.Sprintf("%s:%d", p.policyPath, r.line)
+}
+
+// roleClosure is every name reachable from names through g lines within Casbin's depth limit,
+// names included.
+func (p *Policy) roleClosure(names ...string) map[string]bool {
+	out := map[string]bool{}
+	frontier := []string{}
+	for _, n := range names {
+		if n != "" && !out[n] {
+			out[n] = true
+			frontier = append(frontier, n)
+		}
+	}
+	for level := 0; level < maxRoleDepth && len(frontier) > 0; level++ {
+		var next []string
+		for _, n := range frontier {
+			for _, r := range p.roles[n] {
+				if !out[r] {
+					out[r] = true
+					next = append(next, r)
+				}
+			}
+		}
+		frontier = next
+	}
+	return out
+}
+
+// resolveRoles returns the subject's roles (through g lines and from the credential), sorted and
+// without the principal itself, and the set hasRole answers from: the credential's roles and
+// everything they inherit.
+func (p *Policy) resolveRoles(s Subject) (all []string, cred map[string]bool) {
+	cred = map[string]bool{}
+	if p.info.reqArgs != "" {
+		cred = p.roleClosure(s.Roles...)
+	}
+	set := p.roleClosure(s.Principal)
+	for r := range cred {
+		set[r] = true
+	}
+	delete(set, s.Principal)
+	for r := range set {
+		all = append(all, r)
+	}
+	sort.Strings(all)
+	return all, cred
+}
+
+// callCtx is what r.args carries into the matcher for one decision: the request, the
+// credential's roles, and the arguments, decoded once on first use. One decision runs on one
+// goroutine, so it needs no lock.
+type callCtx struct {
+	p       *Policy
+	req     Request
+	visible bool // asking "with some arguments?" rather than deciding one call
+	cred    map[string]bool
+	roles   []string
+
+	envReady bool
+	env      map[string]any
+	argsErr  error
+	condErr  error // the first condition error met, for the log
+}
+
+func (p *Policy) newCtx(req Request, visible bool) *callCtx {
+	c := &callCtx{p: p, req: req, visible: visible}
+	c.roles, c.cred = p.resolveRoles(req.Subject)
+	return c
+}
+
+// environment builds what conditions see: args (and each argument by its bare name) and
+// principal (name, roles, and the subject's attributes).
+func (c *callCtx) environment() {
+	if c.envReady {
+		return
+	}
+	c.envReady = true
+	principal := map[string]any{}
+	for k, v := range c.req.Subject.Attrs {
+		principal[k] = v
+	}
+	roles := make([]any, len(c.roles))
+	for i, r := range c.roles {
+		roles[i] = r
+	}
+	principal["name"] = c.req.Subject.Principal
+	principal["roles"] = roles
+	args, err := decodeArgs(c.req.Args)
+	if err != nil {
+		c.argsErr = err
+		args = map[string]any{}
+	}
+	c.env = map[string]any{"args": args, "principal": principal}
+}
+
+// evalCond evaluates a compiled condition for this call.
+func (c *callCtx) evalCond(cond *condition) (bool, error) {
+	c.environment()
+	if cond.usesArgs && c.argsErr != nil {
+		return false, c.argsErr
+	}
+	return cond.eval(c.env)
+}
+
+// condApplies is cond(r.args, p.cond, p.eft): whether a line whose subject, object and action
+// matched takes part in the decision. No condition: always. A condition that cannot be evaluated
+// fails closed per effect: an allow line does not apply, a deny line does. When asking about
+// visibility, a condition that reads arguments is assumed to hold for an allow line (some call
+// may satisfy it) and not to hold for a deny line (some call may escape it); a condition on the
+// principal alone is evaluated.
+func (c *callCtx) condApplies(text, eft string) bool {
+	if text == "" {
+		return true
+	}
+	cond := c.p.conds[text]
+	if cond == nil {
+		c.noteErr(fmt.Errorf("condition %q was not compiled at load", text))
+		return eft == effectDeny
+	}
+	if c.visible && cond.usesArgs {
+		return eft == effectAllow
+	}
+	ok, err := c.evalCond(cond)
+	if err != nil {
+		c.noteErr(fmt.Errorf("condition %q: %w", text, err))
+		return eft == effectDeny
+	}
+	return ok
+}
+
+func (c *callCtx) noteErr(err error) {
+	if c.condErr == nil {
+		c.condErr = err
+	}
+}
+
+// condFunc is the matcher's cond(r.args, p.cond, p.eft).
+func condFunc(args ...any) (any, error) {
+	if len(args) != 3 {
+		return false, fmt.Errorf("%s needs 3 arguments (r.args, p.cond, p.eft), got %d", fnCond, len(args))
+	}
+	c, ok := args[0].(*callCtx)
+	if !ok {
+		return false, fmt.Errorf("%s: first argument is a %T, not the request's args", fnCond, args[0])
+	}
+	text, _ := args[1].(string)
+	eft, _ := args[2].(string)
+	return c.condApplies(text, eft), nil
+}
+
+// hasRoleFunc is the matcher's hasRole(r.args, p.sub): the credential grants p.sub for this
+// request, directly or through g lines.
+func hasRoleFunc(args ...any) (any, error) {
+	if len(args) != 2 {
+		return false, fmt.Errorf("%s needs 2 arguments (r.args, p.sub), got %d", fnHasRole, len(args))
+	}
+	c, ok := args[0].(*callCtx)
+	if !ok {
+		return false, fmt.Errorf("%s: first argument is a %T, not the request's args", fnHasRole, args[0])
+	}
+	sub, _ := args[1].(string)
+	return c.cred[sub], nil
+}
+
+var errNoPolicy = errors.New("authz: no policy loaded")
+
+// enforce asks Casbin, with panics recovered. rvals follow the model's request definition.
+func (p *Policy) enforce(c *callCtx) (ok bool, explain []string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok, explain = false, nil
+			err = fmt.Errorf("authz: enforce panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	rvals := []any{c.req.Subject.Principal, c.req.Object, c.req.Action}
+	if p.info.reqArgs != "" {
+		rvals = append(rvals, c)
+	}
+	ok, explain, err = p.se.EnforceEx(rvals...)
+	if err != nil {
+		return false, nil, fmt.Errorf("authz: enforce(%q, %q, %q): %w", c.req.Subject.Principal, c.req.Object, c.req.Action, err)
+	}
+	return ok, explain, nil
+}
+
+// Decide answers one call: may req.Subject perform req.Action ("call") on req.Object (the
+// canonical "<server>/<tool>" from the catalog, never a client string) with req.Args?
+//
+// A p line applies when its subject is the principal, a role the principal has through g lines,
+// or a role the credential grants (Subject.Roles, and what those inherit through g lines); its
+// object matches; its action is the same; and its condition holds on req.Args (a condition
+// that cannot be evaluated fails closed: the allow line does not apply, the deny line does). Deny overrides allow across all of them, and
+// anything not allowed is denied. Unknown principals are denied, as is any request with an empty
+// principal, object or action.
+//
+// When Casbin fails to evaluate (an invalid regex that got past the lint, a panic), the answer
+// is deny with the cause in Internal, for the LOG only: it can carry a goroutine stack. A
+// condition that could not be evaluated is not an internal error; the first one is in CondErr.
+// Rule names the line that decided ("policy.csv:12"): the first matching deny, else the first
+// matching allow, else "" (nothing allowed it).
+func (p *Policy) Decide(req Request) Decision {
+	if p == nil || p.se == nil {
+		return Decision{Internal: errNoPolicy}
+	}
+	if req.Subject.Principal == "" || req.Object == "" || req.Action == "" {
+		return Decision{}
+	}
+	c := p.newCtx(req, false)
+	ok, explain, err := p.enforce(c)
+	d := Decision{Allowed: ok, Internal: err, CondErr: c.condErr}
+	if err == nil && len(explain) > 0 {
+		if r := p.byKey[ruleKey("p", explain)]; r != nil {
+			d.Rule = p.ref(r)
+		}
+	}
+	return d
+}
+
+// Visible reports whether s could call obj with SOME arguments, for tools/list: a conditional
+// allow line counts (some arguments may satisfy it), and only deny lines that apply whatever the
+// arguments hide a tool. Conditions that read only principal.* are evaluated. A tool that is
+// visible may still be denied for particular arguments by [Policy.Decide].
+func (p *Policy) Visible(s Subject, obj string) bool {
+	ok, _ := p.visible(s, obj)
+	return ok
+}
+
+func (p *Policy) visible(s Subject, obj string) (bool, error) {
+	if p == nil || p.se == nil {
+		return false, errNoPolicy
+	}
+	if s.Principal == "" || obj == "" {
+		return false, nil
+	}
+	c := p.newCtx(Request{Subject: s, Object: obj, Action: ActCall}, true)
+	ok, _, err := p.enforce(c)
+	return ok, err
+}

@@ -1,0 +1,342 @@
+package authz
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The demo's tools and the argument sets the matrix tries on each.
+const (
+	getOrder    = "orders/get_order"
+	updateOrder = "orders/update_order_status"
+	refundOrder = "orders/refund_order"
+	sendReply   = "orders/send_customer_reply"
+)
+
+// TestRootPolicyDecisionMatrix loads the REAL repository model.conf and policy.csv (with the demo's
+// configured server) and checks every principal on every demo tool, with refunds at the
+// condition's boundary. Every row also checks that Explain agrees with Decide.
+func TestRootPolicyDecisionMatrix(t *testing.T) {
+	p, err := LoadPolicy(rootModel, rootPolicy, Options{Servers: []string{"orders"}})
+	if err != nil {
+		t.Fatalf("the repository policy does not load:\n%v", err)
+	}
+	if w := p.Warnings(); len(w) != 0 {
+		t.Errorf("the repository policy has warnings: %v", w)
+	}
+	type call struct {
+		obj, args string
+	}
+	var (
+		get    = call{getOrder, `{"order_id": 4821}`}
+		update = call{updateOrder, `{"order_id": 4821, "status": "shipped"}`}
+		reply  = call{sendReply, `{"order_id": 4821, "message": "Your order has shipped."}`}
+		refund = func(amount string) call {
+			return call{refundOrder, `{"order_id": 4821, "amount": ` + amount + `, "reason": "damaged"}`}
+		}
+		refund100  = refund("100")
+		refund100f = refund("100.0")
+		refund1e2  = refund("1e2")
+		refund9999 = refund("99.99")
+		refundOver = refund("100.01")
+		refundBig  = refund("5000")
+		refundStr  = refund(`"100"`)
+		refundNone = call{refundOrder, `{"order_id": 4821, "reason": "damaged"}`}
+		refundNull = refund("null")
+		refundNo   = call{refundOrder, ``} // no arguments at all
+	)
+	all := []call{get, update, reply, refund100, refund100f, refund1e2, refund9999, refundOver, refundBig, refundStr, refundNone, refundNull, refundNo}
+	supportAllowed := map[call]bool{get: true, update: true, reply: true, refund100: true, refund100f: true, refund1e2: true, refund9999: true}
+	want := map[string]map[call]bool{
+		"alice":   supportAllowed,
+		"local":   supportAllowed,
+		"bob":     {get: true},
+		"carol":   {get: true, update: true, reply: true, refund100: true, refund100f: true, refund1e2: true, refund9999: true, refundOver: true, refundBig: true, refundStr: true, refundNone: true, refundNull: true, refundNo: true},
+		"mallory": {},
+	}
+	for _, principal := range []string{"alice", "bob", "carol", "local", "mallory"} {
+		for _, c := range all {
+			name := fmt.Sprintf("%s/%s/%s", principal, strings.TrimPrefix(c.obj, "orders/"), c.args)
+			t.Run(name, func(t *testing.T) {
+				r := req(principal, c.obj, c.args)
+				d := p.Decide(r)
+				if d.Internal != nil {
+					t.Fatalf("internal error: %v", d.Internal)
+				}
+				if d.Allowed != want[principal][c] {
+					t.Fatalf("Decide = %v, want %v (rule %q, cond error %v)", d.Allowed, want[principal][c], d.Rule, d.CondErr)
+				}
+				if x := p.Explain(r); x.Allowed != d.Allowed || x.Internal != nil {
+					t.Fatalf("Explain.Allowed = %v (%v), Decide = %v\n%+v", x.Allowed, x.Internal, d.Allowed, x)
+				}
+			})
+		}
+	}
+
+	// The deciding line is named.
+	if d, want := p.Decide(req("alice", refundOrder, `{"amount": 50}`)), lineOf(t, rootPolicy, "p, support_agent, orders/refund_order, call, allow, amount <= 100"); d.Rule != want {
+		t.Errorf("alice refund 50 decided by %q, want %s", d.Rule, want)
+	}
+	if d, want := p.Decide(req("carol", refundOrder, `{"amount": 5000}`)), lineOf(t, rootPolicy, "p, supervisor, orders/*, call, allow"); d.Rule != want {
+		t.Errorf("carol refund decided by %q, want %s", d.Rule, want)
+	}
+	if d := p.Decide(req("alice", refundOrder, `{"amount": 500}`)); d.Rule != "" || d.CondErr != nil {
+		t.Errorf("alice refund 500: rule %q, cond error %v (want default deny, no error)", d.Rule, d.CondErr)
+	}
+	if d := p.Decide(req("alice", refundOrder, `{}`)); d.CondErr == nil || !strings.Contains(d.CondErr.Error(), `missing field "amount"`) {
+		t.Errorf("alice refund without amount: cond error %v", d.CondErr)
+	}
+}
+
+// TestRootPolicyVisible: what tools/list shows. A conditional allow makes a tool visible.
+func TestRootPolicyVisible(t *testing.T) {
+	p, err := LoadPolicy(rootModel, rootPolicy, Options{Servers: []string{"orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"alice":   demoTools,
+		"local":   demoTools,
+		"bob":     {getOrder},
+		"carol":   demoTools,
+		"mallory": nil,
+	}
+	for principal, w := range want {
+		var got []string
+		for _, obj := range append(demoTools, "search/query") {
+			if p.Visible(Subject{Principal: principal}, obj) {
+				got = append(got, obj)
+			}
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("%s sees %v, want %v", principal, got, w)
+		}
+	}
+}
+
+// agreementPolicy exercises everything Explain must model: deny lines, conditional allows and
+// denies, principal attributes, inherited roles and credential roles.
+const agreementPolicy = `p, deny_all_refunds, orders/refund_order, call, deny
+p, agent, orders/*, call, allow
+p, agent, orders/refund_order, call, deny, amount > 100
+p, agent, orders/update_order_status, call, deny, status == 'cancelled'
+p, regional, orders/get_order, call, allow, region == principal.region
+p, supervisor, orders/*, call, allow
+p, gold, orders/send_customer_reply, call, allow, principal.tier == 'gold'
+p, erin, orders/get_order, call, allow
+g, lead, agent
+g, alice, agent
+g, carol, supervisor
+g, carol, lead
+g, frank, deny_all_refunds
+g, frank, supervisor
+g, gina, regional
+`
+
+// TestExplainAgreesWithDecide runs a matrix of subjects x objects x argument sets through both and
+// requires the same answer, on the repository policy and on a policy with every feature.
+func TestExplainAgreesWithDecide(t *testing.T) {
+	policies := map[string]*Policy{
+		"repo":     loadWith(t, readRoot(t, rootModel), readRoot(t, rootPolicy), Options{Servers: []string{"orders"}}),
+		"features": loadWith(t, "", agreementPolicy, Options{Servers: []string{"orders"}}),
+		"legacy model": loadWith(t, legacyModel, `p, agent, orders/*, call, allow
+p, agent, orders/refund_order, call, deny
+p, supervisor, orders/*, call, allow
+g, alice, agent
+g, carol, supervisor
+`, Options{}),
+		"regex model": loadWith(t, regexRootModel(t), `p, agent, ^orders/(get|update)_order(_status)?$, call, allow
+p, agent, ^orders/refund_order$, call, allow, amount <= 100
+p, supervisor, ^orders/.*$, call, allow
+p, supervisor, ^orders/update_order_status$, call, deny, status == 'cancelled'
+g, alice, agent
+g, carol, supervisor
+`, Options{Servers: []string{"orders"}}),
+	}
+	subjects := []Subject{
+		{Principal: "alice"}, {Principal: "bob"}, {Principal: "carol"}, {Principal: "local"},
+		{Principal: "mallory"}, {Principal: "frank"}, {Principal: "erin"},
+		{Principal: "gina", Attrs: map[string]string{"region": "eu"}},
+		{Principal: "gina"},
+		{Principal: "dave", Roles: []string{"supervisor"}},
+		{Principal: "dave", Roles: []string{"supervisor", "deny_all_refunds"}},
+		{Principal: "dave", Roles: []string{"lead"}},
+		{Principal: "dave", Roles: []string{"gold"}, Attrs: map[string]string{"tier": "gold"}},
+		{Principal: "dave", Roles: []string{"gold"}, Attrs: map[string]string{"tier": "silver"}},
+		{Principal: "alice", Roles: []string{"viewer", "supervisor"}},
+		{Principal: "support_agent"}, // a principal named like a role is a member of it
+	}
+	objects := append([]string{"orders/", "orders/x/y", "search/query", "ordersx/get_order"}, demoTools...)
+	argSets := []string{
+		"", `{}`, `null`, `[1]`, `not json`,
+		`{"order_id": 4821}`,
+		`{"order_id": 4821, "status": "shipped"}`, `{"order_id": 4821, "status": "cancelled"}`,
+		`{"amount": 100}`, `{"amount": 100.01}`, `{"amount": 5000}`, `{"amount": "lots"}`, `{"amount": null}`,
+		`{"region": "eu"}`, `{"region": "us"}`,
+		`{"message": "hi"}`,
+	}
+	n := 0
+	for name, p := range policies {
+		for _, s := range subjects {
+			for _, obj := range objects {
+				for _, args := range argSets {
+					r := Request{Subject: s, Object: obj, Action: ActCall}
+					if args != "" {
+						r.Args = []byte(args)
+					}
+					d := p.Decide(r)
+					x := p.Explain(r)
+					n++
+					if d.Allowed != x.Allowed || d.Internal != nil || x.Internal != nil {
+						t.Errorf("%s: %+v on %s with %s: Decide %v (%v), Explain %v (%v)\n%s",
+							name, s, obj, args, d.Allowed, d.Internal, x.Allowed, x.Internal, x.Summary)
+					}
+					if d.Allowed && len(x.DecidedBy) == 0 {
+						t.Errorf("%s: allowed without a deciding line: %+v", name, x)
+					}
+					if d.Rule != "" && !contains(x.DecidedBy, d.Rule) {
+						t.Errorf("%s: Decide's rule %s is not among Explain's %v", name, d.Rule, x.DecidedBy)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d requests agreed", n)
+}
+
+func TestExplainReport(t *testing.T) {
+	f := newFiles(t, readRoot(t, rootModel), agreementPolicy)
+	p, err := LoadPolicy(f.model, f.policy, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := p.Explain(req("carol", refundOrder, `{"amount": 500}`, "deny_all_refunds"))
+	if x.Allowed || x.Visible {
+		t.Fatalf("allowed %v visible %v, want denied and hidden", x.Allowed, x.Visible)
+	}
+	if want := []string{"agent", "deny_all_refunds", "lead", "supervisor"}; !reflect.DeepEqual(x.Roles, want) {
+		t.Errorf("roles %v, want %v", x.Roles, want)
+	}
+	if !reflect.DeepEqual(x.CredentialRoles, []string{"deny_all_refunds"}) {
+		t.Errorf("credential roles %v", x.CredentialRoles)
+	}
+	var got []string
+	for _, l := range x.Lines {
+		got = append(got, fmt.Sprintf("%s %s %s cond=%q result=%q applied=%v decisive=%v",
+			strings.TrimPrefix(l.Rule, f.policy), l.Effect, l.Text, l.Condition, l.CondResult, l.Applied, l.Decisive))
+	}
+	want := []string{
+		`:1 deny p, deny_all_refunds, orders/refund_order, call, deny cond="" result="" applied=true decisive=true`,
+		`:2 allow p, agent, orders/*, call, allow cond="" result="" applied=true decisive=false`,
+		`:3 deny p, agent, orders/refund_order, call, deny, amount > 100 cond="amount > 100" result="true" applied=true decisive=true`,
+		`:6 allow p, supervisor, orders/*, call, allow cond="" result="" applied=true decisive=false`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !reflect.DeepEqual(x.DecidedBy, []string{f.policy + ":1", f.policy + ":3"}) || !strings.Contains(x.Summary, "deny line wins") {
+		t.Errorf("decided by %v: %s", x.DecidedBy, x.Summary)
+	}
+
+	// A condition that errors is shown, and the allow line did not apply.
+	x = p.Explain(req("gina", getOrder, `{"order_id": 1}`))
+	if x.Allowed || len(x.Lines) != 1 || x.Lines[0].Applied || !strings.HasPrefix(x.Lines[0].CondResult, "error: ") ||
+		!strings.Contains(x.Summary, "no allow line's condition holds") || !x.Visible {
+		t.Errorf("gina without region: %+v", x)
+	}
+	// Nothing matches: default deny.
+	x = p.Explain(req("mallory", getOrder, `{}`))
+	if x.Allowed || len(x.Lines) != 0 || !strings.Contains(x.Summary, "anything not allowed is denied") {
+		t.Errorf("mallory: %+v", x)
+	}
+}
+
+// TestCredentialRolesDenyOverride: roles from the credential add to the g lines, and a deny
+// reached through any role, from either source, wins.
+func TestCredentialRolesDenyOverride(t *testing.T) {
+	p := loadWith(t, "", agreementPolicy, Options{})
+	tests := []struct {
+		name string
+		r    Request
+		want bool
+	}{
+		{"credential role grants", req("dave", refundOrder, `{"amount": 5000}`, "supervisor"), true},
+		{"no role, no access", req("dave", refundOrder, `{"amount": 5}`), false},
+		{"credential deny beats credential allow", req("dave", refundOrder, `{"amount": 5}`, "supervisor", "deny_all_refunds"), false},
+		{"credential deny beats g-line allow", req("carol", refundOrder, `{"amount": 5}`, "deny_all_refunds"), false},
+		{"g-line deny beats credential allow", req("frank", refundOrder, `{"amount": 5}`, "supervisor"), false},
+		{"inherited conditional deny via credential role", req("dave", refundOrder, `{"amount": 500}`, "supervisor", "lead"), false},
+		{"inherited conditional deny does not apply below the limit", req("dave", refundOrder, `{"amount": 50}`, "supervisor", "lead"), true},
+		{"credential role on another tool", req("dave", getOrder, `{}`, "lead"), true},
+		{"empty credential role ignored", req("dave", getOrder, `{}`, ""), false},
+		{"roles are case-sensitive", req("dave", getOrder, `{}`, "Supervisor"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := p.Decide(tc.r); d.Allowed != tc.want || d.Internal != nil {
+				t.Fatalf("Decide = %v (%v), want %v", d.Allowed, d.Internal, tc.want)
+			}
+		})
+	}
+}
+
+func TestNilPolicyDenies(t *testing.T) {
+	var p *Policy
+	if d := p.Decide(req("carol", getOrder, `{}`)); d.Allowed || d.Internal == nil {
+		t.Fatalf("nil policy: %+v", d)
+	}
+	if p.Visible(Subject{Principal: "carol"}, getOrder) {
+		t.Fatal("nil policy: visible")
+	}
+	if x := p.Explain(req("carol", getOrder, `{}`)); x.Allowed || x.Internal == nil {
+		t.Fatalf("nil policy: %+v", x)
+	}
+	if p.Version() != "" || p.Rules() != 0 {
+		t.Fatal("nil policy has a version")
+	}
+}
+
+func TestDecideEmptyFieldsDenied(t *testing.T) {
+	p := loadWith(t, readRoot(t, rootModel), readRoot(t, rootPolicy), Options{})
+	for _, r := range []Request{
+		{Subject: Subject{Roles: []string{"supervisor"}}, Object: getOrder, Action: ActCall},
+		{Subject: Subject{Principal: "carol"}, Action: ActCall},
+		{Subject: Subject{Principal: "carol"}, Object: getOrder},
+		{Subject: Subject{Principal: "carol"}, Object: getOrder, Action: "Call"},
+	} {
+		if d := p.Decide(r); d.Allowed {
+			t.Errorf("%+v allowed", r)
+		}
+	}
+}
+
+// lineOf returns "path:line" of the line that is exactly text.
+func lineOf(t *testing.T, path, text string) string {
+	t.Helper()
+	for i, l := range strings.Split(readRoot(t, path), "\n") {
+		if strings.TrimSpace(l) == text {
+			return fmt.Sprintf("%s:%d", path, i+1)
+		}
+	}
+	t.Fatalf("%s has no line %q", path, text)
+	return ""
+}
+
+// BenchmarkDecide: one decision on the repository policy, with a condition to evaluate.
+func BenchmarkDecide(b *testing.B) {
+	p, err := LoadPolicy(rootModel, rootPolicy, Options{Servers: []string{"orders"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := req("alice", refundOrder, `{"order_id": 4821, "amount": 80, "reason": "damaged"}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !p.Decide(r).Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+}
