@@ -30,24 +30,18 @@ func parseProblems(t *testing.T, src string, env map[string]string) []Problem {
 }
 
 // TestProblems has one case per kind of problem. Each must be the only problem reported (no pile-on), and
-// its message must name the file, the line, the key path and what was expected.
+// its message must name the file, the line, the key path and what was expected. The auth section's cases
+// are in authProblems (auth_test.go).
 func TestProblems(t *testing.T) {
 	const stdio = "mcpServers:\n  orders:\n    command: orders\n"
-	tests := []struct {
-		name string
-		src  string
-		env  map[string]string
-		line int
-		key  string
-		want string
-	}{
+	tests := []problemCase{
 		{"unknown top-level key", "listn: {http: ':1'}\n", nil, 1, "listn",
 			`unknown key; allowed keys here: auth, authz, limits, listen, mcpServers (did you mean "listen"?)`},
 		{"unknown key in server", stdio + "    timout: 8s\n", nil, 4, "mcpServers.orders.timout",
 			`allowed keys here: args, command, cwd, disabled, env, headers, init_timeout, max_result_bytes, prefix, timeout, tools, type, url (did you mean "timeout"?)`},
 		{"unknown key in tool", stdio + "    tools:\n      get_order: {retries: 3}\n", nil, 5, "mcpServers.orders.tools.get_order.retries",
 			"unknown key; allowed keys here: max_result_bytes, timeout"},
-		{"unknown key in listen", "listen:\n  port: 8080\n", nil, 2, "listen.port", "allowed keys here: allow_anonymous, allowed_origins"},
+		{"unknown key in listen", "listen:\n  port: 8080\n", nil, 2, "listen.port", "allowed keys here: allowed_origins, http, max_body_bytes, session_idle_ttl"},
 		{"limits is not a server key", stdio + "    limits: {timeout: 1s}\n", nil, 4, "mcpServers.orders.limits", "unknown key"},
 		{"duplicate key", stdio + "    command: other\n", nil, 4, "mcpServers.orders.command", "duplicate key (first written on line 3)"},
 		{"args not a list", stdio + "    args: --verbose\n", nil, 4, "mcpServers.orders.args", `expected a list of strings, got the string "--verbose"`},
@@ -100,10 +94,15 @@ func TestProblems(t *testing.T) {
 		{"duplicate key hash", "auth:\n  api_keys:\n    - {principal: alice, sha256: " + hashA + "}\n    - {principal: bob, sha256: " + strings.ToUpper(hashA) + "}\n", nil, 4,
 			"auth.api_keys[1].sha256", "same key hash as auth.api_keys[0] (line 3); every API key must be distinct"},
 		{"api_keys not a list", "auth: {api_keys: {alice: x}}\n", nil, 1, "auth.api_keys", "expected a list of {principal, sha256} mappings, got a mapping"},
-		{"anonymous without principal", "listen: {allow_anonymous: true}\n", nil, 1, "listen.allow_anonymous", "allow_anonymous: true needs anonymous_principal"},
+		{"listen.allow_anonymous moved", "listen: {allow_anonymous: true}\n", nil, 1, "listen.allow_anonymous",
+			"unknown key: replaced by auth.allow_anonymous: <principal>, the principal unauthenticated callers act as"},
+		{"listen.anonymous_principal moved", "listen:\n  anonymous_principal: guest\n", nil, 2, "listen.anonymous_principal", "replaced by auth.allow_anonymous: <principal>"},
+		{"allow_anonymous as a boolean", "auth: {allow_anonymous: true}\n", nil, 1, "auth.allow_anonymous",
+			"expected the principal unauthenticated callers act as (a name such as guest), got the boolean true; leave it out to refuse calls without a credential"},
+		{", in allow_anonymous", "auth: {allow_anonymous: \"a,b\"}\n", nil, 1, "auth.allow_anonymous", `without "$" or ","`},
 		{"$ in principal", "auth: {stdio_principal: \"$$me\"}\n", nil, 1, "auth.stdio_principal", `expected a principal name without "$" or ","`},
 		{", in principal", "auth:\n  api_keys:\n    - {principal: \"a,b\", sha256: " + hashA + "}\n", nil, 3, "auth.api_keys[0].principal", `without "$" or ","`},
-		{"spaces around principal", "listen: {allow_anonymous: true, anonymous_principal: \" anon\"}\n", nil, 1, "listen.anonymous_principal", "without leading or trailing spaces"},
+		{"spaces around principal", "auth: {allow_anonymous: \" anon\"}\n", nil, 1, "auth.allow_anonymous", "without leading or trailing spaces"},
 		{"listen.http not host:port", "listen: {http: \"8080\"}\n", nil, 1, "listen.http", `expected host:port such as "127.0.0.1:8080", got "8080"`},
 		{"listen.http bad port", "listen: {http: \"localhost:http\"}\n", nil, 1, "listen.http", `expected a port number from 0 to 65535, got "http"`},
 		{"listen.http bad host", "listen: {http: \"bad_host!:80\"}\n", nil, 1, "listen.http", `expected an IP address or host name before the port, got "bad_host!"`},
@@ -120,11 +119,12 @@ func TestProblems(t *testing.T) {
 		{"bytes beyond uint64", "limits: {max_result_bytes: 99999999999999999999}\n", nil, 1, "limits.max_result_bytes", "got 99999999999999999999, which is too large"},
 		{"negative bytes", "limits: {max_result_bytes: -1}\n", nil, 1, "limits.max_result_bytes", "got -1"},
 		{"duration not a scalar", "limits: {timeout: [8s]}\n", nil, 1, "limits.timeout", `expected a duration such as "8s", got a list`},
-		{"unset variable in a principal is reported once", "listen: {allow_anonymous: true, anonymous_principal: \"${WHO}\"}\n", nil, 1,
-			"listen.anonymous_principal", "environment variable WHO is not set"},
+		{"unset variable in a principal is reported once", "auth: {allow_anonymous: \"${WHO}\"}\n", nil, 1,
+			"auth.allow_anonymous", "environment variable WHO is not set"},
 		{"unset variable in prefix", stdio + "    prefix: \"${P}\"\n", nil, 4, "mcpServers.orders.prefix", "environment variable P is not set"},
 		{"syntax error", "mcpServers:\n  orders: {command: [x\n", nil, 2, "", "invalid YAML: sequence end token ']' not found"},
 	}
+	tests = append(tests, authProblems...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			probs := parseProblems(t, tt.src, tt.env)
@@ -140,6 +140,17 @@ func TestProblems(t *testing.T) {
 			}
 		})
 	}
+}
+
+// problemCase is one row of TestProblems: src must yield exactly one problem, at line and key, containing
+// want.
+type problemCase struct {
+	name string
+	src  string
+	env  map[string]string
+	line int
+	key  string
+	want string
 }
 
 // locate is the start of a problem line for the file toolgate.yaml.

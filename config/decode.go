@@ -236,6 +236,10 @@ func (l *loader) object(n ast.Node, path string, fs fields) {
 	for _, e := range l.entries(n, path, "a mapping with keys "+keyList(fs)) {
 		f, known := fs[e.key]
 		if !known {
+			if moved, ok := movedKeys[e.path]; ok {
+				l.report(e.line, e.path, "unknown key: %s", moved)
+				continue
+			}
 			l.report(e.line, e.path, "unknown key; allowed keys here: %s%s", keyList(fs), suggest(e.key, fs))
 			continue
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"net"
 	"path/filepath"
 	"slices"
 	"time"
@@ -28,7 +29,17 @@ const (
 	// DefaultModelFile and DefaultPolicyFile are looked for beside the config file.
 	DefaultModelFile  = "model.conf"
 	DefaultPolicyFile = "policy.csv"
+	// DefaultJWKSRefresh is how often a JWT key set is fetched (or its file re-read) again: 10 minutes.
+	DefaultJWKSRefresh = 10 * time.Minute
+	// DefaultJWTClockSkew is the leeway for a token's exp, nbf and iat: 60 seconds.
+	DefaultJWTClockSkew = 60 * time.Second
+	// DefaultJWTPrincipalClaim is the claim that names the principal of a JWT.
+	DefaultJWTPrincipalClaim = "sub"
 )
+
+// DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
+// a new slice each time, so callers may keep or change it.
+func DefaultJWTAlgorithms() []string { return []string{"RS256", "ES256", "EdDSA"} }
 
 // Allowed ranges, inclusive, checked at load. Zero is never range-checked: it means the default.
 var (
@@ -37,11 +48,20 @@ var (
 	timeoutRange     = durRange{min: 10 * time.Millisecond, max: 10 * time.Minute} // timeout
 	maxResultRange   = byteRange{min: 1 << 10, max: 64 << 20}                      // max_result_bytes
 	initTimeoutRange = durRange{min: 100 * time.Millisecond, max: 5 * time.Minute} // init_timeout
+	jwksRefreshRange = durRange{min: time.Minute, max: 24 * time.Hour}             // auth.jwt.jwks_refresh
+	clockSkewRange   = durRange{min: 0, max: 5 * time.Minute}                      // auth.jwt.clock_skew (0 is allowed)
 )
 
 // HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
 func (c *Config) HTTPAddr() string {
 	return cmp.Or(c.Listen.HTTP, DefaultHTTPAddr)
+}
+
+// HTTPLoopback reports whether the HTTP listener is bound to a loopback address only (localhost or a
+// loopback IP), so that it cannot be reached from the network.
+func (c *Config) HTTPLoopback() bool {
+	host, _, err := net.SplitHostPort(c.HTTPAddr())
+	return err == nil && isLoopbackHost(host)
 }
 
 // MaxBodyBytes is the largest HTTP request body accepted, in bytes. Default 4 MiB.
@@ -57,6 +77,45 @@ func (c *Config) SessionIdleTTL() time.Duration {
 // StdioPrincipal is the principal of the stdio client. Default "local".
 func (c *Config) StdioPrincipal() string {
 	return cmp.Or(c.Auth.StdioPrincipal, DefaultStdioPrincipal)
+}
+
+// JWTAudience is the value a JWT's aud claim must contain: auth.jwt.audience, else auth.resource.
+func (c *Config) JWTAudience() string {
+	return cmp.Or(c.jwt().Audience, c.Auth.Resource)
+}
+
+// JWKSRefresh is how often the JWT key set is refreshed. Default 10m.
+func (c *Config) JWKSRefresh() time.Duration {
+	return time.Duration(cmp.Or(c.jwt().JWKSRefresh, Duration(DefaultJWKSRefresh)))
+}
+
+// JWTClockSkew is the leeway for exp, nbf and iat. Default 60s; an explicit 0s means none.
+func (c *Config) JWTClockSkew() time.Duration {
+	if s := c.jwt().ClockSkew; s != nil {
+		return time.Duration(*s)
+	}
+	return DefaultJWTClockSkew
+}
+
+// JWTPrincipalClaim is the claim that names a token's principal. Default sub.
+func (c *Config) JWTPrincipalClaim() string {
+	return cmp.Or(c.jwt().PrincipalClaim, DefaultJWTPrincipalClaim)
+}
+
+// JWTAlgorithms are the accepted signature algorithms, as a new slice. Default RS256, ES256, EdDSA.
+func (c *Config) JWTAlgorithms() []string {
+	if algs := c.jwt().Algorithms; len(algs) > 0 {
+		return slices.Clone(algs)
+	}
+	return DefaultJWTAlgorithms()
+}
+
+// jwt is auth.jwt, or its zero value when JWT is not configured, so the accessors need no nil checks.
+func (c *Config) jwt() *JWT {
+	if c.Auth.JWT == nil {
+		return &JWT{}
+	}
+	return c.Auth.JWT
 }
 
 // CallTimeout is the deadline of one call to tool on server: the tool's override, else the server's, else

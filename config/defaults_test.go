@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,6 +24,12 @@ func TestZeroConfigDefaults(t *testing.T) {
 		{"PolicyPath", c.PolicyPath(), "policy.csv"},
 		{"ServerNames", len(c.ServerNames()), 0},
 		{"ToolPrefix", (&Server{Name: "orders"}).ToolPrefix(), "orders__"},
+		{"HTTPLoopback", c.HTTPLoopback(), true},
+		{"JWTAudience", c.JWTAudience(), ""},
+		{"JWKSRefresh", c.JWKSRefresh(), 10 * time.Minute},
+		{"JWTClockSkew", c.JWTClockSkew(), 60 * time.Second},
+		{"JWTPrincipalClaim", c.JWTPrincipalClaim(), "sub"},
+		{"JWTAlgorithms", strings.Join(c.JWTAlgorithms(), ","), "RS256,ES256,EdDSA"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

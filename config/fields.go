@@ -19,12 +19,10 @@ func (l *loader) configFields(c *Config) fields {
 
 func (l *loader) listenFields(x *Listen) fields {
 	return fields{
-		"http":                set(&x.HTTP, l.str),
-		"max_body_bytes":      set(&x.MaxBodyBytes, l.bytes),
-		"session_idle_ttl":    set(&x.SessionIdleTTL, l.duration),
-		"allowed_origins":     set(&x.AllowedOrigins, l.strList),
-		"allow_anonymous":     set(&x.AllowAnonymous, l.boolean),
-		"anonymous_principal": set(&x.AnonymousPrincipal, l.str),
+		"http":             set(&x.HTTP, l.str),
+		"max_body_bytes":   set(&x.MaxBodyBytes, l.bytes),
+		"session_idle_ttl": set(&x.SessionIdleTTL, l.duration),
+		"allowed_origins":  set(&x.AllowedOrigins, l.strList),
 	}
 }
 
@@ -38,15 +36,64 @@ func (l *loader) authzFields(x *Authz) fields {
 func (l *loader) authFields(x *Auth) fields {
 	return fields{
 		"stdio_principal": set(&x.StdioPrincipal, l.str),
+		"allow_anonymous": set(&x.AllowAnonymous, l.anonymous),
+		"resource":        set(&x.Resource, l.str),
 		"api_keys":        set(&x.APIKeys, l.apiKeys),
+		"jwt": func(n ast.Node, p string) {
+			x.JWT = &JWT{}
+			l.object(n, p, l.jwtFields(x.JWT))
+		},
 	}
 }
 
 func (l *loader) apiKeyFields(x *APIKey) fields {
 	return fields{
-		"principal": set(&x.Principal, l.str),
-		"sha256":    set(&x.SHA256, l.str),
+		"principal":  set(&x.Principal, l.str),
+		"sha256":     set(&x.SHA256, l.str),
+		"attributes": func(n ast.Node, p string) { x.Attributes = l.strMap(n, p, l.checkAttrName) },
 	}
+}
+
+func (l *loader) jwtFields(x *JWT) fields {
+	return fields{
+		"issuer":           set(&x.Issuer, l.str),
+		"audience":         set(&x.Audience, l.str),
+		"jwks_url":         set(&x.JWKSURL, l.str),
+		"jwks_file":        set(&x.JWKSFile, l.str),
+		"jwks_refresh":     set(&x.JWKSRefresh, l.duration),
+		"clock_skew":       set(&x.ClockSkew, l.optDuration),
+		"principal_claim":  set(&x.PrincipalClaim, l.str),
+		"roles_claim":      set(&x.RolesClaim, l.str),
+		"attribute_claims": set(&x.AttributeClaims, l.strList),
+		"algorithms":       set(&x.Algorithms, l.strList),
+	}
+}
+
+// movedKeys are keys earlier releases accepted, with what replaced them, so that an old config file gets a
+// message that says what to write instead of only "unknown key".
+var movedKeys = map[string]string{
+	"listen.allow_anonymous":     "replaced by auth.allow_anonymous: <principal>, the principal unauthenticated callers act as",
+	"listen.anonymous_principal": "replaced by auth.allow_anonymous: <principal>, the principal unauthenticated callers act as",
+}
+
+// anonymous is a principal name. The boolean of earlier releases gets a message saying so rather than
+// "quote it", because quoting "true" would make a principal named true.
+func (l *loader) anonymous(n ast.Node, path string) string {
+	if _, isBool := n.(*ast.BoolNode); isBool {
+		l.fail(n, path, "expected the principal unauthenticated callers act as (a name such as guest), got %s; "+
+			"leave it out to refuse calls without a credential", describe(n))
+		return ""
+	}
+	return l.str(n, path)
+}
+
+// optDuration keeps nil for "not written", so that an explicit 0s can differ from the default.
+func (l *loader) optDuration(n ast.Node, path string) *Duration {
+	d := l.duration(n, path)
+	if l.bad[path] {
+		return nil
+	}
+	return &d
 }
 
 func (l *loader) limitsFields(x *Limits) fields {

@@ -79,7 +79,7 @@ func (l *loader) load(c *Config, data []byte) {
 		return
 	}
 	l.checkListen(&c.Listen)
-	l.checkAuth(&c.Auth)
+	l.checkAuth(c)
 	l.checkLimits("limits", c.Limits)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name])

@@ -36,6 +36,18 @@ func TestLoadFullExample(t *testing.T) {
 		{"StdioPrincipal", c.StdioPrincipal(), "local"},
 		{"api key principal", c.Auth.APIKeys[0].Principal, "alice"},
 		{"api key hash lowercased", c.Auth.APIKeys[0].SHA256, hashA},
+		{"api key attribute", c.Auth.APIKeys[0].Attributes["region"], "eu"},
+		{"allow_anonymous", c.Auth.AllowAnonymous, "guest"},
+		{"resource", c.Auth.Resource, "https://gw.example.com/mcp"},
+		{"JWT issuer", c.Auth.JWT.Issuer, "https://idp.example.com/"},
+		{"JWTAudience", c.JWTAudience(), "toolgate-api"},
+		{"JWKS file resolved", c.Auth.JWT.JWKSFile, filepath.Join(dir, "keys", "jwks.json")},
+		{"JWKSRefresh", c.JWKSRefresh(), 15 * time.Minute},
+		{"JWTClockSkew", c.JWTClockSkew(), 30 * time.Second},
+		{"JWTPrincipalClaim", c.JWTPrincipalClaim(), "preferred_username"},
+		{"roles claim", c.Auth.JWT.RolesClaim, "realm_access.roles"},
+		{"attribute claims", strings.Join(c.Auth.JWT.AttributeClaims, ","), "region"},
+		{"JWTAlgorithms", strings.Join(c.JWTAlgorithms(), ","), "RS256,EdDSA"},
 		{"ServerNames", strings.Join(c.ServerNames(), ","), "legacy,orders,search"},
 		{"orders transport", orders.Transport, TransportStdio},
 		{"orders name", orders.Name, "orders"},
@@ -173,6 +185,9 @@ func TestTransportResolution(t *testing.T) {
 func TestRelativePaths(t *testing.T) {
 	src := `
 authz: {model: rbac/model.conf, policy: /etc/tg/policy.csv}
+auth:
+  resource: "https://gw.example.com/mcp"
+  jwt: {issuer: "https://idp.example.com/", jwks_file: keys/jwks.json}
 mcpServers:
   rel: {command: ./bin/orders, cwd: data}
   nested: {command: tools/search, cwd: /var/lib/search}
@@ -194,6 +209,7 @@ mcpServers:
 		{"empty cwd stays empty", c.Servers["bare"].Cwd, ""},
 		{"absolute command", c.Servers["abs"].Command, "/usr/bin/orders"},
 		{"File", c.File, "/srv/tg/toolgate.yaml"},
+		{"relative jwks_file", c.Auth.JWT.JWKSFile, "/srv/tg/keys/jwks.json"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -279,6 +295,7 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Authz{}, l.authzFields(&Authz{})},
 		{Auth{}, l.authFields(&Auth{})},
 		{APIKey{}, l.apiKeyFields(&APIKey{})},
+		{JWT{}, l.jwtFields(&JWT{})},
 		{Limits{}, l.limitsFields(&Limits{})},
 		{Server{}, l.serverFields(&Server{})},
 		{Tool{}, l.toolFields(&Tool{})},

@@ -163,6 +163,9 @@ func resolvePaths(c *Config, dir string) {
 	}
 	c.Authz.Model = abs(c.Authz.Model)
 	c.Authz.Policy = abs(c.Authz.Policy)
+	if c.Auth.JWT != nil {
+		c.Auth.JWT.JWKSFile = abs(c.Auth.JWT.JWKSFile)
+	}
 	for _, s := range c.Servers {
 		s.Cwd = abs(s.Cwd)
 		if strings.ContainsRune(s.Command, '/') {

@@ -15,12 +15,10 @@ type Config struct {
 
 // Listen configures the Streamable HTTP endpoint.
 type Listen struct {
-	HTTP               string   `yaml:"http"`                // host:port; /mcp is served there
-	MaxBodyBytes       int64    `yaml:"max_body_bytes"`      // request body cap, bytes
-	SessionIdleTTL     Duration `yaml:"session_idle_ttl"`    // idle MCP sessions are dropped after this
-	AllowedOrigins     []string `yaml:"allowed_origins"`     // Origins accepted besides loopback ones (DNS-rebinding protection)
-	AllowAnonymous     bool     `yaml:"allow_anonymous"`     // explicit opt-in to HTTP without a credential
-	AnonymousPrincipal string   `yaml:"anonymous_principal"` // who an anonymous caller is; required with AllowAnonymous
+	HTTP           string   `yaml:"http"`             // host:port; /mcp is served there
+	MaxBodyBytes   int64    `yaml:"max_body_bytes"`   // request body cap, bytes
+	SessionIdleTTL Duration `yaml:"session_idle_ttl"` // idle MCP sessions are dropped after this
+	AllowedOrigins []string `yaml:"allowed_origins"`  // Origins accepted besides loopback ones (DNS-rebinding protection)
 }
 
 // Authz names the Casbin model and policy files. After Load, non-empty values are absolute; use
@@ -32,14 +30,45 @@ type Authz struct {
 
 // Auth maps credentials to principals.
 type Auth struct {
-	StdioPrincipal string   `yaml:"stdio_principal"` // who the one stdio client is
-	APIKeys        []APIKey `yaml:"api_keys"`        // HTTP bearer keys
+	StdioPrincipal string `yaml:"stdio_principal"` // who the one stdio client is
+	// AllowAnonymous, when non-empty, is the principal HTTP requests without any credential act as. Empty
+	// (the default) means such requests get 401. A request that presents a bad credential is never
+	// downgraded to anonymous.
+	AllowAnonymous string `yaml:"allow_anonymous"`
+	// Resource is this gateway's resource URI (RFC 8707, RFC 9728), e.g. "https://gw.example.com/mcp":
+	// the default JWT audience and the "resource" of the protected-resource metadata. Required with JWT.
+	Resource string   `yaml:"resource"`
+	APIKeys  []APIKey `yaml:"api_keys"` // HTTP bearer keys
+	JWT      *JWT     `yaml:"jwt"`      // nil: JWT bearer tokens are not accepted
 }
 
 // APIKey stores only the SHA-256 of a bearer key, so the config file never holds a usable credential.
 type APIKey struct {
 	Principal string `yaml:"principal"`
 	SHA256    string `yaml:"sha256"` // 64 lowercase hex characters after Load
+	// Attributes are given to every request made with this key; policy conditions read them as
+	// principal.<name>. Names are identifiers ([A-Za-z_][A-Za-z0-9_]*).
+	Attributes map[string]string `yaml:"attributes"`
+}
+
+// JWT configures JWT bearer tokens from an identity provider, accepted beside API keys. Read the settings
+// that have defaults through the Config accessors (JWTAudience, JWKSRefresh, JWTClockSkew,
+// JWTPrincipalClaim, JWTAlgorithms).
+type JWT struct {
+	Issuer   string `yaml:"issuer"`    // required; the iss claim must equal it exactly
+	Audience string `yaml:"audience"`  // the aud claim must contain it; default auth.resource
+	JWKSURL  string `yaml:"jwks_url"`  // where the signing keys are; exactly one of JWKSURL and JWKSFile
+	JWKSFile string `yaml:"jwks_file"` // absolute after Load (relative to the config file as written)
+	// JWKSRefresh is how often the key set is fetched (or the file re-read) again.
+	JWKSRefresh Duration `yaml:"jwks_refresh"`
+	// ClockSkew is the leeway for exp, nbf and iat. A pointer so that an explicit 0s is not the default.
+	ClockSkew      *Duration `yaml:"clock_skew"`
+	PrincipalClaim string    `yaml:"principal_claim"` // claim naming the principal; default sub
+	// RolesClaim names the claim (or dotted path, e.g. realm_access.roles) whose values become Casbin roles
+	// for the request; "" means tokens grant no roles.
+	RolesClaim      string   `yaml:"roles_claim"`
+	AttributeClaims []string `yaml:"attribute_claims"` // claims copied into the subject's attributes
+	Algorithms      []string `yaml:"algorithms"`       // accepted alg values; none and HS* are refused at load
 }
 
 // Limits are the gateway-wide defaults for calls. The same keys appear directly on a server (and, except

@@ -63,15 +63,10 @@ func (l *loader) checkListen(x *Listen) {
 	for i, o := range x.AllowedOrigins {
 		x.AllowedOrigins[i] = l.checkOrigin(index("listen.allowed_origins", i), o)
 	}
-	if x.AnonymousPrincipal != "" {
-		l.checkPrincipal("listen.anonymous_principal", x.AnonymousPrincipal)
-	}
-	if x.AllowAnonymous && x.AnonymousPrincipal == "" && !l.bad["listen.anonymous_principal"] {
-		l.reportAt("listen.allow_anonymous", "allow_anonymous: true needs anonymous_principal, the principal unauthenticated callers act as")
-	}
 }
 
-// checkAddr accepts any host, not only loopback: binding wider is the operator's explicit choice.
+// checkAddr accepts any host, not only loopback: binding wider is the operator's explicit choice (but see
+// checkExposure). It marks a malformed address bad so that later checks do not pile on.
 func (l *loader) checkAddr(path, addr string) {
 	if addr == "" {
 		return
@@ -79,13 +74,16 @@ func (l *loader) checkAddr(path, addr string) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		l.reportAt(path, "expected host:port such as \"127.0.0.1:8080\", got %q", addr)
+		l.bad[path] = true
 		return
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		l.reportAt(path, "expected a port number from 0 to 65535, got %q", port)
+		l.bad[path] = true
 	}
 	if host != "" && net.ParseIP(host) == nil && !isHostname(host) {
 		l.reportAt(path, "expected an IP address or host name before the port, got %q", host)
+		l.bad[path] = true
 	}
 }
 
@@ -113,59 +111,6 @@ func (l *loader) checkOrigin(path, o string) string {
 		return o
 	}
 	return strings.ToLower(o)
-}
-
-func (l *loader) checkAuth(x *Auth) {
-	if x.StdioPrincipal != "" {
-		l.checkPrincipal("auth.stdio_principal", x.StdioPrincipal)
-	}
-	seen := map[string]string{} // hash -> path of the key that has it
-	for i := range x.APIKeys {
-		p := index("auth.api_keys", i)
-		l.checkAPIKey(p, &x.APIKeys[i])
-		if h := x.APIKeys[i].SHA256; h != "" {
-			if first, dup := seen[h]; dup {
-				l.reportAt(p+".sha256", "same key hash as %s (line %d); every API key must be distinct", first, l.lines[first])
-			}
-			seen[h] = p
-		}
-	}
-}
-
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// checkAPIKey normalises the hash to lowercase. It never echoes the value: an operator who pasted the key
-// itself instead of its hash must not find the key in a log.
-func (l *loader) checkAPIKey(path string, k *APIKey) {
-	pp, hp := path+".principal", path+".sha256"
-	switch {
-	case k.Principal != "":
-		l.checkPrincipal(pp, k.Principal)
-	case !l.bad[pp]:
-		l.reportAt(path, "principal is required: who this key authenticates as")
-	}
-	k.SHA256 = strings.ToLower(k.SHA256)
-	switch {
-	case l.bad[hp]:
-	case k.SHA256 == "":
-		l.reportAt(path, "sha256 is required: the SHA-256 hex of the key (`toolgate keys new <principal>` prints it)")
-	case !sha256Hex.MatchString(k.SHA256):
-		l.reportAt(hp, "expected 64 hex characters (the SHA-256 of the key, not the key), got %d characters", len(k.SHA256))
-		k.SHA256 = "" // a wrong hash must not take part in the duplicate check
-	}
-}
-
-// checkPrincipal keeps principals usable as Casbin subjects: "," would split a policy line and "$" starts
-// an expansion in some policy tooling; surrounding spaces make names that look equal but are not.
-func (l *loader) checkPrincipal(path, p string) {
-	switch {
-	case strings.TrimSpace(p) != p:
-		l.reportAt(path, "expected a principal name without leading or trailing spaces, got %q", p)
-	case strings.ContainsAny(p, "$,"):
-		l.reportAt(path, "expected a principal name without \"$\" or \",\" (they break Casbin policy lines), got %q", p)
-	case strings.IndexFunc(p, isControl) >= 0:
-		l.reportAt(path, "expected a principal name without control characters")
-	}
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -1,0 +1,205 @@
+package authn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+)
+
+// realm names the protection space in every challenge.
+const realm = "toolgate"
+
+// Authenticator maps HTTP requests to subjects. It is safe for concurrent use; Close stops its key
+// refreshing.
+type Authenticator struct {
+	keys      *authz.Keys
+	keyAttrs  map[string]map[string]string // key hash -> attributes of that key
+	anonymous string                       // "" unless auth.allow_anonymous
+	jwt       *jwtVerifier                 // nil unless auth.jwt
+	meta      *metadata                    // nil unless auth.resource
+
+	// The three WWW-Authenticate values, built once.
+	missing, invalid, badRequest string
+}
+
+// Option changes how New builds an Authenticator; the defaults suit production.
+type Option func(*settings)
+
+type settings struct {
+	now func() time.Time
+	// kidRefreshEvery is the least time between refreshes caused by unknown kids; tests lower it.
+	kidRefreshEvery time.Duration
+}
+
+// WithClock makes token time checks (exp, nbf, iat) use now instead of time.Now, so that tests need not
+// sleep.
+func WithClock(now func() time.Time) Option {
+	return func(s *settings) { s.now = now }
+}
+
+// New builds the Authenticator for cfg's auth section: API keys (with their attributes), the anonymous
+// principal, and, when auth.jwt is set, the JWT verifier and its key set. A jwks_file that cannot be read
+// or parsed is an error naming the file. A jwks_url is fetched before New returns, bounded to 10s; if that
+// fails New still succeeds and logs it, and tokens fail until a later fetch works. ctx bounds that first
+// fetch and, if cancelled, also stops refreshing; Close is the usual way to stop.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (*Authenticator, error) {
+	s := settings{now: time.Now, kidRefreshEvery: unknownKIDEvery}
+	for _, o := range opts {
+		o(&s)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Authenticator{anonymous: cfg.Auth.AllowAnonymous, keyAttrs: map[string]map[string]string{}}
+	hashes := make(map[string]string, len(cfg.Auth.APIKeys))
+	for _, k := range cfg.Auth.APIKeys {
+		h := strings.ToLower(k.SHA256)
+		hashes[h] = k.Principal
+		if len(k.Attributes) > 0 {
+			a.keyAttrs[h] = maps.Clone(k.Attributes)
+		}
+	}
+	a.keys = authz.NewKeys(hashes)
+
+	if cfg.Auth.Resource != "" {
+		var issuer string
+		if cfg.Auth.JWT != nil {
+			issuer = cfg.Auth.JWT.Issuer
+		}
+		m, err := newMetadata(cfg.Auth.Resource, issuer)
+		if err != nil {
+			return nil, err
+		}
+		a.meta = m
+	}
+	if cfg.Auth.JWT != nil {
+		if cfg.Auth.Resource == "" {
+			return nil, errors.New("authn: auth.jwt needs auth.resource, this gateway's resource URI")
+		}
+		v, err := newJWTVerifier(ctx, cfg, log, s)
+		if err != nil {
+			return nil, err
+		}
+		a.jwt = v
+	}
+	a.buildChallenges()
+	if a.anonymous != "" {
+		log.Warn("HTTP requests without a credential are accepted", "principal", a.anonymous)
+	}
+	return a, nil
+}
+
+// Close stops refreshing the JWT key set. It is safe to call more than once, and on an Authenticator
+// without JWT.
+func (a *Authenticator) Close() {
+	if a.jwt != nil {
+		a.jwt.close()
+	}
+}
+
+// Failure is why a request was not authenticated. Send it with Respond: the client gets Status,
+// WWW-Authenticate: Challenge and a generic body. Reason is for the log only.
+type Failure struct {
+	Status    int    // 401, or 400 for a malformed request (a token in the query string, two Authorization headers)
+	Challenge string // the whole WWW-Authenticate value
+	Reason    string // what exactly failed (expired, wrong audience, unknown kid, ...): log it, never send it
+}
+
+func (f *Failure) Error() string { return "not authenticated: " + f.Reason }
+
+// Respond writes the failure as an HTTP response. The body is a fixed phrase per status; Reason is not
+// in it.
+func (f *Failure) Respond(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", f.Challenge)
+	msg := "unauthorized: send Authorization: Bearer <API key or access token>"
+	if f.Status == http.StatusBadRequest {
+		msg = "bad request: send the credential in one Authorization header, never in the URL"
+	}
+	http.Error(w, msg, f.Status)
+}
+
+// Authenticate returns the subject the request acts as, or a *Failure. It reads only the URL and the
+// Authorization header, never the body.
+func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
+	if r.URL != nil && r.URL.Query().Has("access_token") {
+		return authz.Subject{}, a.fail(http.StatusBadRequest, a.badRequest,
+			"access_token in the query string (refused even beside a header: URLs are logged)")
+	}
+	values := r.Header.Values("Authorization")
+	switch {
+	case len(values) == 0 && a.anonymous != "":
+		return authz.Subject{Principal: a.anonymous}, nil
+	case len(values) == 0:
+		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.missing, "no credential")
+	case len(values) > 1:
+		return authz.Subject{}, a.fail(http.StatusBadRequest, a.badRequest, "more than one Authorization header")
+	}
+	scheme, token, _ := strings.Cut(values[0], " ")
+	token = strings.TrimLeft(token, " ")
+	switch {
+	case !strings.EqualFold(scheme, "Bearer"):
+		// RFC 6750 §3.1: an unsupported scheme gets the challenge without an error code. The header
+		// itself is not logged: it may be a credential.
+		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.missing, "the Authorization header does not use the Bearer scheme")
+	case !b64token.MatchString(token):
+		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.invalid, "the bearer token is empty or not RFC 6750 token characters")
+	case a.jwt != nil && looksLikeJWT(token):
+		sub, reason := a.jwt.subject(r.Context(), token)
+		if reason != "" {
+			return authz.Subject{}, a.fail(http.StatusUnauthorized, a.invalid, reason)
+		}
+		return sub, nil
+	}
+	principal, ok := a.keys.Principal(token)
+	if !ok {
+		reason := "unknown API key"
+		if looksLikeJWT(token) {
+			reason += " (the token looks like a JWT, but auth.jwt is not configured)"
+		}
+		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.invalid, reason)
+	}
+	sub := authz.Subject{Principal: principal}
+	if attrs := a.keyAttrs[authz.HashKey(token)]; attrs != nil {
+		sub.Attrs = maps.Clone(attrs) // the caller may change its copy
+	}
+	return sub, nil
+}
+
+func (a *Authenticator) fail(status int, challenge, reason string) *Failure {
+	return &Failure{Status: status, Challenge: challenge, Reason: reason}
+}
+
+// b64token is RFC 6750's token68-like syntax for a bearer token.
+var b64token = regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
+
+// jwtShape is three base64url segments; the signature may be empty, so that alg "none" tokens reach the
+// verifier and are refused there for what they are.
+var jwtShape = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$`)
+
+func looksLikeJWT(token string) bool { return jwtShape.MatchString(token) }
+
+// quote makes an RFC 9110 quoted-string.
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// buildChallenges prepares the WWW-Authenticate values. error_description is deliberately generic: the
+// precise reason goes to the log.
+func (a *Authenticator) buildChallenges() {
+	var meta string
+	if a.meta != nil {
+		meta = ", resource_metadata=" + quote(a.meta.url)
+	}
+	base := "Bearer realm=" + quote(realm)
+	a.missing = base + meta
+	a.invalid = base + `, error="invalid_token", error_description="the credential is not valid here"` + meta
+	a.badRequest = base + `, error="invalid_request", error_description="send the credential in one Authorization header"` + meta
+}

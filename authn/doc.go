@@ -1,0 +1,80 @@
+// Package authn turns the credential on an HTTP request into an [authz.Subject]: who is calling, the roles
+// the credential itself grants, and the attributes policy conditions may read. It decides nothing about
+// what the caller may do; that is package authz.
+//
+// # Credentials
+//
+// A request carries at most one credential, in `Authorization: Bearer <token>`:
+//
+//   - A token shaped like a JWT (three base64url segments separated by dots) is verified as a JWT when
+//     auth.jwt is configured. Otherwise, and for every other token, it is an API key, looked up by its
+//     SHA-256 (authz.Keys). Keys minted by `toolgate keys new` never contain a dot, so the two cannot be
+//     confused.
+//   - No Authorization header at all: the caller is auth.allow_anonymous when the operator set it, else
+//     the request gets 401 with a challenge. A request that presents a credential which fails (a wrong
+//     key, a bad token, another scheme such as Basic) is never downgraded to anonymous.
+//   - A token in the query string (access_token, RFC 6750 §2.3) is refused with 400 even when a header is
+//     present too, because URLs end up in logs and browser history. So are two Authorization headers.
+//
+// Every failure is a *[Failure]: the status, the full WWW-Authenticate value (RFC 6750 §3, with
+// resource_metadata from RFC 9728 §5.1), and a Reason for the log that never reaches the client; the
+// client only sees a generic error_description.
+//
+// # JWT rules
+//
+// A JWT is accepted only if all of these hold: its alg is in auth.jwt.algorithms (none and HS* can never
+// be listed, and the parser is also told the allowed list, so alg confusion with a public key used as an
+// HMAC secret fails); its signature verifies with a key from the JWK Set whose kid matches (a JWK with an
+// alg must match the token's alg, and keys marked "use":"enc" are ignored); it has no "crit" header; iss
+// equals auth.jwt.issuer exactly; aud contains the audience (auth.jwt.audience, default auth.resource); exp
+// is present and not passed, and nbf and iat are not in the future, each with auth.jwt.clock_skew of
+// leeway. Header parameters that point at keys (jku, x5u, jwk) are ignored: keys come only from the
+// configured JWK Set.
+//
+// The principal is the principal_claim (default sub): a non-empty string without "$", ",", control
+// characters or surrounding spaces, the same rule as principals in config, or the token is refused. A
+// claim name is looked up as written first, then as a dotted path into nested objects, so both
+// "realm_access.roles" (Keycloak) and "https://example.com/roles" (namespaced claims) work. The roles
+// claim may be a list of strings or one string of space-separated roles (as scope is); a role that could
+// not be a policy subject refuses the token rather than being dropped silently. attribute_claims whose
+// values are strings become Subject.Attrs; other values are skipped. Note that the principal is taken as
+// the identity provider states it: a claim users can edit themselves (a display name, sometimes
+// preferred_username) lets them choose their principal.
+//
+// # Keys
+//
+// jwks_file is read at New (an unreadable or invalid file is an error naming it), re-read every
+// jwks_refresh, and re-read when a token names an unknown kid (at most once per 30s). A re-read that fails
+// keeps the keys already loaded.
+//
+// jwks_url is fetched at New with a 10s bound; if the identity provider is unreachable the gateway still
+// starts, logs it, and JWT calls fail until a fetch succeeds. It is fetched again every jwks_refresh and
+// when a token names an unknown kid, at most once per 30s however many such tokens arrive: a request that
+// cannot refresh fails at once rather than waiting. A refresh that fails keeps the keys already loaded. The
+// body is capped at 1 MiB, and redirects to plain http are refused (http is accepted only for loopback
+// hosts, as config requires of the URL itself).
+//
+// # Library
+//
+// Signatures and claims are checked by github.com/golang-jwt/jwt/v5, and keys are fetched, cached and
+// refreshed by github.com/MicahParks/jwkset through github.com/MicahParks/keyfunc/v3. golang-jwt is the
+// most used JWT library in Go, has no dependencies, and its parser options map one to one onto the rules
+// above (WithValidMethods, WithIssuer, WithAudience, WithLeeway, WithTimeFunc for an injectable clock,
+// WithExpirationRequired, WithIssuedAt); it refuses alg none unless handed a sentinel key we never pass.
+// keyfunc is the JWK Set companion its README points to, and jwkset provides the refresh goroutine, the
+// rate-limited refresh on an unknown kid, keeping keys across failed refreshes, and JWK validation, with
+// only golang.org/x/time beyond the standard library. lestrrat-go/jwx v3 would do as well but brings a
+// larger dependency tree and its own HTTP cache client, and its docs advise against its cache for key sets
+// that may be unavailable at times; go-jose v4 verifies well but has no key-set cache, which we would have
+// had to write. No cryptography is implemented here.
+//
+// # Resource metadata
+//
+// When auth.resource is set, [Authenticator.ProtectedResourceMetadata] serves RFC 9728 metadata:
+// resource, authorization_servers (the issuer, when JWT is configured), bearer_methods_supported
+// ["header"], and resource_name. Its URL follows RFC 9728 §3.1: the well-known path is inserted between
+// the resource's host and its path, so resource https://gw.example.com/mcp has its metadata at
+// https://gw.example.com/.well-known/oauth-protected-resource/mcp; that URL is what resource_metadata in
+// WWW-Authenticate names. [Authenticator.MetadataPaths] lists where to mount the handler: that path, and
+// the bare /.well-known/oauth-protected-resource for clients that only try the root.
+package authn

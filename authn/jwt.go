@@ -1,0 +1,224 @@
+package authn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+)
+
+const (
+	// maxTokenBytes bounds the work spent on one presented token; real access tokens, even with many
+	// group claims, stay far below it.
+	maxTokenBytes = 64 << 10
+	// maxRoles bounds the roles one token may bring into a request.
+	maxRoles = 256
+	// maxNameBytes bounds a principal or role taken from a token.
+	maxNameBytes = 256
+)
+
+// jwtVerifier checks JWT bearer tokens against auth.jwt and maps their claims to a subject.
+type jwtVerifier struct {
+	parser         *jwt.Parser
+	keys           keyfunc.Keyfunc
+	source         *keySource
+	principalClaim string
+	rolesClaim     string
+	attrClaims     []string
+}
+
+func newJWTVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger, s settings) (*jwtVerifier, error) {
+	j := cfg.Auth.JWT
+	if j.Issuer == "" {
+		return nil, errors.New("authn: auth.jwt.issuer is required")
+	}
+	src, err := newKeySource(ctx, j, cfg.JWKSRefresh(), s.kidRefreshEvery, log)
+	if err != nil {
+		return nil, err
+	}
+	kf, err := keyfunc.New(keyfunc.Options{
+		Ctx:     ctx,
+		Storage: src.storage,
+		// Keys without "use" are signing keys in practice; "enc" keys must never verify a signature.
+		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""},
+	})
+	if err != nil {
+		src.close()
+		return nil, fmt.Errorf("authn: %w", err)
+	}
+	algs := cfg.JWTAlgorithms()
+	// Config refuses these at load; a Config built in code gets the same guarantee here.
+	algs = slices.DeleteFunc(algs, func(alg string) bool { return !slices.Contains(config.JWTAlgorithmsAccepted, alg) })
+	if len(algs) == 0 {
+		src.close()
+		return nil, errors.New("authn: auth.jwt.algorithms lists no accepted algorithm")
+	}
+	v := &jwtVerifier{
+		parser: jwt.NewParser(
+			jwt.WithValidMethods(algs),
+			jwt.WithIssuer(j.Issuer),
+			jwt.WithAudience(cfg.JWTAudience()),
+			jwt.WithLeeway(cfg.JWTClockSkew()),
+			jwt.WithTimeFunc(s.now),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithStrictDecoding(),
+		),
+		keys:           kf,
+		source:         src,
+		principalClaim: cfg.JWTPrincipalClaim(),
+		rolesClaim:     j.RolesClaim,
+		attrClaims:     slices.Clone(j.AttributeClaims),
+	}
+	log.Info("JWT bearer tokens accepted", "issuer", j.Issuer, "audience", cfg.JWTAudience(),
+		"keys", src.name, "algorithms", strings.Join(algs, ","))
+	return v, nil
+}
+
+func (v *jwtVerifier) close() { v.source.close() }
+
+// subject verifies raw and maps its claims. reason is "" on success, else what failed, for the log.
+func (v *jwtVerifier) subject(ctx context.Context, raw string) (sub authz.Subject, reason string) {
+	if len(raw) > maxTokenBytes {
+		return authz.Subject{}, fmt.Sprintf("jwt: token of %d bytes, over the %d byte limit", len(raw), maxTokenBytes)
+	}
+	claims := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(raw, claims, v.keyfunc(ctx)); err != nil {
+		return authz.Subject{}, "jwt: " + err.Error()
+	}
+	principal, err := v.principal(claims)
+	if err != nil {
+		return authz.Subject{}, "jwt: " + err.Error()
+	}
+	roles, err := v.roles(claims)
+	if err != nil {
+		return authz.Subject{}, "jwt: " + err.Error()
+	}
+	return authz.Subject{Principal: principal, Roles: roles, Attrs: v.attrs(claims)}, ""
+}
+
+// keyfunc refuses "crit" before looking a key up: golang-jwt does not implement any critical header
+// extension, and RFC 7515 §4.1.11 says a token naming one it does not understand must be rejected.
+func (v *jwtVerifier) keyfunc(ctx context.Context) jwt.Keyfunc {
+	lookup := v.keys.KeyfuncCtx(ctx)
+	return func(t *jwt.Token) (any, error) {
+		if _, ok := t.Header["crit"]; ok {
+			return nil, errors.New(`the "crit" header names extensions toolgate does not implement`)
+		}
+		return lookup(t)
+	}
+}
+
+func (v *jwtVerifier) principal(claims jwt.MapClaims) (string, error) {
+	val, ok := claimValue(claims, v.principalClaim)
+	if !ok {
+		return "", fmt.Errorf("the principal claim %q is missing", v.principalClaim)
+	}
+	s, ok := val.(string)
+	if !ok {
+		return "", fmt.Errorf("the principal claim %q is not a string", v.principalClaim)
+	}
+	if problem := nameProblem(s); problem != "" {
+		return "", fmt.Errorf("the principal claim %q %s", v.principalClaim, problem)
+	}
+	return s, nil
+}
+
+// roles reads the roles claim: a list of strings, or one string of space-separated roles. A missing claim
+// means no roles. Any value that could not be a policy subject refuses the token.
+func (v *jwtVerifier) roles(claims jwt.MapClaims) ([]string, error) {
+	if v.rolesClaim == "" {
+		return nil, nil
+	}
+	val, ok := claimValue(claims, v.rolesClaim)
+	if !ok || val == nil {
+		return nil, nil
+	}
+	var roles []string
+	switch x := val.(type) {
+	case string:
+		roles = strings.Fields(x)
+	case []any:
+		for _, item := range x {
+			s, ok := item.(string)
+			if !ok {
+				return nil, fmt.Errorf("the roles claim %q holds a value that is not a string", v.rolesClaim)
+			}
+			roles = append(roles, s)
+		}
+	default:
+		return nil, fmt.Errorf("the roles claim %q is neither a list of strings nor a string", v.rolesClaim)
+	}
+	if len(roles) > maxRoles {
+		return nil, fmt.Errorf("the roles claim %q holds %d roles, over the limit of %d", v.rolesClaim, len(roles), maxRoles)
+	}
+	for _, r := range roles {
+		if problem := nameProblem(r); problem != "" {
+			return nil, fmt.Errorf("a role in claim %q %s", v.rolesClaim, problem)
+		}
+	}
+	slices.Sort(roles)
+	return slices.Compact(roles), nil
+}
+
+// attrs copies the configured claims that hold strings; other values are skipped.
+func (v *jwtVerifier) attrs(claims jwt.MapClaims) map[string]string {
+	var out map[string]string
+	for _, name := range v.attrClaims {
+		if s, ok := claims[name].(string); ok {
+			if out == nil {
+				out = make(map[string]string, len(v.attrClaims))
+			}
+			out[name] = s
+		}
+	}
+	return out
+}
+
+// claimValue looks name up as a claim first, then, if it has dots, as a path into nested objects.
+func claimValue(claims jwt.MapClaims, name string) (any, bool) {
+	if v, ok := claims[name]; ok {
+		return v, true
+	}
+	if !strings.Contains(name, ".") {
+		return nil, false
+	}
+	var cur any = map[string]any(claims)
+	for part := range strings.SplitSeq(name, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// nameProblem applies config's rule for principals to a name from a token: usable as a Casbin subject.
+// It returns "" for a good name, else what is wrong (without echoing the value, which is the caller's).
+func nameProblem(s string) string {
+	switch {
+	case s == "":
+		return "is empty"
+	case len(s) > maxNameBytes:
+		return fmt.Sprintf("is longer than %d bytes", maxNameBytes)
+	case strings.TrimSpace(s) != s:
+		return "has leading or trailing spaces"
+	case strings.ContainsAny(s, "$,"):
+		return `contains "$" or ","`
+	case strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return "contains control characters"
+	}
+	return ""
+}
