@@ -222,3 +222,11 @@ func (s *Store) logWarnings(p *Policy) {
 		s.log.Warn("policy line probably not what was meant", "problem", w)
 	}
 }
+
+// Decide decides on the current policy: a call is always judged by the
+// policy in force when it is checked, so a revoked role is denied from the
+// first call after the swap.
+func (s *Store) Decide(req Request) Decision { return s.Current().Decide(req) }
+
+// Visible answers on the current policy.
+func (s *Store) Visible(sub Subject, obj string) bool { return s.Current().Visible(sub, obj) }

@@ -10,7 +10,7 @@ import (
 // answers at once.
 func BenchmarkHandle(b *testing.B) {
 	p := newTestPipeline(&testing.T{}, &fakeUpstreams{fn: answer(okText)})
-	call := Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
+	call := Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

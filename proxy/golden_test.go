@@ -19,10 +19,10 @@ func TestAnswerShapesGolden(t *testing.T) {
 	typed, _ := p.Catalog().Resolve("orders__typed")
 	cases := map[string]any{
 		"listed_tool":   clientTool(typed),
-		"success":       p.Handle(context.Background(), Call{Principal: "alice", Name: "orders__typed", Args: []byte(`{}`)}),
-		"not_allowed":   p.Handle(context.Background(), Call{Principal: "bob", Name: "orders__typed", Args: []byte(`{}`)}),
-		"invalid_args":  p.Handle(context.Background(), Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":"x"}`)}),
-		"tool_notfound": p.Handle(context.Background(), Call{Principal: "alice", Name: "nope", Args: nil}),
+		"success":       p.Handle(context.Background(), Call{Subject: alice, Name: "orders__typed", Args: []byte(`{}`)}),
+		"not_allowed":   p.Handle(context.Background(), Call{Subject: bob, Name: "orders__typed", Args: []byte(`{}`)}),
+		"invalid_args":  p.Handle(context.Background(), Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":"x"}`)}),
+		"tool_notfound": p.Handle(context.Background(), Call{Subject: alice, Name: "nope", Args: nil}),
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -10,22 +10,29 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolgate/toolgate/authz"
 )
 
-// Authenticator maps a presented bearer credential to a principal.
+// Authenticator turns the credential on a request into a Subject. A
+// failure that knows its HTTP answer (status and WWW-Authenticate) writes
+// it through Respond; any other error is a plain 401.
 type Authenticator interface {
-	Principal(bearer string) (string, bool)
+	Authenticate(r *http.Request) (authz.Subject, error)
 }
+
+type responder interface{ Respond(w http.ResponseWriter) }
 
 // HTTPOptions configure the Streamable HTTP endpoint. Zero values are not
 // defaults here: the caller passes resolved config values.
 type HTTPOptions struct {
-	Auth               Authenticator
-	AnonymousPrincipal string // non-empty: requests without a credential act as this principal (operator opt-in)
-	MaxBodyBytes       int64  // request body cap
-	SessionIdleTTL     time.Duration
-	AllowedOrigins     []string // accepted besides loopback origins
-	Log                *slog.Logger
+	Auth           Authenticator
+	Metadata       http.Handler // RFC 9728 protected-resource metadata; nil: not served
+	MetadataPaths  []string     // where Metadata is served (/.well-known/oauth-protected-resource[/<path>])
+	MaxBodyBytes   int64        // request body cap
+	SessionIdleTTL time.Duration
+	AllowedOrigins []string // accepted besides loopback origins
+	Log            *slog.Logger
 }
 
 // HTTPEndpoint is the Streamable HTTP endpoint. Shutdown stops its session
@@ -46,7 +53,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		server.WithEndpointPath("/mcp"),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return WithPrincipal(ctx, PrincipalFrom(r.Context()))
+			return WithSubject(ctx, SubjectFrom(r.Context()))
 		}),
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
 	)
@@ -55,45 +62,32 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	h = checkOrigin(h, o.AllowedOrigins)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
+	if o.Metadata != nil {
+		for _, path := range o.MetadataPaths {
+			mux.Handle(path, o.Metadata)
+		}
+	}
 	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP}
 }
 
-// authenticate resolves the bearer key to a principal or answers 401 with
-// WWW-Authenticate, as RFC 6750 and the MCP authorization spec ask.
+// authenticate resolves the credential to a subject or answers 401 with
+// WWW-Authenticate (RFC 6750, MCP authorization). Why it failed goes to
+// the log, never to the client.
 func authenticate(next http.Handler, o HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, hasToken := bearer(r)
-		var principal string
-		switch {
-		case hasToken:
-			p, ok := o.Auth.Principal(token)
-			if !ok {
-				unauthorized(w, `Bearer error="invalid_token", error_description="unknown API key"`)
+		subject, err := o.Auth.Authenticate(r)
+		if err != nil {
+			o.Log.Info("authentication failed", "remote", r.RemoteAddr, "reason", err.Error())
+			if resp, ok := err.(responder); ok {
+				resp.Respond(w)
 				return
 			}
-			principal = p
-		case o.AnonymousPrincipal != "":
-			principal = o.AnonymousPrincipal
-		default:
-			unauthorized(w, `Bearer realm="toolgate"`)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), principal)))
+		next.ServeHTTP(w, r.WithContext(WithSubject(r.Context(), subject)))
 	})
-}
-
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", h != ""
-	}
-	return strings.TrimSpace(token), true
-}
-
-func unauthorized(w http.ResponseWriter, challenge string) {
-	w.Header().Set("WWW-Authenticate", challenge)
-	http.Error(w, "unauthorized: send Authorization: Bearer <api key>", http.StatusUnauthorized)
 }
 
 // checkOrigin refuses browser requests from origins other than loopback

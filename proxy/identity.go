@@ -1,18 +1,22 @@
 package proxy
 
-import "context"
+import (
+	"context"
 
-type principalKey struct{}
+	"github.com/toolgate/toolgate/authz"
+)
 
-// WithPrincipal returns ctx carrying the authenticated principal. The
+type subjectKey struct{}
+
+// WithSubject returns ctx carrying the authenticated subject. The
 // transports set it before any MCP handling.
-func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, principalKey{}, principal)
+func WithSubject(ctx context.Context, s authz.Subject) context.Context {
+	return context.WithValue(ctx, subjectKey{}, s)
 }
 
-// PrincipalFrom returns the principal in ctx, or "" (which every policy
-// denies) when there is none.
-func PrincipalFrom(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
+// SubjectFrom returns the subject in ctx, or the zero Subject (which every
+// policy denies) when there is none.
+func SubjectFrom(ctx context.Context) authz.Subject {
+	s, _ := ctx.Value(subjectKey{}).(authz.Subject)
+	return s
 }

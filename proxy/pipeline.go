@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
@@ -18,16 +19,18 @@ import (
 // Call is one inbound tools/call as the client sent it. Stages read it and
 // never change it; what goes upstream is built fresh from it (outbound).
 type Call struct {
-	Principal string
+	Subject   authz.Subject
 	Session   string
 	Name      string          // the tool name the client asked for
 	Args      json.RawMessage // the exact argument bytes
 }
 
-// Policy decides whether a principal may act on a canonical object.
-// internal is for the log only: it may carry stacks or file paths.
+// Policy decides who may call what. *authz.Policy and *authz.Store (the
+// hot-reloaded one) implement it. A Decision's Internal error is for the
+// log only: it may carry stacks or file paths.
 type Policy interface {
-	Decide(principal, obj, act string) (allowed bool, internal error)
+	Visible(s authz.Subject, obj string) bool
+	Decide(req authz.Request) authz.Decision
 }
 
 // Upstreams runs a tool on its server.
@@ -57,6 +60,7 @@ var stages = []stage{
 	{"resolve", (*Pipeline).resolve},
 	{"authorize", (*Pipeline).authorize},
 	{"validate", (*Pipeline).validate},
+	{"conditions", (*Pipeline).checkConditions},
 	// guards: rate limits, approvals and duplicate suppression go here.
 	{"execute", (*Pipeline).execute},
 	{"normalize", (*Pipeline).normalize},
@@ -68,6 +72,7 @@ type exchange struct {
 	started time.Time
 
 	tool     *upstreams.Tool     // set by resolve
+	rule     string              // the policy line that allowed the call (file:line), when known
 	raw      json.RawMessage     // the upstream's raw result, set by execute
 	outcome  breaker.Outcome     // how the upstream attempt ended
 	attempts int                 // upstream attempts made

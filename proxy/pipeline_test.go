@@ -11,22 +11,30 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
-// fakePolicy allows exactly the listed principal/object pairs.
+// fakePolicy allows exactly the listed principal/object pairs; denyArgs
+// denies a call whose arguments contain it (a stand-in for a condition).
 type fakePolicy struct {
-	allow map[string]bool // "principal object"
-	err   error
+	allow    map[string]bool // "principal object"
+	denyArgs string
+	err      error
 }
 
-func (f fakePolicy) Decide(principal, obj, act string) (bool, error) {
+func (f fakePolicy) Visible(s authz.Subject, obj string) bool { return f.allow[s.Principal+" "+obj] }
+
+func (f fakePolicy) Decide(req authz.Request) authz.Decision {
 	if f.err != nil {
-		return false, f.err
+		return authz.Decision{Internal: f.err}
 	}
-	return act == actCall && f.allow[principal+" "+obj], nil
+	if f.denyArgs != "" && strings.Contains(string(req.Args), f.denyArgs) {
+		return authz.Decision{Rule: "policy.csv:9"}
+	}
+	return authz.Decision{Allowed: req.Action == authz.ActCall && f.allow[req.Subject.Principal+" "+req.Object], Rule: "policy.csv:1"}
 }
 
 // fakeUpstreams answers every call with fn.
@@ -109,6 +117,11 @@ func codeOf(env envelope.Envelope) string {
 	return string(*env.ErrorCode)
 }
 
+var (
+	alice = authz.Subject{Principal: "alice"}
+	bob   = authz.Subject{Principal: "bob"}
+)
+
 const okText = `{"content":[{"type":"text","text":"{\"found\":true}"}]}`
 
 func TestPipelineErrorCodes(t *testing.T) {
@@ -120,33 +133,33 @@ func TestPipelineErrorCodes(t *testing.T) {
 		wantSent  bool
 		wantRetry bool
 	}{
-		{"ok", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)}, answer(okText), "", true, false},
-		{"unknown tool", Call{Principal: "alice", Name: "orders__nope", Args: []byte(`{}`)}, answer(okText), "tool_not_found", false, false},
-		{"denied", Call{Principal: "bob", Name: "orders__get", Args: []byte(`{"order_id":1}`)}, answer(okText), "tool_not_allowed", false, false},
-		{"bad arguments", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":"x"}`)}, answer(okText), "invalid_arguments", false, false},
-		{"arguments not an object", Call{Principal: "alice", Name: "orders__get", Args: []byte(`[1]`)}, answer(okText), "invalid_arguments", false, false},
-		{"server down", Call{Principal: "alice", Name: "down__anything", Args: []byte(`{}`)}, answer(okText), "upstream_unavailable", false, true},
-		{"never sent", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"ok", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}, answer(okText), "", true, false},
+		{"unknown tool", Call{Subject: alice, Name: "orders__nope", Args: []byte(`{}`)}, answer(okText), "tool_not_found", false, false},
+		{"denied", Call{Subject: bob, Name: "orders__get", Args: []byte(`{"order_id":1}`)}, answer(okText), "tool_not_allowed", false, false},
+		{"bad arguments", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":"x"}`)}, answer(okText), "invalid_arguments", false, false},
+		{"arguments not an object", Call{Subject: alice, Name: "orders__get", Args: []byte(`[1]`)}, answer(okText), "invalid_arguments", false, false},
+		{"server down", Call{Subject: alice, Name: "down__anything", Args: []byte(`{}`)}, answer(okText), "upstream_unavailable", false, true},
+		{"never sent", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			failWith(&upstreams.CallError{Where: upstreams.NotSent, Err: upstreams.ErrNotConnected}), "upstream_unavailable", true, true},
-		{"transport broke", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"transport broke", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			failWith(&upstreams.CallError{Where: upstreams.Sent, Err: transport.ErrTransportClosed}), "upstream_error", true, false},
-		{"json-rpc error", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"json-rpc error", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			failWith(&upstreams.CallError{Where: upstreams.Answered, RPC: &mcp.JSONRPCErrorDetails{Code: -32603, Message: "db down"}}), "tool_failed", true, false},
-		{"oversize while reading", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"oversize while reading", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			failWith(&upstreams.CallError{Where: upstreams.Answered, Oversize: true}), "result_too_large", true, false},
-		{"tool isError", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"tool isError", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			answer(`{"content":[{"type":"text","text":"nope"}],"isError":true}`), "tool_failed", true, false},
-		{"garbage result", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"garbage result", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			answer(`{"content":42}`), "upstream_error", true, false},
-		{"unknown content type", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"unknown content type", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			answer(`{"content":[{"type":"hologram"}]}`), "upstream_error", true, false},
-		{"output schema violated", Call{Principal: "alice", Name: "orders__typed", Args: []byte(`{}`)},
+		{"output schema violated", Call{Subject: alice, Name: "orders__typed", Args: []byte(`{}`)},
 			answer(`{"content":[],"structuredContent":{"value":"x"}}`), "invalid_result", true, false},
-		{"output schema but no structured content", Call{Principal: "alice", Name: "orders__typed", Args: []byte(`{}`)},
+		{"output schema but no structured content", Call{Subject: alice, Name: "orders__typed", Args: []byte(`{}`)},
 			answer(`{"content":[{"type":"text","text":"7"}]}`), "invalid_result", true, false},
-		{"over the per-tool cap", Call{Principal: "alice", Name: "orders__small", Args: []byte(`{}`)},
+		{"over the per-tool cap", Call{Subject: alice, Name: "orders__small", Args: []byte(`{}`)},
 			answer(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 3000) + `"}]}`), "result_too_large", true, false},
-		{"panic becomes internal_error", Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)},
+		{"panic becomes internal_error", Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)},
 			func(context.Context, string, string, json.RawMessage) (json.RawMessage, error) { panic("bug") }, "internal_error", true, false},
 	}
 	for _, c := range cases {
@@ -171,7 +184,7 @@ func TestExecuteTimeoutAndCancel(t *testing.T) {
 		<-ctx.Done()
 		return nil, &upstreams.CallError{Where: upstreams.Sent, Err: ctx.Err()}
 	}
-	call := Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)}
+	call := Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
 	t.Run("deadline", func(t *testing.T) {
 		p := newTestPipeline(t, &fakeUpstreams{fn: blocks})
 		cat := p.Catalog()
@@ -195,16 +208,30 @@ func TestExecuteTimeoutAndCancel(t *testing.T) {
 func TestArgumentsForwardedExactly(t *testing.T) {
 	up := &fakeUpstreams{fn: answer(okText)}
 	args := []byte(`{ "order_id" : 9007199254740993 }`)
-	newTestPipeline(t, up).Handle(context.Background(), Call{Principal: "alice", Name: "orders__get", Args: args})
+	newTestPipeline(t, up).Handle(context.Background(), Call{Subject: alice, Name: "orders__get", Args: args})
 	if string(up.got) != string(args) {
 		t.Fatalf("upstream got %s, want the exact bytes %s", up.got, args)
 	}
 }
 
+// Argument conditions are decided after validation, on the arguments.
+func TestConditionsDecidedOnArguments(t *testing.T) {
+	up := &fakeUpstreams{fn: answer(okText)}
+	p := newTestPipeline(t, up)
+	p.Policy = fakePolicy{allow: map[string]bool{"alice orders/get": true}, denyArgs: "666"}
+	if env := envelopeOf(t, p.Handle(context.Background(), Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)})); !env.OK {
+		t.Fatalf("allowed arguments denied: %v", env)
+	}
+	env := envelopeOf(t, p.Handle(context.Background(), Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":666}`)}))
+	if codeOf(env) != "tool_not_allowed" || up.calls != 1 {
+		t.Fatalf("condition not applied: %s, upstream calls %d", codeOf(env), up.calls)
+	}
+}
+
 func TestPolicyErrorNeverReachesClient(t *testing.T) {
 	p := newTestPipeline(t, &fakeUpstreams{fn: answer(okText)})
-	p.Policy = fakePolicy{err: errors.New("goroutine 7 [running]: /etc/toolgate/policy.csv")}
-	res := p.Handle(context.Background(), Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)})
+	p.Policy = fakePolicy{allow: map[string]bool{"alice orders/get": true}, err: errors.New("goroutine 7 [running]: /etc/toolgate/policy.csv")}
+	res := p.Handle(context.Background(), Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)})
 	env := envelopeOf(t, res)
 	body, _ := json.Marshal(res)
 	if codeOf(env) != "tool_not_allowed" || strings.Contains(string(body), "goroutine") || strings.Contains(string(body), "policy.csv") {
@@ -228,7 +255,7 @@ func TestSuccessData(t *testing.T) {
 				args = `{}`
 			}
 			env := envelopeOf(t, newTestPipeline(t, &fakeUpstreams{fn: answer(c.raw)}).Handle(context.Background(),
-				Call{Principal: "alice", Name: c.tool, Args: []byte(args)}))
+				Call{Subject: alice, Name: c.tool, Args: []byte(args)}))
 			if !env.OK || string(env.Data) != c.want {
 				t.Fatalf("data %s (ok=%v), want %s", env.Data, env.OK, c.want)
 			}
@@ -239,7 +266,7 @@ func TestSuccessData(t *testing.T) {
 func TestUpstreamMetaAndControlCharsDropped(t *testing.T) {
 	raw := `{"_meta":{"secret":"x"},"content":[{"type":"text","text":"a\u001b[31mb\u0000c\u202ed","_meta":{"k":"v"}}]}`
 	res := newTestPipeline(t, &fakeUpstreams{fn: answer(raw)}).Handle(context.Background(),
-		Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)})
+		Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)})
 	body, _ := json.Marshal(res)
 	if strings.Contains(string(body), "secret") || strings.Contains(string(body), `"k"`) {
 		t.Errorf("upstream _meta leaked: %s", body)
@@ -253,7 +280,7 @@ func TestToolFailedMessageIsSanitisedAndBounded(t *testing.T) {
 	long := strings.Repeat("é", 2000)
 	raw := `{"content":[{"type":"text","text":"boom \u001b[31mred\u001b[0m\u0007 ` + long + `"}],"isError":true}`
 	env := envelopeOf(t, newTestPipeline(t, &fakeUpstreams{fn: answer(raw)}).Handle(context.Background(),
-		Call{Principal: "alice", Name: "orders__get", Args: []byte(`{"order_id":1}`)}))
+		Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}))
 	msg := *env.Message
 	if !strings.HasPrefix(msg, "boom red ") || strings.ContainsAny(msg, "\x1b\x07") || len(msg) > maxToolMessage+len("…") {
 		t.Fatalf("message not sanitised/bounded: %.60q… (%d bytes)", msg, len(msg))

@@ -15,7 +15,7 @@ func (p *Pipeline) record(x *exchange) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("principal", x.call.Principal),
+		slog.String("principal", x.call.Subject.Principal),
 		slog.String("tool", x.call.Name),
 		slog.Int64("duration_ms", p.now().Sub(x.started).Milliseconds()),
 	}
@@ -24,6 +24,9 @@ func (p *Pipeline) record(x *exchange) {
 	}
 	if x.tool != nil {
 		attrs = append(attrs, slog.String("id", x.tool.ID))
+	}
+	if x.rule != "" {
+		attrs = append(attrs, slog.String("rule", x.rule))
 	}
 	if x.attempts > 0 {
 		attrs = append(attrs, slog.Int("attempts", x.attempts), slog.String("upstream", x.outcome.String()))

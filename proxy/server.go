@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -23,9 +25,10 @@ const requestedNameKey = "io.toolgate/requested-name"
 
 // Server is the MCP server clients talk to.
 type Server struct {
-	mcp  *server.MCPServer
-	pipe *Pipeline
-	log  *slog.Logger
+	mcp      *server.MCPServer
+	pipe     *Pipeline
+	log      *slog.Logger
+	sessions sync.Map // session id -> authz.Subject, for per-client list_changed
 }
 
 // NewServer builds the client-facing MCP server around a pipeline and
@@ -35,6 +38,12 @@ func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
 	hooks := &server.Hooks{}
 	hooks.AddAfterListTools(s.filterList)
 	hooks.AddBeforeCallTool(s.routeUnknown)
+	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
+		s.sessions.Store(cs.SessionID(), SubjectFrom(ctx))
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
+		s.sessions.Delete(cs.SessionID())
+	})
 	s.mcp = server.NewMCPServer("toolgate", version,
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
@@ -81,7 +90,7 @@ func clientTool(t *upstreams.Tool) mcp.Tool {
 // pipeline.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	call := Call{
-		Principal: PrincipalFrom(ctx),
+		Subject:   SubjectFrom(ctx),
 		Name:      req.Params.Name,
 		Args:      req.Params.RawArguments,
 	}
@@ -125,7 +134,7 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 	if result == nil {
 		return
 	}
-	principal := PrincipalFrom(ctx)
+	subject := SubjectFrom(ctx)
 	cat := s.pipe.Catalog()
 	kept := result.Tools[:0:0]
 	for _, t := range result.Tools {
@@ -133,9 +142,29 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 		if !ok || entry.Unreachable {
 			continue
 		}
-		if allowed, _ := s.pipe.Policy.Decide(principal, entry.ID, actCall); allowed {
+		if s.pipe.Policy.Visible(subject, entry.ID) {
 			kept = append(kept, t)
 		}
 	}
 	result.Tools = kept
+}
+
+// PolicyChanged sends notifications/tools/list_changed to every client
+// whose visible tools differ between the old and the new policy, and to
+// no one else. Calls need no notice: each is decided by the policy in force
+// when it arrives.
+func (s *Server) PolicyChanged(old, new Policy) {
+	tools := s.pipe.Catalog().Tools()
+	s.sessions.Range(func(key, value any) bool {
+		id, subject := key.(string), value.(authz.Subject)
+		for _, t := range tools {
+			if old.Visible(subject, t.ID) != new.Visible(subject, t.ID) {
+				if err := s.mcp.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationToolsListChanged), nil); err != nil {
+					s.log.Debug("tools/list_changed not delivered", "session", id, "err", err)
+				}
+				break
+			}
+		}
+		return true
+	})
 }

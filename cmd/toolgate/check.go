@@ -33,9 +33,14 @@ func check(path string, offline bool, out io.Writer) int {
 		printProblems(out, "configuration", err)
 		return 1
 	}
-	if _, err := authz.Load(cfg.ModelPath(), cfg.PolicyPath()); err != nil {
+	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), authz.Options{Servers: cfg.ServerNames()})
+	if err != nil {
 		printProblems(out, "policy", err)
 		problems++
+	} else {
+		for _, w := range policy.Warnings() {
+			fmt.Fprintf(out, "warning: %s\n", w)
+		}
 	}
 	if !offline {
 		problems += checkUpstreams(cfg, out)

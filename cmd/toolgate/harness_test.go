@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -60,15 +61,23 @@ const (
 	bobKey   = "tg_test_bob"
 )
 
-// testPolicy: alice may call everything except hostile/denied_* tools;
-// bob may only call hostile/echo; local (stdio) is alice's twin.
-const testPolicy = `p, caller, *, call, allow
-p, caller, hostile/headers, call, deny
-p, reader, hostile/echo, call, allow
-g, alice, caller
-g, local, caller
-g, bob, reader
-`
+// testPolicy: alice may call every tool of every configured server except
+// hostile/headers; bob may only call hostile/echo; local (stdio) is alice's
+// twin. The lint wants every object to name a configured server, so the
+// lines follow the servers in the config.
+func testPolicy(servers string) string {
+	var b strings.Builder
+	for _, m := range serverName.FindAllStringSubmatch(servers, -1) {
+		fmt.Fprintf(&b, "p, caller, %s/*, call, allow\n", m[1])
+		if m[1] == "hostile" {
+			b.WriteString("p, caller, hostile/headers, call, deny\np, reader, hostile/echo, call, allow\n")
+		}
+	}
+	b.WriteString("g, alice, caller\ng, local, caller\ng, bob, reader\n")
+	return b.String()
+}
+
+var serverName = regexp.MustCompile(`(?m)^  ([A-Za-z0-9_-]+):$`)
 
 // writeConfig writes toolgate.yaml (with servers as YAML under
 // mcpServers), model.conf and policy.csv into a fresh directory.
@@ -87,7 +96,7 @@ func writeConfig(t *testing.T, servers string) string {
 mcpServers:
 %s`, authz.HashKey(aliceKey), authz.HashKey(bobKey), servers)
 	write(t, filepath.Join(dir, "model.conf"), string(model))
-	write(t, filepath.Join(dir, "policy.csv"), testPolicy)
+	write(t, filepath.Join(dir, "policy.csv"), testPolicy(servers))
 	write(t, filepath.Join(dir, "toolgate.yaml"), cfg)
 	return filepath.Join(dir, "toolgate.yaml")
 }
@@ -142,7 +151,7 @@ func httpGateway(t *testing.T, cfgPath string) (string, *syncBuffer) {
 	t.Cleanup(func() {
 		srv.Close()
 		_ = endpoint.Shutdown(context.Background())
-		gw.set.Close()
+		gw.close()
 	})
 	return srv.URL + "/mcp", logs
 }

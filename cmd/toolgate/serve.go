@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/proxy"
@@ -41,7 +42,8 @@ func runServe(args []string) int {
 	if gw == nil {
 		return code
 	}
-	defer gw.set.Close()
+	defer gw.close()
+	watchPolicy(ctx, gw, log)
 	if *stdio {
 		return serveStdio(ctx, gw, log)
 	}
@@ -51,9 +53,17 @@ func runServe(args []string) int {
 // gateway is everything serve builds before it accepts clients.
 type gateway struct {
 	cfg    *config.Config
-	keys   *authz.Keys
+	auth   *authn.Authenticator
+	policy *authz.Store
 	set    *upstreams.Set
 	server *proxy.Server
+}
+
+// close releases what startGateway started: upstream processes and
+// connections, JWKS refreshes.
+func (gw *gateway) close() {
+	gw.set.Close()
+	gw.auth.Close()
 }
 
 // startGateway loads and validates everything, failing fast with precise
@@ -64,33 +74,58 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid configuration", err)
 		return nil, 2
 	}
-	policy, err := authz.Load(cfg.ModelPath(), cfg.PolicyPath())
+	policy, err := authz.NewStore(cfg.ModelPath(), cfg.PolicyPath(), authz.Options{Servers: cfg.ServerNames()}, log)
 	if err != nil {
 		printProblems(os.Stderr, "invalid policy", err)
 		return nil, 2
 	}
+	auth, err := authn.New(ctx, cfg, log)
+	if err != nil {
+		printProblems(os.Stderr, "invalid authentication settings", err)
+		return nil, 2
+	}
 	set, err := upstreams.Start(ctx, cfg, log)
 	if err != nil {
+		auth.Close()
 		printProblems(os.Stderr, "cannot build the tool catalog", err)
 		return nil, 2
 	}
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log}
-	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Version())
-	return &gateway{cfg: cfg, keys: apiKeys(cfg), set: set, server: proxy.NewServer(pipe, version, log)}, 0
+	srv := proxy.NewServer(pipe, version, log)
+	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
+	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
+	return &gateway{cfg: cfg, auth: auth, policy: policy, set: set, server: srv}, 0
 }
 
-func apiKeys(cfg *config.Config) *authz.Keys {
-	m := make(map[string]string, len(cfg.Auth.APIKeys))
-	for _, k := range cfg.Auth.APIKeys {
-		m[k.SHA256] = k.Principal
-	}
-	return authz.NewKeys(m)
+// watchPolicy reloads the policy when its files change and on SIGHUP, until
+// ctx ends. A failed reload keeps the last good policy (authz.Store logs
+// and counts it).
+func watchPolicy(ctx context.Context, gw *gateway, log *slog.Logger) {
+	go func() {
+		if err := gw.policy.Watch(ctx); err != nil && ctx.Err() == nil {
+			log.Error("policy files are not watched; SIGHUP still reloads", "err", err)
+		}
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the policy")
+				_ = gw.policy.Reload()
+			}
+		}
+	}()
 }
 
 func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
-	principal := gw.cfg.StdioPrincipal()
-	log.Info("serving stdio", "principal", principal)
-	if err := gw.server.ServeStdio(ctx, principal, os.Stdin, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
+	subject := authz.Subject{Principal: gw.cfg.StdioPrincipal()}
+	log.Info("serving stdio", "principal", subject.Principal)
+	if err := gw.server.ServeStdio(ctx, subject, os.Stdin, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stdio server stopped", "err", err)
 		return 1
 	}
@@ -99,12 +134,12 @@ func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
 
 // httpOptions resolves the HTTP endpoint's settings from config.
 func httpOptions(gw *gateway, log *slog.Logger) proxy.HTTPOptions {
-	anonymous := gw.cfg.Auth.AllowAnonymous
-	if anonymous != "" {
+	if anonymous := gw.cfg.Auth.AllowAnonymous; anonymous != "" {
 		log.Warn("unauthenticated HTTP access is enabled", "principal", anonymous)
 	}
 	return proxy.HTTPOptions{
-		Auth: gw.keys, AnonymousPrincipal: anonymous,
+		Auth:     gw.auth,
+		Metadata: gw.auth.ProtectedResourceMetadata(), MetadataPaths: gw.auth.MetadataPaths(),
 		MaxBodyBytes: gw.cfg.MaxBodyBytes(), SessionIdleTTL: gw.cfg.SessionIdleTTL(),
 		AllowedOrigins: gw.cfg.Listen.AllowedOrigins, Log: log,
 	}
