@@ -19,10 +19,10 @@ import (
 // Call is one inbound tools/call as the client sent it. Stages read it and
 // never change it; what goes upstream is built fresh from it (outbound).
 type Call struct {
-	Subject   authz.Subject
-	Session   string
-	Name      string          // the tool name the client asked for
-	Args      json.RawMessage // the exact argument bytes
+	Subject authz.Subject
+	Session string
+	Name    string          // the tool name the client asked for
+	Args    json.RawMessage // the exact argument bytes
 }
 
 // Policy decides who may call what. *authz.Policy and *authz.Store (the

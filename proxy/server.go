@@ -90,9 +90,9 @@ func clientTool(t *upstreams.Tool) mcp.Tool {
 // pipeline.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	call := Call{
-		Subject:   SubjectFrom(ctx),
-		Name:      req.Params.Name,
-		Args:      req.Params.RawArguments,
+		Subject: SubjectFrom(ctx),
+		Name:    req.Params.Name,
+		Args:    req.Params.RawArguments,
 	}
 	if req.Params.Name == unresolvedTool {
 		call.Name = requestedName(req)
