@@ -140,6 +140,13 @@ func (b *syncBuffer) String() string {
 // its /mcp URL and its log.
 func httpGateway(t *testing.T, cfgPath string) (string, *syncBuffer) {
 	t.Helper()
+	url, logs, _ := httpGatewayFull(t, cfgPath)
+	return url, logs
+}
+
+// httpGatewayFull is httpGateway that also returns the gateway itself.
+func httpGatewayFull(t *testing.T, cfgPath string) (string, *syncBuffer, *gateway) {
+	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	gw, code := startGateway(context.Background(), cfgPath, log)
@@ -153,13 +160,13 @@ func httpGateway(t *testing.T, cfgPath string) (string, *syncBuffer) {
 		_ = endpoint.Shutdown(context.Background())
 		gw.close()
 	})
-	return srv.URL + "/mcp", logs
+	return srv.URL + "/mcp", logs, gw
 }
 
 // connectHTTP is a real mcp-go client over Streamable HTTP.
-func connectHTTP(t *testing.T, url, key string) *client.Client {
+func connectHTTP(t *testing.T, url, key string, extra ...transport.StreamableHTTPCOption) *client.Client {
 	t.Helper()
-	var opts []transport.StreamableHTTPCOption
+	opts := extra
 	if key != "" {
 		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
 	}

@@ -18,6 +18,9 @@ Usage:
   toolgate serve [--config toolgate.yaml]           serve Streamable HTTP on listen.http (/mcp)
   toolgate serve --stdio [--config toolgate.yaml]   serve one client on stdin/stdout
   toolgate check [--config toolgate.yaml] [--offline]   validate config, model, policy and upstream tools
+  toolgate explain [--config F] [--role R] [--attr k=v] <principal> <tool> [json-args]
+                                                     why a principal may or may not call a tool (offline)
+  toolgate tools [--config F] [--as PRINCIPAL]       the catalog, as one principal sees it
   toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
   toolgate keys new <principal>                      mint an API key and print its config line
@@ -54,6 +57,10 @@ func run(args []string) int {
 		return runCheck(args[1:])
 	case "call":
 		return runCall(args[1:])
+	case "explain":
+		return runExplain(args[1:])
+	case "tools":
+		return runTools(args[1:])
 	case "keys":
 		return runKeys(args[1:])
 	case "demo-orders":
