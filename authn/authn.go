@@ -130,7 +130,7 @@ func (f *Failure) Respond(w http.ResponseWriter) {
 // Authorization header, never the body.
 func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 	if r.URL != nil && r.URL.Query().Has("access_token") {
-		return authz.Subject{}, a.fail(http.StatusBadRequest, a.badRequest,
+		return authz.Subject{}, fail(http.StatusBadRequest, a.badRequest,
 			"access_token in the query string (refused even beside a header: URLs are logged)")
 	}
 	values := r.Header.Values("Authorization")
@@ -138,9 +138,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 	case len(values) == 0 && a.anonymous != "":
 		return authz.Subject{Principal: a.anonymous}, nil
 	case len(values) == 0:
-		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.missing, "no credential")
+		return authz.Subject{}, fail(http.StatusUnauthorized, a.missing, "no credential")
 	case len(values) > 1:
-		return authz.Subject{}, a.fail(http.StatusBadRequest, a.badRequest, "more than one Authorization header")
+		return authz.Subject{}, fail(http.StatusBadRequest, a.badRequest, "more than one Authorization header")
 	}
 	scheme, token, _ := strings.Cut(values[0], " ")
 	token = strings.TrimLeft(token, " ")
@@ -148,13 +148,13 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 	case !strings.EqualFold(scheme, "Bearer"):
 		// RFC 6750 §3.1: an unsupported scheme gets the challenge without an error code. The header
 		// itself is not logged: it may be a credential.
-		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.missing, "the Authorization header does not use the Bearer scheme")
+		return authz.Subject{}, fail(http.StatusUnauthorized, a.missing, "the Authorization header does not use the Bearer scheme")
 	case !b64token.MatchString(token):
-		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.invalid, "the bearer token is empty or not RFC 6750 token characters")
+		return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, "the bearer token is empty or not RFC 6750 token characters")
 	case a.jwt != nil && looksLikeJWT(token):
 		sub, reason := a.jwt.subject(r.Context(), token)
 		if reason != "" {
-			return authz.Subject{}, a.fail(http.StatusUnauthorized, a.invalid, reason)
+			return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, reason)
 		}
 		return sub, nil
 	}
@@ -164,7 +164,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		if looksLikeJWT(token) {
 			reason += " (the token looks like a JWT, but auth.jwt is not configured)"
 		}
-		return authz.Subject{}, a.fail(http.StatusUnauthorized, a.invalid, reason)
+		return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, reason)
 	}
 	sub := authz.Subject{Principal: principal}
 	if attrs := a.keyAttrs[authz.HashKey(token)]; attrs != nil {
@@ -173,7 +173,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 	return sub, nil
 }
 
-func (a *Authenticator) fail(status int, challenge, reason string) *Failure {
+func fail(status int, challenge, reason string) *Failure {
 	return &Failure{Status: status, Challenge: challenge, Reason: reason}
 }
 

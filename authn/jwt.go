@@ -57,7 +57,7 @@ func newJWTVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger, s
 	}
 	algs := cfg.JWTAlgorithms()
 	// Config refuses these at load; a Config built in code gets the same guarantee here.
-	algs = slices.DeleteFunc(algs, func(alg string) bool { return !slices.Contains(config.JWTAlgorithmsAccepted, alg) })
+	algs = slices.DeleteFunc(algs, func(alg string) bool { return !config.JWTAlgorithmAccepted(alg) })
 	if len(algs) == 0 {
 		src.close()
 		return nil, errors.New("authn: auth.jwt.algorithms lists no accepted algorithm")

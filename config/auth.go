@@ -86,8 +86,12 @@ func (l *loader) checkAttrName(e entry) {
 	}
 }
 
-// JWTAlgorithmsAccepted are the alg values auth.jwt.algorithms may list: asymmetric signatures only.
-var JWTAlgorithmsAccepted = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+// jwtAlgorithms are the alg values auth.jwt.algorithms may list: asymmetric signatures only.
+var jwtAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// JWTAlgorithmAccepted reports whether auth.jwt.algorithms may list alg. none and the HS* family (shared
+// secrets) never may.
+func JWTAlgorithmAccepted(alg string) bool { return slices.Contains(jwtAlgorithms, alg) }
 
 func (l *loader) checkJWT(path string, a *Auth) {
 	if l.bad[path] {
@@ -144,12 +148,12 @@ func (l *loader) checkAlgorithms(path string, algs []string) {
 		switch {
 		case l.bad[p]:
 		case strings.EqualFold(alg, "none"):
-			l.reportAt(p, "none means unsigned tokens, which are never accepted; expected one of %s", strings.Join(JWTAlgorithmsAccepted, ", "))
+			l.reportAt(p, "none means unsigned tokens, which are never accepted; expected one of %s", strings.Join(jwtAlgorithms, ", "))
 		case strings.HasPrefix(strings.ToUpper(alg), "HS"):
 			l.reportAt(p, "%s verifies with a shared secret, which toolgate does not accept (whoever holds it can mint tokens); "+
 				"use an asymmetric algorithm such as RS256, ES256 or EdDSA", alg)
-		case !slices.Contains(JWTAlgorithmsAccepted, alg):
-			l.reportAt(p, "expected one of %s, got %q", strings.Join(JWTAlgorithmsAccepted, ", "), alg)
+		case !JWTAlgorithmAccepted(alg):
+			l.reportAt(p, "expected one of %s, got %q", strings.Join(jwtAlgorithms, ", "), alg)
 		}
 	}
 }
