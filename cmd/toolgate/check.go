@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/upstreams"
@@ -41,6 +42,13 @@ func check(path string, offline bool, out io.Writer) int {
 		for _, w := range policy.Warnings() {
 			fmt.Fprintf(out, "warning: %s\n", w)
 		}
+	}
+	// The JWKS file is read here (a URL is fetched, bounded), as serve would.
+	if auth, err := authn.New(context.Background(), cfg, slog.New(slog.DiscardHandler)); err != nil {
+		printProblems(out, "authentication", err)
+		problems++
+	} else {
+		auth.Close()
 	}
 	if !offline {
 		problems += checkUpstreams(cfg, out)

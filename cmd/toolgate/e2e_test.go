@@ -125,6 +125,23 @@ func TestUnauthenticatedHTTPGets401(t *testing.T) {
 	}
 }
 
+// DNS rebinding: a loopback listener refuses a request whose Host is not
+// loopback, even with a valid key.
+func TestForeignHostRefused(t *testing.T) {
+	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")))
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+aliceKey)
+	req.Host = "evil.example:8080"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d for a foreign Host, want 403", resp.StatusCode)
+	}
+}
+
 func TestForeignOriginRefused(t *testing.T) {
 	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")))
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
@@ -250,6 +267,14 @@ func TestDemoScenario(t *testing.T) {
 	}
 	if _, env := callE2E(t, c, "orders__update_order_status", `{"order_id":4821,"status":"teleported"}`); env["error_code"] != "invalid_arguments" {
 		t.Fatalf("bad status: %v", env)
+	}
+	// The repo policy lets support agents refund up to 100: the condition
+	// is decided on the validated arguments, at its boundary.
+	if _, env := callE2E(t, c, "orders__refund_order", `{"order_id":4821,"amount":100.01,"reason":"damaged"}`); env["error_code"] != "tool_not_allowed" {
+		t.Fatalf("refund over the limit: %v", env)
+	}
+	if _, env := callE2E(t, c, "orders__refund_order", `{"order_id":4821,"amount":100,"reason":"damaged"}`); env["ok"] != true {
+		t.Fatalf("refund at the limit: %v", env)
 	}
 }
 
