@@ -86,7 +86,9 @@ func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
 	}
 	c.proc = p
 	c.stdin = &watchedWriter{w: p.stdin}
-	out := newCapReader(p.stdout, maxMessage, frameLine, c.noteOversize)
+	// The stream ends before the process is reaped: notice the end itself,
+	// so a call after a crash is known never to have been sent.
+	out := newCapReader(&endNoticer{r: p.stdout, ended: &c.closed}, maxMessage, frameLine, c.noteOversize)
 	c.tr = transport.NewIO(out, c.stdin, nil)
 	return nil
 }
@@ -307,3 +309,18 @@ func (w *watchedWriter) Close() error { return w.w.Close() }
 
 // blocked reports whether a write is in progress right now.
 func (w *watchedWriter) blocked() bool { return w.writing.Load() > 0 }
+
+// endNoticer sets ended when its reader fails (EOF included): the child's
+// stdout is gone, so nothing more can be answered.
+type endNoticer struct {
+	r     io.Reader
+	ended *atomic.Bool
+}
+
+func (e *endNoticer) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.ended.Store(true)
+	}
+	return n, err
+}
