@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Number literals beyond these bounds are refused: the validator converts
@@ -22,6 +23,12 @@ const (
 type decodeLimits struct {
 	maxDepth int
 	maxNodes int
+	// foldKeys also refuses keys of one object that differ only in letter
+	// case. For arguments: upstreams that decode into structs (Go's
+	// encoding/json among them) match field names case-insensitively, so
+	// {"amount":50,"Amount":5000} would be checked as one value and acted
+	// on as another.
+	foldKeys bool
 }
 
 // decodeErrKind says which rule a document broke, so callers can word it for
@@ -33,6 +40,7 @@ const (
 	errDepth
 	errNodes
 	errDuplicateKey
+	errCaseDuplicateKey
 	errNumber
 )
 
@@ -51,6 +59,7 @@ type frame struct {
 	isObj   bool
 	key     string // pending key in an object
 	haveKey bool
+	folded  map[string]bool // case-folded keys seen, when foldKeys is on
 	name    string // this container's token in its parent's pointer
 }
 
@@ -156,8 +165,33 @@ func (d *decoder) key(f *frame, k string) error {
 	if _, dup := f.obj[k]; dup {
 		return d.fail(errDuplicateKey, k)
 	}
+	if d.lim.foldKeys {
+		fk := foldKey(k)
+		if f.folded[fk] {
+			return d.fail(errCaseDuplicateKey, k)
+		}
+		if f.folded == nil {
+			f.folded = map[string]bool{}
+		}
+		f.folded[fk] = true
+	}
 	f.haveKey = true
 	return nil
+}
+
+// foldKey maps every rune to the smallest rune of its Unicode case-folding
+// orbit, so keys equal under strings.EqualFold (K, k and the Kelvin sign
+// included) fold to the same string.
+func foldKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		smallest := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			smallest = min(smallest, f)
+		}
+		b.WriteRune(smallest)
+	}
+	return b.String()
 }
 
 func (d *decoder) value(v any) error {

@@ -42,7 +42,7 @@ func decodeArguments(args json.RawMessage) (any, error) {
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return map[string]any{}, nil
 	}
-	v, err := decode(trimmed, decodeLimits{maxDepth: maxInstanceDepth})
+	v, err := decode(trimmed, decodeLimits{maxDepth: maxInstanceDepth, foldKeys: true})
 	if err != nil {
 		return nil, decodeViolation(err, "arguments are not valid JSON")
 	}
@@ -78,6 +78,8 @@ func decodeViolation(err error, notJSON string) *Violation {
 		msg = d.subject(de.path) + fmt.Sprintf("nested more than %d levels deep", maxInstanceDepth)
 	case errDuplicateKey:
 		msg = "field " + d.name(de.path) + " appears more than once"
+	case errCaseDuplicateKey:
+		msg = "field " + d.name(de.path) + " appears more than once (field names that differ only in letter case are the same field)"
 	case errNumber:
 		msg = d.subject(de.path) + "number " + de.detail + " is out of the supported range"
 	default:

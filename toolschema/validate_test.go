@@ -57,6 +57,8 @@ func TestValidateArguments(t *testing.T) {
 		{"number arguments", `7`, "", `arguments must be a JSON object, got number`},
 		{"not JSON", `{"order_id": 7,`, "", `arguments are not valid JSON: unexpected end of JSON input`},
 		{"duplicate key", `{"order_id": 7, "status": "pending", "order_id": "7; DROP"}`, "/order_id", `field "order_id" appears more than once`},
+		{"keys differing only in case", `{"order_id": 7, "status": "pending", "Order_ID": 8}`, "/Order_ID", `field "Order_ID" appears more than once (field names that differ only in letter case are the same field)`},
+		{"kelvin sign folds to k", `{"order_id": 7, "status": "pending", "meta": {"k": 1, "\u212a": 2}}`, "/meta/\u212a", "field \"meta.\u212a\" appears more than once (field names that differ only in letter case are the same field)"},
 		{"huge number", `{"order_id": 1e999999, "status": "pending"}`, "/order_id", `field "order_id": number 1e999999 is out of the supported range`},
 		{"too deep", `{"order_id": 1, "status": "pending", "note": ` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, "/note/0/0/0", ""},
 	}
