@@ -60,7 +60,7 @@ type frame struct {
 	key     string // pending key in an object
 	haveKey bool
 	folded  map[string]bool // case-folded keys seen, when foldKeys is on
-	name    string // this container's token in its parent's pointer
+	name    string          // this container's token in its parent's pointer
 }
 
 // decoder builds a tree of map[string]any / []any / json.Number / string /
