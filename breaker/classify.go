@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -29,9 +30,14 @@ const (
 	Oversize
 	// Cancelled: the caller gave up. Says nothing about the upstream.
 	Cancelled
+	// RateLimited: the upstream refused the attempt because of a rate limit
+	// (HTTP 429, or an error that says so; see RateLimitError). The upstream
+	// is alive and asked to be left alone for a while, so this is no
+	// evidence either way for the breaker.
+	RateLimited
 )
 
-var names = [...]string{"succeeded", "tool_error", "never_sent", "timed_out", "broken", "oversize", "cancelled"}
+var names = [...]string{"succeeded", "tool_error", "never_sent", "timed_out", "broken", "oversize", "cancelled", "rate_limited"}
 
 func (o Outcome) String() string {
 	if int(o) < len(names) {
@@ -40,25 +46,68 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
+// verdict is what one outcome tells the breaker about the upstream.
+type verdict int
+
+const (
+	excluded  verdict = iota // no evidence: counted neither way
+	healthy                  // the upstream answered
+	unhealthy                // a transport failure: counts towards opening
+)
+
+func (o Outcome) verdict() verdict {
+	switch o {
+	case Succeeded, ToolError, Oversize:
+		return healthy
+	case NeverSent, TimedOut, Broken:
+		return unhealthy
+	default: // Cancelled, RateLimited, and anything unknown
+		return excluded
+	}
+}
+
 // CountsAgainstUpstream reports whether the outcome is evidence that the
-// upstream is unhealthy (DESIGN §5, first column).
+// upstream is unhealthy (DESIGN §5, first column). Of the others, Succeeded,
+// ToolError and Oversize count for it (the upstream answered); Cancelled and
+// RateLimited count neither way.
 func (o Outcome) CountsAgainstUpstream() bool {
-	return o == NeverSent || o == TimedOut || o == Broken
+	return o.verdict() == unhealthy
 }
 
 // MayRetry reports whether the same attempt may be repeated (DESIGN §5): a
-// call that never left may always be repeated; one whose outcome is unknown
-// only when the tool is retry-safe; anything the tool or the caller decided,
-// never.
+// call that never left may always be repeated; one whose outcome is unknown,
+// or that the upstream refused for its rate limit (after the delay it asked
+// for, see RetryAfter), only when the tool is retry-safe; anything the tool
+// or the caller decided, never.
 func (o Outcome) MayRetry(retrySafe bool) bool {
 	switch o {
 	case NeverSent:
 		return true
-	case TimedOut, Broken:
+	case TimedOut, Broken, RateLimited:
 		return retrySafe
 	default:
 		return false
 	}
+}
+
+// RateLimitError is implemented by an error that says the upstream refused
+// the attempt because of a rate limit: an HTTP 429, or a JSON-RPC error that
+// says so. RetryAfter is the wait the upstream asked for (Retry-After), 0
+// when it named none. An error type in package upstreams can implement it
+// without importing this package; Classify finds it anywhere in the chain.
+type RateLimitError interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// RetryAfter reports whether err says the upstream rate-limited the attempt,
+// and the wait it asked for (0 when none).
+func RetryAfter(err error) (time.Duration, bool) {
+	var rl RateLimitError
+	if errors.As(err, &rl) {
+		return max(rl.RetryAfter(), 0), true
+	}
+	return 0, false
 }
 
 // Classify maps an attempt's error to an Outcome. ctx is the attempt's
@@ -66,6 +115,9 @@ func (o Outcome) MayRetry(retrySafe bool) bool {
 func Classify(ctx context.Context, err error) Outcome {
 	if err == nil {
 		return Succeeded
+	}
+	if _, limited := RetryAfter(err); limited {
+		return RateLimited
 	}
 	var ce *upstreams.CallError
 	if errors.As(err, &ce) {

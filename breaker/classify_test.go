@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -36,6 +37,9 @@ func TestClassify(t *testing.T) {
 		{"sent then deadline", expired, &upstreams.CallError{Where: upstreams.Sent, Err: errors.New("read")}, TimedOut, true, true, false},
 		{"caller cancelled", cancelled, &upstreams.CallError{Where: upstreams.Sent, Err: context.Canceled}, Cancelled, false, false, false},
 		{"unknown error", live, errors.New("?"), Broken, true, true, false},
+		{"rate limited", live, rateLimited{time.Second}, RateLimited, false, true, false},
+		{"rate limited, wrapped in a call error", live, &upstreams.CallError{Where: upstreams.Answered, Err: rateLimited{}}, RateLimited, false, true, false},
+		{"rate limited as the deadline passed", expired, &upstreams.CallError{Where: upstreams.Sent, Err: rateLimited{}}, RateLimited, false, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,5 +51,45 @@ func TestClassify(t *testing.T) {
 				t.Errorf("%s: counts=%v mayRetry(safe)=%v mayRetry(unsafe)=%v", got, got.CountsAgainstUpstream(), got.MayRetry(true), got.MayRetry(false))
 			}
 		})
+	}
+}
+
+// rateLimited is how an upstream error says it was refused for a rate limit.
+type rateLimited struct{ after time.Duration }
+
+func (e rateLimited) Error() string             { return "429 Too Many Requests" }
+func (e rateLimited) RetryAfter() time.Duration { return e.after }
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		after   time.Duration
+		limited bool
+	}{
+		{"nil", nil, 0, false},
+		{"other error", errors.New("EOF"), 0, false},
+		{"with a delay", rateLimited{2 * time.Second}, 2 * time.Second, true},
+		{"without a delay", rateLimited{}, 0, true},
+		{"negative delay", rateLimited{-time.Second}, 0, true},
+		{"wrapped", fmt.Errorf("call: %w", &upstreams.CallError{Where: upstreams.Answered, Err: rateLimited{time.Minute}}), time.Minute, true},
+	}
+	for _, tt := range tests {
+		after, limited := RetryAfter(tt.err)
+		if after != tt.after || limited != tt.limited {
+			t.Errorf("%s: RetryAfter = %v, %v; want %v, %v", tt.name, after, limited, tt.after, tt.limited)
+		}
+	}
+}
+
+// TestOutcomeNames: every outcome has a name, so logs never say "unknown" for a real one.
+func TestOutcomeNames(t *testing.T) {
+	for o := Succeeded; o <= RateLimited; o++ {
+		if o.String() == "unknown" {
+			t.Errorf("outcome %d has no name", int(o))
+		}
+	}
+	if Outcome(99).String() != "unknown" || Outcome(99).CountsAgainstUpstream() || Outcome(99).MayRetry(true) {
+		t.Error("an unknown outcome must be named unknown, not count, and not retry")
 	}
 }

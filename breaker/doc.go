@@ -1,9 +1,15 @@
-// Package breaker decides what one upstream attempt's failure means for the
-// health of that upstream: the failure classification of DESIGN §5, which
-// the per-upstream circuit breakers (sony/gobreaker v2) consult.
+// Package breaker decides what one upstream attempt's outcome means for the health of that upstream and
+// for repeating it: the failure semantics of DESIGN §5.
 //
-// Classify is the single place that turns an error from package upstreams
-// into an Outcome. The executor asks the Outcome whether the breaker should
-// count it and whether the attempt may be repeated; nothing else in the
-// gateway inspects upstream errors.
+//   - Classify is the single place that turns an error from package upstreams into an Outcome. The
+//     executor asks the Outcome whether the breaker should count it and whether the attempt may be
+//     repeated; nothing else in the gateway inspects upstream errors.
+//   - Set holds one circuit breaker (sony/gobreaker v2, two-step) per upstream. Allow before an attempt,
+//     report its Outcome through done after it; an open breaker refuses with *OpenError and the upstream
+//     sees no call.
+//   - RetrySafe decides whether a tool may be repeated after an unknown outcome, RetrySettings.Backoff
+//     spaces the attempts, and a Budget per upstream bounds how many retries all calls together may add.
+//   - SettingsFrom, RetryFrom and BudgetsFrom read all of it from the config.
+//
+// Nothing here starts a goroutine or sleeps: the caller waits, inside its call's deadline.
 package breaker

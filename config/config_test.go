@@ -38,16 +38,16 @@ func TestProblems(t *testing.T) {
 		{"unknown top-level key", "listn: {http: ':1'}\n", nil, 1, "listn",
 			`unknown key; allowed keys here: auth, authz, limits, listen, mcpServers (did you mean "listen"?)`},
 		{"unknown key in server", stdio + "    timout: 8s\n", nil, 4, "mcpServers.orders.timout",
-			`allowed keys here: args, command, cwd, disabled, env, headers, init_timeout, max_result_bytes, prefix, timeout, tools, type, url (did you mean "timeout"?)`},
+			`allowed keys here: args, breaker, command, cwd, disabled, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
 		{"unknown key in tool", stdio + "    tools:\n      get_order: {retries: 3}\n", nil, 5, "mcpServers.orders.tools.get_order.retries",
-			"unknown key; allowed keys here: max_result_bytes, timeout"},
+			"unknown key; allowed keys here: max_result_bytes, retry_safe, timeout"},
 		{"unknown key in listen", "listen:\n  port: 8080\n", nil, 2, "listen.port", "allowed keys here: allowed_origins, http, max_body_bytes, session_idle_ttl"},
 		{"limits is not a server key", stdio + "    limits: {timeout: 1s}\n", nil, 4, "mcpServers.orders.limits", "unknown key"},
 		{"duplicate key", stdio + "    command: other\n", nil, 4, "mcpServers.orders.command", "duplicate key (first written on line 3)"},
 		{"args not a list", stdio + "    args: --verbose\n", nil, 4, "mcpServers.orders.args", `expected a list of strings, got the string "--verbose"`},
 		{"number in args", stdio + "    args: [--port, 8080]\n", nil, 4, "mcpServers.orders.args[1]", `expected a string, got the number 8080 (quote it: "8080")`},
 		{"env value not a string", stdio + "    env: {DEBUG: true}\n", nil, 4, "mcpServers.orders.env.DEBUG", `expected a string, got the boolean true`},
-		{"server not a mapping", "mcpServers:\n  orders: yes\n", nil, 2, "mcpServers.orders", "expected a mapping with keys args, command"},
+		{"server not a mapping", "mcpServers:\n  orders: yes\n", nil, 2, "mcpServers.orders", "expected a mapping with keys args, breaker, command"},
 		{"env value a mapping", stdio + "    env: {DEBUG: {on: true}}\n", nil, 4, "mcpServers.orders.env.DEBUG", `expected a string, got a mapping`},
 		{"bool not a bool", stdio + "    disabled: \"yes\"\n", nil, 4, "mcpServers.orders.disabled", `expected true or false, got the string "yes"`},
 		{"bytes not an integer", "limits: {max_result_bytes: 1MiB}\n", nil, 1, "limits.max_result_bytes", `expected an integer number of bytes such as 1048576, got the string "1MiB"`},
@@ -125,6 +125,7 @@ func TestProblems(t *testing.T) {
 		{"syntax error", "mcpServers:\n  orders: {command: [x\n", nil, 2, "", "invalid YAML: sequence end token ']' not found"},
 	}
 	tests = append(tests, authProblems...)
+	tests = append(tests, resilienceProblems...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			probs := parseProblems(t, tt.src, tt.env)

@@ -35,6 +35,26 @@ const (
 	DefaultJWTClockSkew = 60 * time.Second
 	// DefaultJWTPrincipalClaim is the claim that names the principal of a JWT.
 	DefaultJWTPrincipalClaim = "sub"
+	// DefaultMaxInFlight is how many calls may be in flight to one upstream at once: 64. One more fails
+	// fast with upstream_unavailable instead of queueing.
+	DefaultMaxInFlight = 64
+	// DefaultBreakerFailures consecutive transport failures (never sent, timed out, broken) open an
+	// upstream's breaker: 5.
+	DefaultBreakerFailures = 5
+	// DefaultBreakerOpenFor is how long an open breaker refuses calls before it admits probes: 30s.
+	DefaultBreakerOpenFor = 30 * time.Second
+	// DefaultBreakerHalfOpenProbes calls are admitted while a breaker is half-open: 1.
+	DefaultBreakerHalfOpenProbes = 1
+	// DefaultRetryMaxAttempts is the number of attempts of one retry-safe call, the first included: 3.
+	DefaultRetryMaxAttempts = 3
+	// DefaultRetryBaseDelay is the backoff before the second attempt, before jitter: 100ms.
+	DefaultRetryBaseDelay = 100 * time.Millisecond
+	// DefaultRetryMaxDelay caps any one backoff: 2s.
+	DefaultRetryMaxDelay = 2 * time.Second
+	// DefaultRetryBudgetRatio: retries to one upstream may be at most 20% of its recent first attempts...
+	DefaultRetryBudgetRatio = 0.2
+	// DefaultRetryBudgetMinPerSecond: ...plus one retry per second, so a quiet upstream can still retry.
+	DefaultRetryBudgetMinPerSecond = 1.0
 )
 
 // DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
@@ -50,6 +70,16 @@ var (
 	initTimeoutRange = durRange{min: 100 * time.Millisecond, max: 5 * time.Minute} // init_timeout
 	jwksRefreshRange = durRange{min: time.Minute, max: 24 * time.Hour}             // auth.jwt.jwks_refresh
 	clockSkewRange   = durRange{min: 0, max: 5 * time.Minute}                      // auth.jwt.clock_skew (0 is allowed)
+
+	maxInFlightRange    = countRange{min: 1, max: 10000}                         // max_in_flight
+	failuresRange       = countRange{min: 1, max: 1000}                          // breaker.failures
+	openForRange        = durRange{min: time.Second, max: time.Hour}             // breaker.open_for
+	halfOpenProbesRange = countRange{min: 1, max: 100}                           // breaker.half_open_probes
+	maxAttemptsRange    = countRange{min: 1, max: 10}                            // retry.max_attempts
+	baseDelayRange      = durRange{min: time.Millisecond, max: 10 * time.Second} // retry.base_delay
+	maxDelayRange       = durRange{min: time.Millisecond, max: time.Minute}      // retry.max_delay, also >= base_delay
+	budgetRatioRange    = numRange{min: 0, max: 1}                               // limits.retry_budget.ratio (0 is allowed)
+	budgetMinRange      = numRange{min: 0, max: 1000}                            // limits.retry_budget.min_per_second (0 is allowed)
 )
 
 // HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
@@ -138,6 +168,98 @@ func (c *Config) InitTimeout(server string) time.Duration {
 	return time.Duration(cmp.Or(s.InitTimeout, c.Limits.InitTimeout, Duration(DefaultInitTimeout)))
 }
 
+// MaxInFlight is how many calls to server may be in flight at once: its max_in_flight, else
+// limits.max_in_flight, else 64. Unknown server names get the gateway-wide value, as for every accessor
+// below.
+func (c *Config) MaxInFlight(server string) int {
+	s, _ := c.overrides(server, "")
+	return cmp.Or(s.MaxInFlight, c.Limits.MaxInFlight, DefaultMaxInFlight)
+}
+
+// BreakerFailures is how many consecutive transport failures open server's breaker: its
+// breaker.failures, else limits.breaker.failures, else 5.
+func (c *Config) BreakerFailures(server string) uint32 {
+	s, _ := c.overrides(server, "")
+	return uint32(cmp.Or(s.Breaker.Failures, c.Limits.Breaker.Failures, DefaultBreakerFailures))
+}
+
+// BreakerOpenFor is how long server's breaker stays open before it admits probes, with the same
+// precedence as BreakerFailures. Default 30s.
+func (c *Config) BreakerOpenFor(server string) time.Duration {
+	s, _ := c.overrides(server, "")
+	return time.Duration(cmp.Or(s.Breaker.OpenFor, c.Limits.Breaker.OpenFor, Duration(DefaultBreakerOpenFor)))
+}
+
+// BreakerHalfOpenProbes is how many calls server's half-open breaker admits, with the same precedence as
+// BreakerFailures. Default 1.
+func (c *Config) BreakerHalfOpenProbes(server string) uint32 {
+	s, _ := c.overrides(server, "")
+	return uint32(cmp.Or(s.Breaker.HalfOpenProbes, c.Limits.Breaker.HalfOpenProbes, DefaultBreakerHalfOpenProbes))
+}
+
+// RetryMaxAttempts is how many attempts one retry-safe call to server may take, the first included: its
+// retry.max_attempts, else limits.retry.max_attempts, else 3.
+func (c *Config) RetryMaxAttempts(server string) int {
+	s, _ := c.overrides(server, "")
+	return cmp.Or(s.Retry.MaxAttempts, c.Limits.Retry.MaxAttempts, DefaultRetryMaxAttempts)
+}
+
+// RetryBaseDelay is the backoff before the second attempt to server, before jitter, with the same
+// precedence as RetryMaxAttempts. Default 100ms.
+func (c *Config) RetryBaseDelay(server string) time.Duration {
+	s, _ := c.overrides(server, "")
+	return time.Duration(cmp.Or(s.Retry.BaseDelay, c.Limits.Retry.BaseDelay, Duration(DefaultRetryBaseDelay)))
+}
+
+// RetryMaxDelay caps any one backoff before an attempt to server, with the same precedence as
+// RetryMaxAttempts. Default 2s. Load guarantees RetryMaxDelay(s) >= RetryBaseDelay(s).
+func (c *Config) RetryMaxDelay(server string) time.Duration {
+	s, _ := c.overrides(server, "")
+	return time.Duration(cmp.Or(s.Retry.MaxDelay, c.Limits.Retry.MaxDelay, Duration(DefaultRetryMaxDelay)))
+}
+
+// RetryBudgetRatio is the share of recent first attempts to one upstream that may be retried:
+// limits.retry_budget.ratio, else 0.2. An explicit 0 leaves only RetryBudgetMinPerSecond.
+func (c *Config) RetryBudgetRatio() float64 {
+	if r := c.Limits.RetryBudget.Ratio; r != nil {
+		return *r
+	}
+	return DefaultRetryBudgetRatio
+}
+
+// RetryBudgetMinPerSecond is the retries per second to one upstream allowed whatever the ratio:
+// limits.retry_budget.min_per_second, else 1. An explicit 0 means none beyond the ratio.
+func (c *Config) RetryBudgetMinPerSecond() float64 {
+	if m := c.Limits.RetryBudget.MinPerSecond; m != nil {
+		return *m
+	}
+	return DefaultRetryBudgetMinPerSecond
+}
+
+// Trusted reports whether server's tool annotations may make a tool retry-safe (trusted: true). Default
+// false; unknown servers are not trusted.
+func (c *Config) Trusted(server string) bool {
+	s := c.Servers[server]
+	return s != nil && s.Trusted
+}
+
+// ToolRetrySafe is what the operator said about retrying tool on server: the tool's retry_safe, else the
+// server's. explicit is false when neither says anything; then safe is false and the tool's annotations
+// decide, if the server is trusted (see breaker.RetrySafe).
+func (c *Config) ToolRetrySafe(server, tool string) (safe, explicit bool) {
+	s := c.Servers[server]
+	if s == nil {
+		return false, false
+	}
+	if t := s.Tools[tool]; t != nil && t.RetrySafe != nil {
+		return *t.RetrySafe, true
+	}
+	if s.RetrySafe != nil {
+		return *s.RetrySafe, true
+	}
+	return false, false
+}
+
 // ModelPath is the Casbin model file: authz.model, else model.conf beside the config file.
 func (c *Config) ModelPath() string {
 	return cmp.Or(c.Authz.Model, filepath.Join(c.Dir(), DefaultModelFile))
@@ -183,9 +305,20 @@ func (c *Config) overrides(server, tool string) (Limits, Tool) {
 	if s == nil {
 		return Limits{}, Tool{}
 	}
-	l := Limits{Timeout: s.Timeout, MaxResultBytes: s.MaxResultBytes, InitTimeout: s.InitTimeout}
 	if t := s.Tools[tool]; t != nil {
-		return l, *t
+		return s.limits(), *t
 	}
-	return l, Tool{}
+	return s.limits(), Tool{}
+}
+
+// limits is the server's overrides of Config.Limits, in the shape of Limits.
+func (s *Server) limits() Limits {
+	return Limits{
+		Timeout:        s.Timeout,
+		MaxResultBytes: s.MaxResultBytes,
+		InitTimeout:    s.InitTimeout,
+		MaxInFlight:    s.MaxInFlight,
+		Breaker:        s.Breaker,
+		Retry:          s.Retry,
+	}
 }

@@ -87,6 +87,24 @@ func (l *loader) anonymous(n ast.Node, path string) string {
 	return l.str(n, path)
 }
 
+// optBool keeps nil for "not written", so that an explicit false can differ from "not stated".
+func (l *loader) optBool(n ast.Node, path string) *bool {
+	b := l.boolean(n, path)
+	if l.bad[path] {
+		return nil
+	}
+	return &b
+}
+
+// optNumber keeps nil for "not written", so that an explicit 0 can differ from the default.
+func (l *loader) optNumber(n ast.Node, path string) *float64 {
+	f := l.number(n, path)
+	if l.bad[path] {
+		return nil
+	}
+	return &f
+}
+
 // optDuration keeps nil for "not written", so that an explicit 0s can differ from the default.
 func (l *loader) optDuration(n ast.Node, path string) *Duration {
 	d := l.duration(n, path)
@@ -101,6 +119,33 @@ func (l *loader) limitsFields(x *Limits) fields {
 		"timeout":          set(&x.Timeout, l.duration),
 		"max_result_bytes": set(&x.MaxResultBytes, l.bytes),
 		"init_timeout":     set(&x.InitTimeout, l.duration),
+		"max_in_flight":    set(&x.MaxInFlight, l.count),
+		"breaker":          func(n ast.Node, p string) { l.object(n, p, l.breakerFields(&x.Breaker)) },
+		"retry":            func(n ast.Node, p string) { l.object(n, p, l.retryFields(&x.Retry)) },
+		"retry_budget":     func(n ast.Node, p string) { l.object(n, p, l.retryBudgetFields(&x.RetryBudget)) },
+	}
+}
+
+func (l *loader) breakerFields(x *Breaker) fields {
+	return fields{
+		"failures":         set(&x.Failures, l.count),
+		"open_for":         set(&x.OpenFor, l.duration),
+		"half_open_probes": set(&x.HalfOpenProbes, l.count),
+	}
+}
+
+func (l *loader) retryFields(x *Retry) fields {
+	return fields{
+		"max_attempts": set(&x.MaxAttempts, l.count),
+		"base_delay":   set(&x.BaseDelay, l.duration),
+		"max_delay":    set(&x.MaxDelay, l.duration),
+	}
+}
+
+func (l *loader) retryBudgetFields(x *RetryBudget) fields {
+	return fields{
+		"ratio":          set(&x.Ratio, l.optNumber),
+		"min_per_second": set(&x.MinPerSecond, l.optNumber),
 	}
 }
 
@@ -118,6 +163,11 @@ func (l *loader) serverFields(x *Server) fields {
 		"timeout":          set(&x.Timeout, l.duration),
 		"max_result_bytes": set(&x.MaxResultBytes, l.bytes),
 		"init_timeout":     set(&x.InitTimeout, l.duration),
+		"max_in_flight":    set(&x.MaxInFlight, l.count),
+		"breaker":          func(n ast.Node, p string) { l.object(n, p, l.breakerFields(&x.Breaker)) },
+		"retry":            func(n ast.Node, p string) { l.object(n, p, l.retryFields(&x.Retry)) },
+		"trusted":          set(&x.Trusted, l.boolean),
+		"retry_safe":       set(&x.RetrySafe, l.optBool),
 		"tools":            set(&x.Tools, l.tools),
 	}
 }
@@ -126,6 +176,7 @@ func (l *loader) toolFields(x *Tool) fields {
 	return fields{
 		"timeout":          set(&x.Timeout, l.duration),
 		"max_result_bytes": set(&x.MaxResultBytes, l.bytes),
+		"retry_safe":       set(&x.RetrySafe, l.optBool),
 	}
 }
 

@@ -80,9 +80,10 @@ func (l *loader) load(c *Config, data []byte) {
 	}
 	l.checkListen(&c.Listen)
 	l.checkAuth(c)
-	l.checkLimits("limits", c.Limits)
+	l.checkLimits("limits", c.Limits, Limits{})
+	l.checkBudget("limits.retry_budget", c.Limits.RetryBudget)
 	for _, name := range c.ServerNames() {
-		l.checkServer(child("mcpServers", name), c.Servers[name])
+		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}
 }
 

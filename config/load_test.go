@@ -68,6 +68,27 @@ func TestLoadFullExample(t *testing.T) {
 		{"search timeout from limits", c.CallTimeout("search", "q"), 5 * time.Second},
 		{"legacy transport", legacy.Transport, TransportSSE},
 		{"legacy disabled", legacy.Disabled, true},
+		{"orders max_in_flight", c.MaxInFlight("orders"), 16},
+		{"search max_in_flight", c.MaxInFlight("search"), 100},
+		{"orders failures", c.BreakerFailures("orders"), uint32(3)},
+		{"orders open_for", c.BreakerOpenFor("orders"), 15 * time.Second},
+		{"orders probes", c.BreakerHalfOpenProbes("orders"), uint32(1)},
+		{"search failures", c.BreakerFailures("search"), uint32(10)},
+		{"search open_for", c.BreakerOpenFor("search"), time.Minute},
+		{"search probes", c.BreakerHalfOpenProbes("search"), uint32(2)},
+		{"orders attempts", c.RetryMaxAttempts("orders"), 5},
+		{"orders base", c.RetryBaseDelay("orders"), 50 * time.Millisecond},
+		{"orders max", c.RetryMaxDelay("orders"), time.Second},
+		{"search attempts", c.RetryMaxAttempts("search"), 2},
+		{"search base", c.RetryBaseDelay("search"), 200 * time.Millisecond},
+		{"search max", c.RetryMaxDelay("search"), 3 * time.Second},
+		{"budget ratio", c.RetryBudgetRatio(), 0.1},
+		{"budget min", c.RetryBudgetMinPerSecond(), 0.5},
+		{"orders trusted", c.Trusted("orders"), true},
+		{"search trusted", c.Trusted("search"), false},
+		{"orders retry_safe", fmt.Sprint(c.ToolRetrySafe("orders", "get_order")), "true true"},
+		{"refund not retry_safe", fmt.Sprint(c.ToolRetrySafe("orders", "refund_order")), "false true"},
+		{"search unstated", fmt.Sprint(c.ToolRetrySafe("search", "q")), "false false"},
 	}
 	for _, tt := range checks {
 		if tt.got != tt.want {
@@ -97,7 +118,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	want := []string{
 		`testdata/three_problems.yaml:7: mcpServers.orders.timeout: expected a duration such as "8s", got "fast"`,
 		`testdata/three_problems.yaml:10: mcpServers.search.max_result_bytes: expected a number of bytes from 1024 (1 KiB) to 67108864 (64 MiB), got 10`,
-		`testdata/three_problems.yaml:12: mcpServers.search.tools.query.retries: unknown key; allowed keys here: max_result_bytes, timeout`,
+		`testdata/three_problems.yaml:12: mcpServers.search.tools.query.retries: unknown key; allowed keys here: max_result_bytes, retry_safe, timeout`,
 	}
 	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -299,6 +320,9 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Limits{}, l.limitsFields(&Limits{})},
 		{Server{}, l.serverFields(&Server{})},
 		{Tool{}, l.toolFields(&Tool{})},
+		{Breaker{}, l.breakerFields(&Breaker{})},
+		{Retry{}, l.retryFields(&Retry{})},
+		{RetryBudget{}, l.retryBudgetFields(&RetryBudget{})},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.typ)

@@ -118,13 +118,23 @@ func (l *loader) duration(n ast.Node, path string) Duration {
 
 // bytes accepts an integer number of bytes.
 func (l *loader) bytes(n ast.Node, path string) int64 {
+	return l.integer(n, path, "an integer number of bytes", "1048576")
+}
+
+// count accepts a whole number of things (attempts, calls, probes). Ranges are checked in validate.go.
+func (l *loader) count(n ast.Node, path string) int {
+	return int(l.integer(n, path, "a whole number", "5"))
+}
+
+// integer accepts an integer that fits in int64; what and example word the message.
+func (l *loader) integer(n ast.Node, path, what, example string) int64 {
 	in, ok := n.(*ast.IntegerNode)
 	switch {
 	case !ok && isHugeInt(n):
-		l.fail(n, path, "expected an integer number of bytes, got %s, which is too large", n.GetToken().Value)
+		l.fail(n, path, "expected %s, got %s, which is too large", what, n.GetToken().Value)
 		return 0
 	case !ok:
-		l.fail(n, path, "expected an integer number of bytes such as 1048576, got %s", describe(n))
+		l.fail(n, path, "expected %s such as %s, got %s", what, example, describe(n))
 		return 0
 	}
 	switch v := in.Value.(type) {
@@ -135,7 +145,24 @@ func (l *loader) bytes(n ast.Node, path string) int64 {
 			return int64(v)
 		}
 	}
-	l.fail(n, path, "expected an integer number of bytes, got %s, which is too large", in.GetToken().Value)
+	l.fail(n, path, "expected %s, got %s, which is too large", what, in.GetToken().Value)
+	return 0
+}
+
+// number accepts an integer or a decimal (0.2, 1, 1e3); .inf and .nan are not numbers anyone means here.
+func (l *loader) number(n ast.Node, path string) float64 {
+	switch v := n.(type) {
+	case *ast.FloatNode:
+		return v.Value
+	case *ast.IntegerNode:
+		switch i := v.Value.(type) {
+		case int64:
+			return float64(i)
+		case uint64:
+			return float64(i)
+		}
+	}
+	l.fail(n, path, "expected a number such as 0.5, got %s", describe(n))
 	return 0
 }
 

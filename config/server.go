@@ -25,20 +25,20 @@ var transportOfType = map[string]Transport{
 	"sse":             TransportSSE,
 }
 
-func (l *loader) checkServer(path string, s *Server) {
+func (l *loader) checkServer(path string, s *Server, limits Limits) {
 	l.checkServerName(path, s.Name)
 	if s.Prefix != nil && !prefixRe.MatchString(*s.Prefix) {
 		l.reportAt(path+".prefix", "expected at most 63 of A-Z a-z 0-9 _ -, got %q", *s.Prefix)
 	}
 	s.Transport = l.transport(path, s)
 	l.checkTransportFields(path, s)
-	l.checkLimits(path, Limits{Timeout: s.Timeout, MaxResultBytes: s.MaxResultBytes, InitTimeout: s.InitTimeout})
+	l.checkLimits(path, s.limits(), limits)
 	for name, t := range s.Tools {
 		tp := child(path+".tools", name)
 		if name == "" {
 			l.reportAt(tp, "expected a tool name, got an empty key")
 		}
-		l.checkLimits(tp, Limits{Timeout: t.Timeout, MaxResultBytes: t.MaxResultBytes})
+		l.checkLimits(tp, Limits{Timeout: t.Timeout, MaxResultBytes: t.MaxResultBytes}, Limits{})
 	}
 }
 

@@ -71,12 +71,42 @@ type JWT struct {
 	Algorithms      []string `yaml:"algorithms"`       // accepted alg values; none and HS* are refused at load
 }
 
-// Limits are the gateway-wide defaults for calls. The same keys appear directly on a server (and, except
-// init_timeout, on a tool) to override them.
+// Limits are the gateway-wide defaults for calls. The same keys, except retry_budget, appear directly on a
+// server to override them; a tool overrides only timeout and max_result_bytes.
 type Limits struct {
 	Timeout        Duration `yaml:"timeout"`          // deadline of one tools/call
 	MaxResultBytes int64    `yaml:"max_result_bytes"` // cap on a call's result
 	InitTimeout    Duration `yaml:"init_timeout"`     // bound on initialize + tools/list of an upstream
+	MaxInFlight    int      `yaml:"max_in_flight"`    // concurrent calls to one upstream; excess fails fast
+	Breaker        Breaker  `yaml:"breaker"`          // the upstream's circuit breaker
+	Retry          Retry    `yaml:"retry"`            // retries of retry-safe calls
+	// RetryBudget bounds retries across all calls to one upstream. Gateway-wide only: every server gets its
+	// own budget with these settings.
+	RetryBudget RetryBudget `yaml:"retry_budget"`
+}
+
+// Breaker configures one upstream's circuit breaker. Each key falls back on its own, from the server to
+// limits to the default; read them through BreakerFailures, BreakerOpenFor and BreakerHalfOpenProbes.
+type Breaker struct {
+	Failures       int      `yaml:"failures"`         // consecutive transport failures that open the breaker
+	OpenFor        Duration `yaml:"open_for"`         // how long it stays open before admitting probes
+	HalfOpenProbes int      `yaml:"half_open_probes"` // calls admitted while half-open
+}
+
+// Retry configures how a retry-safe call is repeated. Each key falls back on its own, like Breaker; read
+// them through RetryMaxAttempts, RetryBaseDelay and RetryMaxDelay.
+type Retry struct {
+	MaxAttempts int      `yaml:"max_attempts"` // attempts of one call, the first included
+	BaseDelay   Duration `yaml:"base_delay"`   // backoff before the second attempt (before jitter)
+	MaxDelay    Duration `yaml:"max_delay"`    // cap on any one backoff; at least the base delay
+}
+
+// RetryBudget bounds retries to one upstream: at most Ratio of recent first attempts, plus MinPerSecond.
+// Both are pointers so that an explicit 0 (no ratio, no floor) differs from the default; read them through
+// RetryBudgetRatio and RetryBudgetMinPerSecond.
+type RetryBudget struct {
+	Ratio        *float64 `yaml:"ratio"`          // 0..1
+	MinPerSecond *float64 `yaml:"min_per_second"` // 0..1000
 }
 
 // Transport is how toolgate talks to an upstream, resolved at load from command/url/type.
@@ -112,6 +142,18 @@ type Server struct {
 	Timeout        Duration `yaml:"timeout"`
 	MaxResultBytes int64    `yaml:"max_result_bytes"`
 	InitTimeout    Duration `yaml:"init_timeout"`
+	MaxInFlight    int      `yaml:"max_in_flight"`
+	Breaker        Breaker  `yaml:"breaker"`
+	Retry          Retry    `yaml:"retry"`
+
+	// Trusted says the upstream's tool annotations (readOnlyHint, idempotentHint) may be believed: with it,
+	// a tool annotated read-only or idempotent is retry-safe unless config says otherwise. Without it,
+	// annotations are hints that never enable a retry.
+	Trusted bool `yaml:"trusted"`
+	// RetrySafe is the operator's statement about every tool of this server: true makes them retry-safe,
+	// false makes them not retry-safe whatever their annotations say. nil: not stated. A tool's own
+	// retry_safe wins over it; read both through ToolRetrySafe.
+	RetrySafe *bool `yaml:"retry_safe"`
 
 	Tools map[string]*Tool `yaml:"tools"` // keyed by the upstream's own tool name
 }
@@ -120,6 +162,9 @@ type Server struct {
 type Tool struct {
 	Timeout        Duration `yaml:"timeout"`
 	MaxResultBytes int64    `yaml:"max_result_bytes"`
+	// RetrySafe is the operator's statement about this tool; it wins over the server's retry_safe, so an
+	// explicit false exempts one tool from a server-wide true. nil: not stated.
+	RetrySafe *bool `yaml:"retry_safe"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("8s", "250ms"). Bare numbers are

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,12 +16,32 @@ import (
 
 type durRange struct{ min, max time.Duration }
 type byteRange struct{ min, max int64 }
+type countRange struct{ min, max int }
+type numRange struct{ min, max float64 }
 
-func (l *loader) checkDuration(path string, d Duration, r durRange) {
+// checkDuration reports d when it is outside r, and returns whether it was in range (or zero).
+func (l *loader) checkDuration(path string, d Duration, r durRange) bool {
 	if d != 0 && (time.Duration(d) < r.min || time.Duration(d) > r.max) {
 		l.reportAt(path, "expected a duration from %s to %s, got %s", fmtDur(r.min), fmtDur(r.max), fmtDur(time.Duration(d)))
+		return false
+	}
+	return true
+}
+
+func (l *loader) checkCount(path string, n int, r countRange) {
+	if n != 0 && (n < r.min || n > r.max) {
+		l.reportAt(path, "expected a whole number from %d to %d, got %d", r.min, r.max, n)
 	}
 }
+
+// checkNumber checks an optional number; unlike the other checks, an explicit 0 is checked too.
+func (l *loader) checkNumber(path string, f *float64, r numRange) {
+	if f != nil && (*f < r.min || *f > r.max) {
+		l.reportAt(path, "expected a number from %s to %s, got %s", fmtNum(r.min), fmtNum(r.max), fmtNum(*f))
+	}
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (l *loader) checkBytes(path string, n int64, r byteRange) {
 	if n != 0 && (n < r.min || n > r.max) {
@@ -50,10 +71,62 @@ func fmtBytes(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-func (l *loader) checkLimits(path string, x Limits) {
+// checkLimits checks the limits written at one level (limits, a server or a tool); inherited is what the
+// level falls back to (limits for a server, nothing for limits itself), for the checks across keys.
+func (l *loader) checkLimits(path string, x, inherited Limits) {
 	l.checkDuration(child(path, "timeout"), x.Timeout, timeoutRange)
 	l.checkBytes(child(path, "max_result_bytes"), x.MaxResultBytes, maxResultRange)
 	l.checkDuration(child(path, "init_timeout"), x.InitTimeout, initTimeoutRange)
+	l.checkCount(child(path, "max_in_flight"), x.MaxInFlight, maxInFlightRange)
+	bp := child(path, "breaker")
+	l.checkCount(child(bp, "failures"), x.Breaker.Failures, failuresRange)
+	l.checkDuration(child(bp, "open_for"), x.Breaker.OpenFor, openForRange)
+	l.checkCount(child(bp, "half_open_probes"), x.Breaker.HalfOpenProbes, halfOpenProbesRange)
+	rp := child(path, "retry")
+	l.checkCount(child(rp, "max_attempts"), x.Retry.MaxAttempts, maxAttemptsRange)
+	baseOK := l.checkDuration(child(rp, "base_delay"), x.Retry.BaseDelay, baseDelayRange)
+	maxOK := l.checkDuration(child(rp, "max_delay"), x.Retry.MaxDelay, maxDelayRange)
+	if baseOK && maxOK {
+		l.checkDelayOrder(rp, x.Retry, inherited.Retry)
+	}
+}
+
+// checkDelayOrder requires max_delay >= base_delay as they will apply, inherited values and defaults
+// included, but only at a level that writes one of them: a server that writes neither inherits a pair
+// already checked. The problem is reported at the key written at this level, max_delay first.
+func (l *loader) checkDelayOrder(path string, own, inherited Retry) {
+	if own.BaseDelay == 0 && own.MaxDelay == 0 {
+		return
+	}
+	base := time.Duration(cmp.Or(own.BaseDelay, inherited.BaseDelay, Duration(DefaultRetryBaseDelay)))
+	top := time.Duration(cmp.Or(own.MaxDelay, inherited.MaxDelay, Duration(DefaultRetryMaxDelay)))
+	if top >= base {
+		return
+	}
+	if own.MaxDelay != 0 {
+		l.reportAt(child(path, "max_delay"), "expected at least base_delay (%s%s), got %s",
+			fmtDur(base), origin(own.BaseDelay, inherited.BaseDelay, "limits.retry.base_delay"), fmtDur(top))
+		return
+	}
+	l.reportAt(child(path, "base_delay"), "expected at most max_delay (%s%s), got %s; set max_delay as well",
+		fmtDur(top), origin(own.MaxDelay, inherited.MaxDelay, "limits.retry.max_delay"), fmtDur(base))
+}
+
+// origin says where an effective value came from when it was not written next to the problem.
+func origin(own, inherited Duration, inheritedKey string) string {
+	switch {
+	case own != 0:
+		return ""
+	case inherited != 0:
+		return ", from " + inheritedKey
+	}
+	return ", the default"
+}
+
+// checkBudget checks limits.retry_budget, which exists only gateway-wide.
+func (l *loader) checkBudget(path string, x RetryBudget) {
+	l.checkNumber(child(path, "ratio"), x.Ratio, budgetRatioRange)
+	l.checkNumber(child(path, "min_per_second"), x.MinPerSecond, budgetMinRange)
 }
 
 func (l *loader) checkListen(x *Listen) {

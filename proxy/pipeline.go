@@ -44,8 +44,10 @@ type Pipeline struct {
 	Catalog   func() *upstreams.Catalog // the current catalog snapshot
 	Policy    Policy
 	Upstreams Upstreams
-	Log       *slog.Logger
-	Now       func() time.Time // clock for durations; time.Now when nil
+	// Resilience is applied by execute: breakers, retries, in-flight limits.
+	Resilience Resilience
+	Log        *slog.Logger
+	Now        func() time.Time // clock for durations; time.Now when nil
 }
 
 // stage is one step of the pipeline.
@@ -76,6 +78,7 @@ type exchange struct {
 	raw      json.RawMessage     // the upstream's raw result, set by execute
 	outcome  breaker.Outcome     // how the upstream attempt ended
 	attempts int                 // upstream attempts made
+	safe     bool                // the tool may be repeated after an unknown outcome
 	answer   *mcp.CallToolResult // set by normalize on success
 
 	stage  string          // the stage that stopped the call, if any
@@ -119,9 +122,9 @@ func (p *Pipeline) now() time.Time {
 }
 
 // retrySafe reports whether the resolved tool may be repeated after an
-// unknown outcome. Nothing marks a tool retry-safe yet (the config keys and
-// trusted annotations arrive with retries), so the answer is conservative.
-func (x *exchange) retrySafe() bool { return false }
+// unknown outcome: it decides retryable for tool_timeout and upstream_error.
+// It is known once execute ran; earlier failures never depend on it.
+func (x *exchange) retrySafe() bool { return x.safe }
 
 // failureResult is the answer for a failed call: the envelope as
 // structuredContent and one text block "<code>: <message>".

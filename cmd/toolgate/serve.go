@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/upstreams"
@@ -90,11 +91,32 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "cannot build the tool catalog", err)
 		return nil, 2
 	}
-	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log}
+	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
+		Resilience: resilienceFrom(cfg, log)}
 	srv := proxy.NewServer(pipe, version, log)
 	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
 	return &gateway{cfg: cfg, auth: auth, policy: policy, set: set, server: srv}, 0
+}
+
+// resilienceFrom builds the per-upstream breakers, retry settings and
+// budgets, and in-flight limits from config (DESIGN §5).
+func resilienceFrom(cfg *config.Config, log *slog.Logger) proxy.Resilience {
+	r := proxy.Resilience{
+		Breakers: breaker.NewSet(breaker.SettingsFrom(cfg), log),
+		Budgets:  breaker.BudgetsFrom(cfg, time.Now),
+		Retry:    map[string]breaker.RetrySettings{},
+		InFlight: map[string]*proxy.Limiter{},
+		RetrySafe: func(t *upstreams.Tool) bool {
+			safe, explicit := cfg.ToolRetrySafe(t.Server, t.Upstream)
+			return breaker.RetrySafe(explicit, safe, cfg.Trusted(t.Server), t.Annotations.ReadOnlyHint, t.Annotations.IdempotentHint)
+		},
+	}
+	for _, server := range cfg.ServerNames() {
+		r.Retry[server] = breaker.RetryFrom(cfg, server)
+		r.InFlight[server] = proxy.NewLimiter(cfg.MaxInFlight(server))
+	}
+	return r
 }
 
 // watchPolicy reloads the policy when its files change and on SIGHUP, until
