@@ -9,8 +9,9 @@
 //
 // # Decisions
 //
-// [LoadPolicy] builds an immutable [Policy] from a Casbin model and a CSV policy (by default the
-// repository's model.conf and policy.csv: deny-override RBAC with optional argument conditions).
+// [LoadPolicy] builds an immutable [Policy] from a Casbin model and a CSV policy (the
+// repository's model.conf, the only model accepted up to spacing and the order of its parts,
+// and a policy.csv: deny-override RBAC with optional argument conditions).
 // [Policy.Decide] answers one call, [Policy.Visible] answers "could this subject call it with
 // some arguments" (tools/list), [Policy.Explain] says which lines matched and which decided, and
 // always agrees with Decide. A [Store] holds the live policy, reloads it ([Store.Reload] on
@@ -21,6 +22,16 @@
 // Roles: a p line applies through the principal's own name, the roles g lines give it, and the
 // roles of Subject.Roles (with what those inherit through g lines). Deny overrides allow across
 // all of them: a deny reached through any role wins.
+//
+// Principals and roles share one namespace in Casbin (g(x, x) is true), so the policy separates
+// them ([Policy.IsRole]): a principal is a name on the left of a g line and never on the right
+// of one, or one of Options.Principals (the configuration's API-key, stdio and anonymous
+// principals); a role is every other name the policy mentions (a g line's right side, a p line's
+// subject). A Subject.Principal that is a role is denied ([ErrPrincipalIsRole], for the log): a
+// JWT with sub "supervisor" must not hold the supervisor lines. Subject.Roles values that are
+// not roles (a principal's name, an unknown name) are dropped ([Explanation.DroppedRoles]): a
+// roles claim ["carol"] must not give carol's roles. A role that only conditions test
+// ('lead' in principal.roles) must be named by a line of the policy too.
 //
 // # Argument conditions
 //
@@ -47,29 +58,53 @@
 // Evaluation: arguments are decoded with json.Decoder.UseNumber and converted once: a number
 // without fraction or exponent that fits int64 becomes int64 (exact, so IDs above 2^53 compare
 // exactly); every other number becomes float64 (about 15-17 significant digits:
-// 100.000000000000001 reads as 100). expr compares an int64 with a float64 as two float64s. A
-// condition that cannot be evaluated (a missing argument or attribute, a wrong type, arguments
-// that are not a JSON object) FAILS CLOSED per effect: an allow line does not apply, a deny line
-// does. Every field read is strict: plain expr reads a missing field as nil, and nil == nil is
-// true, so "region == principal.region" would hold when both are missing; here it fails. JSON
-// null is a value (nil), not a missing field.
+// 100.000000000000001 reads as 100). An int64 and a float64 compare as two float64s. A
+// condition that cannot be evaluated (a missing argument or attribute, a wrong type, an
+// overflow, arguments that are not a JSON object) FAILS CLOSED per effect: an allow line does
+// not apply, a deny line does. Every field read is strict: plain expr reads a missing field as
+// nil, and nil == nil is true, so "region == principal.region" would hold when both are missing;
+// here it fails. JSON null is a value (nil), not a missing field.
+//
+// Every operator is strict too (strict.go): == != < <= > >= in contains startsWith endsWith
+// matches are errors, not false, when the operands' kinds differ (a number with a number, an
+// int64 with a float64 included, a string with a string, a boolean with a boolean), when either
+// is null (null == null included; test for null with type(x) == 'nil', and a comparison with the
+// nil literal is refused at load), or a list or an object (except x in list, whose items must all
+// be of x's kind, and 'key' in object). So "deny, status == 'cancelled'" applies to
+// status ["cancelled"] and to null, and "allow, region != 'us'" does not allow region ["us"].
+// contains is substring only; membership is in. Arithmetic (+ - * / % ** and unary -, abs,
+// int()) is checked: an int64 overflow, an infinite or NaN float, a division by zero are
+// errors (quantity * price <= 1000 does not hold for a quantity that wraps). all, any, none,
+// filter, map, count, reduce and the other predicates need a list.
 //
 // Bounds: conditions are compiled once, at load, never per call; at most 1024 characters and 256
 // syntax nodes; no side effects; no function calls except expr's builtins, without repeat
-// (unbounded allocation), now (a decision would depend on the clock) and get (reads a missing
-// field as nil); no let, ?. or ??; a condition must be true or false, not a bare value; expr's
-// memory budget stops runaway ranges at evaluation (which then fails closed).
+// (unbounded allocation), now (a decision would depend on the clock), get (reads a missing field
+// as nil), sum and the bit functions (they wrap around on overflow; write reduce(list, #acc + #,
+// 0)); no let, ?. or ??; a condition must be true or false, not a bare value; expr's memory
+// budget stops runaway ranges at evaluation (which then fails closed).
+//
+// Visibility: [Policy.Visible] evaluates what a condition reads of the principal and assumes
+// the arguments can go either way (visible.go), so "allow, region == principal.region" lists
+// the tool only for principals with a region attribute; a tool it hides is never allowed.
 //
 // # Lint
 //
-// Loading refuses, naming file:line and what to write instead, and listing EVERY problem: effects
-// other than exactly allow/deny; fields with surrounding whitespace; empty fields; "#" in a field
-// (an inline comment) outside a condition; "$" in any field; regexMatch patterns (when the model
-// uses regexMatch) that do not compile or are not anchored as a whole (^...$); objects that do not
-// name a configured server ("<server>/<tool>", "<server>/*"); unknown actions and line types;
-// wrong field counts; invalid CSV; conditions that do not compile; role cycles; role chains
-// deeper than Casbin's 10 levels. Lines that load but are probably mistakes (a duplicate rule, a
-// role no p line names) are [Policy.Warnings].
+// Loading refuses, naming file:line and what to write instead, and listing EVERY problem: a
+// policy file whose last line has no newline (a file cut while being saved: "..., allow,
+// amount <= 100" cut before ", amount" is an unconditional allow); a policy without p lines;
+// effects other than exactly allow/deny; fields with surrounding whitespace; empty fields; "#"
+// in a field (an inline comment) outside a condition; "$" in any field; regexMatch patterns (when
+// the model uses regexMatch) that do not compile or are not anchored as a whole (^...$); objects
+// that do not name a configured server ("<server>/<tool>", "<server>/*"); unknown actions and
+// line types; wrong field counts; invalid CSV; conditions that do not compile; role cycles; role
+// chains deeper than Casbin's 10 levels; a configured principal given as a role. In the model:
+// anything but r = sub, obj, act, args; p = sub, obj, act, eft, cond; g = _, _; deny-override;
+// and the matcher (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) &&
+// r.act == p.act && cond(r.args, p.cond, p.eft), its parts in any order, keyMatch or regexMatch.
+// Files that change while they are read are refused. [LoadPolicy] applies all of it, so
+// `toolgate check` passes exactly what the [Store] loads. Lines that load but are probably
+// mistakes (a duplicate rule, a role no p line names) are [Policy.Warnings].
 //
 // # Canonical objects
 //

@@ -231,13 +231,22 @@ func mustPolicy(t *testing.T, f func() ([][]string, error)) [][]string {
 	return p
 }
 
-func TestEmptyPolicyDeniesEverything(t *testing.T) {
-	e, err := Load(rootModel, writeTemp(t, "policy.csv", "# nothing yet\n"))
-	if err != nil {
-		t.Fatal(err)
+// TestEmptyPolicyRefused: a policy without p lines would deny everything; LoadPolicy (so Load,
+// `toolgate check` and the Store alike) refuses it.
+func TestEmptyPolicyRefused(t *testing.T) {
+	for _, policy := range []string{"", "# nothing yet\n", "g, alice, support_agent\n"} {
+		pp := writeTemp(t, "policy.csv", policy)
+		if _, err := Load(rootModel, pp); err == nil || !strings.HasPrefix(err.Error(), pp+": no permission (p) lines") {
+			t.Errorf("Load(%q): %v", policy, err)
+		}
+		if _, err := LoadPolicy(rootModel, pp, Options{}); err == nil || !strings.Contains(err.Error(), "refusing it") {
+			t.Errorf("LoadPolicy(%q): %v", policy, err)
+		}
 	}
-	if ok, _ := e.Decide("alice", "orders/get_order", ActCall); ok {
-		t.Fatal("empty policy allowed a call")
+	// A policy whose only p lines are broken reports the broken lines, not "no p lines".
+	pp := writeTemp(t, "policy.csv", "p, a, s/t, call, Allow\n")
+	if _, err := Load(rootModel, pp); err == nil || strings.Contains(err.Error(), "no permission") {
+		t.Errorf("broken p line: %v", err)
 	}
 }
 
@@ -275,7 +284,9 @@ func TestLoadErrors(t *testing.T) {
 		{name: "bad quote", policy: "p, \"a, s/t, call, allow\n", file: "policy", line: 1, want: "CSV"},
 		{name: "model garbage", model: "this is not a model\n", policy: "", file: "model", want: "invalid model"},
 		{name: "model without matchers", model: "[request_definition]\nr = sub, obj, act\n[policy_definition]\np = sub, obj, act\n[policy_effect]\ne = some(where (p.eft == allow))\n", file: "model"},
-		{name: "model with two-field request", model: strings.Replace(goodModel, "r = sub, obj, act, args", "r = sub, obj", 1), file: "model", want: "sub, obj, act and optionally args"},
+		{name: "model with two-field request", model: strings.Replace(goodModel, "r = sub, obj, act, args", "r = sub, obj", 1), file: "model", want: "must be exactly r = sub, obj, act, args"},
+		{name: "model with three-field request", model: strings.Replace(goodModel, "r = sub, obj, act, args", "r = sub, obj, act", 1), file: "model", want: "must be exactly r = sub, obj, act, args"},
+		{name: "policy cut mid-line", policy: "p, a, s/t, call, allow, amount <= 100\np, a, s/u, call, allow", file: "policy", want: "the last line has no newline"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -354,28 +365,14 @@ func TestCasbinPanicsOnLoneComma(t *testing.T) {
 	}
 }
 
-// regexModel matches objects with regexMatch, whose invalid patterns load fine in Casbin and fail
-// only when a request is evaluated.
-const regexModel = `[request_definition]
-r = sub, obj, act
-[policy_definition]
-p = sub, obj, act, eft
-[role_definition]
-g = _, _
-[policy_effect]
-e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
-[matchers]
-m = g(r.sub, p.sub) && regexMatch(r.obj, p.obj) && r.act == p.act
-`
-
 func TestDecideEnforceErrorDenies(t *testing.T) {
-	mp := writeTemp(t, "model.conf", regexModel)
+	mp := writeTemp(t, "model.conf", regexRootModel(t))
 	pp := writeTemp(t, "policy.csv", "p, alice, ^orders/(get$, call, allow\np, bob, ^orders/get_order$, call, allow\n")
 	if _, err := Load(mp, pp); err == nil || !strings.Contains(err.Error(), pp+":1: ") {
 		t.Fatalf("Load accepted an invalid regex: %v", err)
 	}
 	// Past the lint (the test-only switch), Casbin fails at enforce: deny, and report it.
-	p, err := LoadPolicy(mp, pp, Options{skipRegexLint: true})
+	p, err := LoadPolicy(mp, pp, Options{skipRegexLint: true, Principals: []string{"alice", "bob"}})
 	if err != nil {
 		t.Fatal(err)
 	}

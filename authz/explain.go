@@ -20,11 +20,16 @@ type Explanation struct {
 	Allowed   bool
 	// Visible: the subject could call the object with some arguments (tools/list shows it).
 	Visible bool
-	// Roles are the subject's roles: through g lines and from the credential (Subject.Roles),
-	// with what those inherit; sorted, the principal itself left out.
+	// Roles are the roles the decision used: the principal's through g lines, and the
+	// credential's accepted roles (CredentialRoles that are roles of the policy), with what
+	// those inherit; sorted, the principal itself left out. They are also what principal.roles
+	// holds in conditions. Empty when the principal is the name of a role (denied).
 	Roles []string
 	// CredentialRoles are Subject.Roles as the credential gave them.
 	CredentialRoles []string
+	// DroppedRoles are the CredentialRoles the decision ignored, sorted: names that are not
+	// roles of the policy (principal names, unknown names; see [Policy.IsRole]).
+	DroppedRoles []string
 	// Lines are every p line whose subject, object and action match this request, in file order,
 	// whether or not its condition held.
 	Lines []ExplainedLine
@@ -117,6 +122,11 @@ func (p *Policy) Explain(req Request) (x Explanation) {
 		x.Summary = "denied: the principal, the object and the action must all be given"
 		return x
 	}
+	if err := p.principalIsRole(req.Subject.Principal); err != nil {
+		x.Internal = err
+		x.Summary = fmt.Sprintf("denied: the principal %q is the name of a role in the policy, and a principal may not be named like a role (it would hold the role's lines); rename the principal or the role", req.Subject.Principal)
+		return x
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			x.Allowed = false
@@ -127,6 +137,7 @@ func (p *Policy) Explain(req Request) (x Explanation) {
 
 	c := p.newCtx(req, false)
 	x.Roles = c.roles
+	x.DroppedRoles = c.dropped
 	if req.Action == ActCall {
 		x.Visible, _ = p.visible(req.Subject, req.Object)
 	}
@@ -211,6 +222,9 @@ func (p *Policy) walk(x *Explanation, c *callCtx, real, stub *govaluate.Evaluabl
 		x.Summary = "denied: lines match this tool, but no allow line's condition holds for these arguments"
 	default:
 		x.Summary = "denied: no line allows it (anything not allowed is denied)"
+	}
+	if len(c.dropped) > 0 {
+		x.Summary += fmt.Sprintf("; the credential's roles %s were ignored (not roles of this policy)", strings.Join(c.dropped, ", "))
 	}
 	return nil
 }

@@ -454,6 +454,40 @@ func (l *linter) checkUnusedRoles() {
 	}
 }
 
+// checkPrincipals returns the policy's role names (see [Policy.IsRole]) and reports every
+// configured principal (Options.Principals) that a g line gives as a role: a principal named
+// like a role would hold that role's lines.
+func (l *linter) checkPrincipals() map[string]bool {
+	principals := map[string]bool{}
+	for _, n := range l.opts.Principals {
+		principals[n] = true
+	}
+	given := map[string]bool{}
+	reported := map[string]bool{}
+	for _, e := range l.edges["g"] {
+		given[e.role] = true
+		if principals[e.role] && !reported[e.role] {
+			reported[e.role] = true
+			l.add(e.line, "%q is a configured principal (an API key, the stdio or the anonymous principal) and this g line makes it a role, so that principal would hold the role's lines; give the role another name (or rename the principal)", e.role)
+		}
+	}
+	for _, e := range l.edges["g"] {
+		if !given[e.member] {
+			principals[e.member] = true
+		}
+	}
+	roles := map[string]bool{}
+	for r := range given {
+		roles[r] = true
+	}
+	for s := range l.subjects {
+		if !principals[s] {
+			roles[s] = true
+		}
+	}
+	return roles
+}
+
 func joinInts(xs []int) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {

@@ -108,9 +108,9 @@ func regexRootModel(t *testing.T) string {
 func TestLintRegexObjects(t *testing.T) {
 	m := regexRootModel(t)
 	o := Options{Servers: []string{"orders"}}
-	p := loadWith(t, m, "p, r, ^orders/(get|update)_order$, call, allow\n", o)
+	p := loadWith(t, m, "p, r, ^orders/(get|update)_order$, call, allow\ng, u, r\n", o)
 	for obj, want := range map[string]bool{"orders/get_order": true, "orders/update_order": true, "orders/get_order2": false, "xorders/get_order": false} {
-		if d := p.Decide(req("r", obj, `{}`)); d.Allowed != want || d.Internal != nil {
+		if d := p.Decide(req("u", obj, `{}`)); d.Allowed != want || d.Internal != nil {
 			t.Errorf("%s: %+v", obj, d)
 		}
 	}
@@ -178,8 +178,13 @@ func TestLintRoleGraph(t *testing.T) {
 	}
 }
 
+// matcherFix is the end of every matcher problem: what to write instead.
+const matcherFix = "write m = (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.eft) instead"
+
 func TestLintModel(t *testing.T) {
 	root := readRoot(t, rootModel)
+	const rootMatcher = "m = (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.eft)"
+	matcher := func(m string) string { return strings.Replace(root, rootMatcher, m, 1) }
 	tests := []struct {
 		name, model, want string
 	}{
@@ -187,15 +192,37 @@ func TestLintModel(t *testing.T) {
 			"the matcher never calls cond(r.args, p.cond, p.eft), so every condition would be ignored"},
 		{"matcher without hasRole", strings.Replace(root, "(g(r.sub, p.sub) || hasRole(r.args, p.sub))", "g(r.sub, p.sub)", 1),
 			"the matcher never calls hasRole(r.args, p.sub)"},
+		{"matcher without g", strings.Replace(root, "(g(r.sub, p.sub) || hasRole(r.args, p.sub))", "hasRole(r.args, p.sub)", 1),
+			"the matcher never calls g(r.sub, p.sub)"},
+		// The reviewer's matcher: a top-level || lets a credential role reach every tool.
+		{"hasRole outside the conjunction", matcher("m = g(r.sub, p.sub) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.eft) || hasRole(r.args, p.sub)"),
+			"joins its parts with a top-level ||"},
+		{"g and hasRole both required", matcher("m = g(r.sub, p.sub) && hasRole(r.args, p.sub) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.eft)"),
+			"join them as (g(r.sub, p.sub) || hasRole(r.args, p.sub))"},
+		{"extra part", matcher(rootMatcher + " && r.sub != 'x'"), `contains "!= 'x'"`},
+		{"extra call", matcher(rootMatcher + " && keyMatch(r.sub, p.sub)"), "has the part keyMatch(r.sub, p.sub)"},
+		{"two object checks", matcher(rootMatcher + " && regexMatch(r.obj, p.obj)"), "does not match the object exactly once"},
+		{"an || inside a part", matcher("m = (g(r.sub, p.sub) || hasRole(r.args, p.sub) || r.sub == r.sub) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.eft)"),
+			"has the part g(r.sub, p.sub) || hasRole(r.args, p.sub) || r.sub == r.sub"},
+		{"cond on other fields", matcher("m = (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.sub)"),
+			"has the part cond(r.args, p.cond, p.sub)"},
+		{"keyMatch2", strings.Replace(root, "keyMatch(r.obj, p.obj)", "keyMatch2(r.obj, p.obj)", 1), "has the part keyMatch2(r.obj, p.obj)"},
+		{"no action check", strings.Replace(root, " && r.act == p.act", "", 1), "does not compare r.act == p.act exactly once"},
+		{"matcher cut short", matcher("m = (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond"), "cannot be read"},
 		{"allow-override effect", strings.Replace(root, "e = some(where (p.eft == allow)) && !some(where (p.eft == deny))", "e = some(where (p.eft == allow))", 1),
 			`policy effect "some(where (p.eft == allow))" is not deny-override`},
 		{"effect with other spacing", strings.Replace(root, "(p.eft == allow)", "(p.eft==allow)", 1), "spelled exactly as Casbin recognises it"},
 		{"no eft", strings.Replace(root, "p = sub, obj, act, eft, cond", "p = sub, obj, act, cond", 1), "has no eft field"},
-		{"cond not last", strings.Replace(root, "p = sub, obj, act, eft, cond", "p = sub, obj, act, cond, eft", 1), "must be the last one"},
-		{"cond without args", strings.Replace(strings.Replace(root, "r = sub, obj, act, args", "r = sub, obj, act", 1), "hasRole(r.args, p.sub)", "false", 1),
-			"p has a cond field but the request has no args field"},
+		{"cond not last", strings.Replace(root, "p = sub, obj, act, eft, cond", "p = sub, obj, act, cond, eft", 1), "must have the cond field last"},
+		{"no cond field", strings.Replace(root, "p = sub, obj, act, eft, cond", "p = sub, obj, act, eft", 1), "has no cond field"},
+		// The reviewer's other model: three request fields and no hasRole loaded, and a deny
+		// role granted by a credential was silently dropped.
+		{"three-field request", strings.Replace(strings.Replace(root, "r = sub, obj, act, args", "r = sub, obj, act", 1), "(g(r.sub, p.sub) || hasRole(r.args, p.sub))", "g(r.sub, p.sub)", 1),
+			"request definition r = sub, obj, act must be exactly r = sub, obj, act, args"},
+		{"renamed request field", strings.Replace(root, "r = sub, obj, act, args", "r = sub, obj, act, a", 1), "must be exactly r = sub, obj, act, args"},
 		{"eval", strings.Replace(root, "r.act == p.act", "r.act == p.act && eval(p.sub)", 1), "eval()"},
 		{"domains", strings.Replace(root, "g = _, _", "g = _, _, _", 1), "no domains"},
+		{"second role type", strings.Replace(root, "g = _, _", "g = _, _\ng2 = _, _", 1), "role definition g2 is not used"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,8 +234,11 @@ func TestLintModel(t *testing.T) {
 			for _, p := range le.Problems {
 				if p.File == f.model && strings.Contains(p.Reason, tc.want) {
 					found = true
-					if p.Line == 0 && tc.name != "cond without args" {
+					if p.Line == 0 {
 						t.Errorf("no line for %s", p)
+					}
+					if strings.HasPrefix(p.Reason, "the matcher ") && !strings.Contains(p.Reason, matcherFix) {
+						t.Errorf("matcher problem without the fix: %s", p)
 					}
 				}
 			}
@@ -216,6 +246,31 @@ func TestLintModel(t *testing.T) {
 				t.Fatalf("problems:\n%v\nwant %q", le, tc.want)
 			}
 		})
+	}
+}
+
+// TestLintModelAcceptsEquivalentMatchers: spacing, redundant parentheses, the order of the parts
+// and of the two sides of || and ==, and regexMatch for keyMatch, are the same matcher.
+func TestLintModelAcceptsEquivalentMatchers(t *testing.T) {
+	root := readRoot(t, rootModel)
+	const rootMatcher = "m = (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) && r.act == p.act && cond(r.args, p.cond, p.eft)"
+	for _, m := range []string{
+		"m = (g(r.sub,p.sub)||hasRole(r.args,p.sub))&&keyMatch(r.obj,p.obj)&&r.act==p.act&&cond(r.args,p.cond,p.eft)",
+		"m = ((hasRole(r.args, p.sub) || g(r.sub, p.sub))) && (keyMatch(r.obj, p.obj) && (p.act == r.act)) && (cond(r.args, p.cond, p.eft))",
+		"m = cond(r.args, p.cond, p.eft) && r.act == p.act && keyMatch(r.obj, p.obj) && (g(r.sub, p.sub) || hasRole(r.args, p.sub))",
+	} {
+		model := strings.Replace(root, rootMatcher, m, 1)
+		p := loadWith(t, model, readRoot(t, rootPolicy), Options{Servers: []string{"orders"}})
+		if d := p.Decide(req("alice", refundOrder, `{"amount": 50}`)); !d.Allowed {
+			t.Errorf("%s: %+v", m, d)
+		}
+		if d := p.Decide(req("alice", refundOrder, `{"amount": 500}`)); d.Allowed {
+			t.Errorf("%s: allowed 500", m)
+		}
+	}
+	p := loadWith(t, regexRootModel(t), "p, viewer, ^orders/get_order$, call, allow\ng, bob, viewer\n", Options{})
+	if !p.Decide(req("bob", getOrder, `{}`)).Allowed {
+		t.Error("regexMatch model")
 	}
 }
 

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -21,6 +22,13 @@ type Options struct {
 	// them ("<server>/<tool>", "<server>/*"). Empty skips that check (unit tests, tools that
 	// have no configuration).
 	Servers []string
+
+	// Principals are the principals the configuration names: API-key principals,
+	// auth.stdio_principal, auth.allow_anonymous. They count as principals, never roles (see
+	// [Policy.IsRole]): a name only p lines mention is a role unless it is listed here. A listed
+	// principal that a g line gives to someone as a role is a load error. Optional: without it,
+	// a principal with p lines of its own must be on the left of a g line.
+	Principals []string
 
 	skipRegexLint bool // tests only: let an invalid pattern through to reach Casbin
 }
@@ -50,6 +58,7 @@ type Policy struct {
 	prules                []*rule             // p lines in file order (Casbin's order)
 	byKey                 map[string]*rule    // ruleKey -> line, to name the line Casbin chose
 	roles                 map[string][]string // g: member -> roles
+	roleNames             map[string]bool     // see IsRole
 	conds                 map[string]*condition
 	denies                int
 	warnings              []string
@@ -59,37 +68,80 @@ type Policy struct {
 // LoadPolicy reads, lints and compiles a Casbin model and a CSV policy.
 //
 // Every problem found is returned, as a *[LoadErrors] whose lines read "file:line: what is
-// wrong; write X instead". The lint refuses, in the policy: effects other than exactly allow or
+// wrong; write X instead". The lint refuses, in the policy: a file whose last line has no
+// newline (what a file cut while being saved looks like: "..., allow, amount <= 100" cut before
+// ", amount" would be an unconditional allow); a policy without any p line (it would deny
+// everything: an empty, commented-out or truncated file); effects other than exactly allow or
 // deny; fields with leading or trailing whitespace; empty fields; "#" in a field (an inline
 // comment) except inside a condition; "$" in any field (except the end anchor of a regexMatch
 // pattern); regexMatch patterns that do not compile or are not anchored as ^...$; objects that
 // do not name a server of o.Servers; unknown actions, unknown line types, wrong field counts and
-// lines that are not valid CSV; conditions that do not compile; role cycles; and role chains
-// deeper than Casbin's 10 levels. In the model: anything but deny-override, a matcher that does
-// not call cond and hasRole when the model has the fields for them, eval(), domains, an effect
-// Casbin would not recognise.
+// lines that are not valid CSV; conditions that do not compile; role cycles; role chains
+// deeper than Casbin's 10 levels; a principal of o.Principals given as a role. In the model:
+// anything but the repository's model (see checkModel): the request r = sub, obj, act, args,
+// p = sub, obj, act, eft, cond, g = _, _, deny-override, and the matcher's exact structure.
 //
 // When the model itself is unusable, only the model's problems are reported. LoadPolicy never
 // panics: a panic inside Casbin becomes an error carrying the stack (for the log).
 //
-// An empty policy (no lines) loads and denies everything; [Store] refuses one.
+// The files are read twice, before and after parsing, and must not change in between (a file
+// being written is refused, not half-read); `toolgate check`, explain and the [Store] share
+// every rule here, so check passes exactly what serve loads.
 func LoadPolicy(modelPath, policyPath string, o Options) (p *Policy, err error) {
+	return loadStable(modelPath, policyPath, o, nil)
+}
+
+// maxReadAttempts is how often loadStable reads the files before it gives up on files that keep
+// changing.
+const maxReadAttempts = 3
+
+// loadStable reads both files, builds the policy from those bytes, reads them again, and returns
+// the result only when both reads agree; otherwise it tries again, up to maxReadAttempts, and
+// then refuses. between, when set (tests), runs between the build and the second read.
+func loadStable(modelPath, policyPath string, o Options, between func()) (p *Policy, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = nil
 			err = fmt.Errorf("authz: loading %s and %s panicked: %v\n%s", modelPath, policyPath, r, debug.Stack())
 		}
 	}()
-	modelText, err := os.ReadFile(modelPath)
-	if err != nil {
-		return nil, &LoadErrors{Problems: []*LoadError{{File: modelPath, Reason: readReason(err)}}}
+	for attempt := 1; ; attempt++ {
+		modelText, policyText, err := readBoth(modelPath, policyPath)
+		if err != nil {
+			return nil, err
+		}
+		p, err = build(modelPath, modelText, policyPath, policyText, o)
+		if between != nil {
+			between()
+		}
+		m2, p2, err2 := readBoth(modelPath, policyPath)
+		if err2 == nil && bytes.Equal(modelText, m2) && bytes.Equal(policyText, p2) {
+			return p, err
+		}
+		if attempt == maxReadAttempts {
+			return nil, &LoadErrors{Problems: []*LoadError{{File: policyPath,
+				Reason: fmt.Sprintf("%s or %s changed while being read, %d times in a row (a save in progress?); write the files completely, then reload", modelPath, policyPath, attempt)}}}
+		}
 	}
-	policyText, err := os.ReadFile(policyPath)
-	if err != nil {
-		return nil, &LoadErrors{Problems: []*LoadError{{File: policyPath, Reason: readReason(err)}}}
-	}
-	return build(modelPath, modelText, policyPath, policyText, o)
 }
+
+func readBoth(modelPath, policyPath string) (modelText, policyText []byte, err error) {
+	modelText, err = os.ReadFile(modelPath)
+	if err != nil {
+		return nil, nil, &LoadErrors{Problems: []*LoadError{{File: modelPath, Reason: readReason(err)}}}
+	}
+	policyText, err = os.ReadFile(policyPath)
+	if err != nil {
+		return nil, nil, &LoadErrors{Problems: []*LoadError{{File: policyPath, Reason: readReason(err)}}}
+	}
+	return modelText, policyText, nil
+}
+
+// problemNoNewline is the problem of a policy file whose last line has no newline.
+const problemNoNewline = "the last line has no newline; the file may have been cut while being saved — finish the line and end it with a newline"
+
+// problemNoPermissions is the problem of a policy without p lines.
+const problemNoPermissions = "no permission (p) lines: the policy would deny everything, which is what an empty or truncated file looks like; refusing it. Write at least one p line (to deny everything on purpose: p, nobody, <server>/*, call, deny)"
 
 func readReason(err error) string {
 	var pe *os.PathError
@@ -116,6 +168,9 @@ func build(modelPath string, modelText []byte, policyPath string, policyText []b
 	if err != nil {
 		ps.add(policyPath, 0, "%v", err)
 		return nil, ps.err()
+	}
+	if len(policyText) > 0 && policyText[len(policyText)-1] != '\n' {
+		ps.add(policyPath, 0, "%s", problemNoNewline)
 	}
 	p := &Policy{
 		modelPath:  modelPath,
@@ -158,6 +213,10 @@ func build(modelPath string, modelText []byte, policyPath string, policyText []b
 		}
 	}
 	lint.checkRoles()
+	p.roleNames = lint.checkPrincipals()
+	if len(ps.list) == 0 && len(p.prules) == 0 {
+		ps.add(policyPath, 0, "%s", problemNoPermissions)
+	}
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
@@ -210,7 +269,7 @@ func (p *Policy) Rules() int {
 	return p.nrules
 }
 
-// Permissions is the number of p lines loaded; a policy without any denies everything.
+// Permissions is the number of p lines loaded (never 0: such a policy is refused).
 func (p *Policy) Permissions() int {
 	if p == nil {
 		return 0
@@ -267,14 +326,70 @@ func (p *Policy) roleClosure(names ...string) map[string]bool {
 	return out
 }
 
-// resolveRoles returns the subject's roles (through g lines and from the credential), sorted and
-// without the principal itself, and the set hasRole answers from: the credential's roles and
-// everything they inherit.
-func (p *Policy) resolveRoles(s Subject) (all []string, cred map[string]bool) {
-	cred = map[string]bool{}
-	if p.info.reqArgs != "" {
-		cred = p.roleClosure(s.Roles...)
+// IsRole reports whether name is a role in this policy. The rule, from the policy's own lines
+// (and Options.Principals):
+//
+//   - a PRINCIPAL name is one on the left of a g line and never on the right of one ("g, alice,
+//     support_agent": alice), or one listed in Options.Principals;
+//   - a ROLE is every other name the policy mentions: the right side of any g line
+//     (support_agent; a role that inherits another, "g, supervisor, support_agent", is on both
+//     sides and is a role), and the subject of any p line that is not a principal name (a role
+//     only credentials grant, "p, auditor, orders/*, call, allow" with auditor in a JWT roles
+//     claim).
+//
+// The two sets never overlap. A name the policy does not mention is neither (an unknown
+// principal, denied unless a credential role grants something).
+//
+// Casbin treats a name as a member of itself (g(x, x) is true), so a principal named like a
+// role would hold that role's lines: [Policy.Decide], [Policy.Visible] and [Policy.Explain] deny
+// a Subject.Principal that IsRole, with [ErrPrincipalIsRole] (for the log). Subject.Roles values
+// that are not roles (principal names, unknown names) are dropped. `toolgate check` and startup
+// should check every configured principal (API keys, stdio, anonymous) with IsRole, or pass them
+// as Options.Principals.
+func (p *Policy) IsRole(name string) bool {
+	return p != nil && p.roleNames[name]
+}
+
+// ErrPrincipalIsRole is the Internal error of a decision whose principal is the name of a role
+// in the policy (see [Policy.IsRole]). For the log only.
+var ErrPrincipalIsRole = errors.New("authz: the principal is the name of a role in the policy")
+
+func (p *Policy) principalIsRole(principal string) error {
+	if !p.IsRole(principal) {
+		return nil
 	}
+	return fmt.Errorf("%w: principal %q is a role in %s, and a principal named like a role would hold that role's lines; denied (rename the principal or the role)",
+		ErrPrincipalIsRole, principal, p.policyPath)
+}
+
+// acceptRoles splits the credential's roles into the roles of this policy (kept, sorted, without
+// duplicates) and the rest (dropped, sorted): principal names and names the policy does not
+// know. A credential must not make its bearer a member of a principal (a roles claim ["carol"]
+// would otherwise give carol's roles).
+func (p *Policy) acceptRoles(roles []string) (kept, dropped []string) {
+	seen := map[string]bool{}
+	for _, r := range roles {
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		if p.IsRole(r) {
+			kept = append(kept, r)
+		} else {
+			dropped = append(dropped, r)
+		}
+	}
+	sort.Strings(kept)
+	sort.Strings(dropped)
+	return kept, dropped
+}
+
+// resolveRoles returns the subject's roles (through g lines and from the credential's accepted
+// roles), sorted and without the principal itself; the set hasRole answers from (the accepted
+// credential roles and everything they inherit); and the credential roles dropped.
+func (p *Policy) resolveRoles(s Subject) (all []string, cred map[string]bool, dropped []string) {
+	kept, dropped := p.acceptRoles(s.Roles)
+	cred = p.roleClosure(kept...)
 	set := p.roleClosure(s.Principal)
 	for r := range cred {
 		set[r] = true
@@ -284,7 +399,7 @@ func (p *Policy) resolveRoles(s Subject) (all []string, cred map[string]bool) {
 		all = append(all, r)
 	}
 	sort.Strings(all)
-	return all, cred
+	return all, cred, dropped
 }
 
 // callCtx is what r.args carries into the matcher for one decision: the request, the
@@ -296,6 +411,7 @@ type callCtx struct {
 	visible bool // asking "with some arguments?" rather than deciding one call
 	cred    map[string]bool
 	roles   []string
+	dropped []string // credential roles that are not roles of the policy
 
 	envReady bool
 	env      map[string]any
@@ -305,7 +421,7 @@ type callCtx struct {
 
 func (p *Policy) newCtx(req Request, visible bool) *callCtx {
 	c := &callCtx{p: p, req: req, visible: visible}
-	c.roles, c.cred = p.resolveRoles(req.Subject)
+	c.roles, c.cred, c.dropped = p.resolveRoles(req.Subject)
 	return c
 }
 
@@ -346,9 +462,10 @@ func (c *callCtx) evalCond(cond *condition) (bool, error) {
 // condApplies is cond(r.args, p.cond, p.eft): whether a line whose subject, object and action
 // matched takes part in the decision. No condition: always. A condition that cannot be evaluated
 // fails closed per effect: an allow line does not apply, a deny line does. When asking about
-// visibility, a condition that reads arguments is assumed to hold for an allow line (some call
-// may satisfy it) and not to hold for a deny line (some call may escape it); a condition on the
-// principal alone is evaluated.
+// visibility, an allow line applies when some arguments may make its condition true, and a deny
+// line when no arguments can make it false (see visible.go): a condition on the principal alone
+// is evaluated, one on arguments is assumed to go either way unless what it reads of the
+// principal already decides it.
 func (c *callCtx) condApplies(text, eft string) bool {
 	if text == "" {
 		return true
@@ -358,8 +475,13 @@ func (c *callCtx) condApplies(text, eft string) bool {
 		c.noteErr(fmt.Errorf("condition %q was not compiled at load", text))
 		return eft == effectDeny
 	}
-	if c.visible && cond.usesArgs {
-		return eft == effectAllow
+	if c.visible {
+		c.environment()
+		o := cond.vis.eval(c.env, c.env["principal"].(map[string]any))
+		if eft == effectAllow {
+			return o&oTrue != 0
+		}
+		return o&oFalse == 0
 	}
 	ok, err := c.evalCond(cond)
 	if err != nil {
@@ -413,11 +535,7 @@ func (p *Policy) enforce(c *callCtx) (ok bool, explain []string, err error) {
 			err = fmt.Errorf("authz: enforce panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
-	rvals := []any{c.req.Subject.Principal, c.req.Object, c.req.Action}
-	if p.info.reqArgs != "" {
-		rvals = append(rvals, c)
-	}
-	ok, explain, err = p.se.EnforceEx(rvals...)
+	ok, explain, err = p.se.EnforceEx(c.req.Subject.Principal, c.req.Object, c.req.Action, c)
 	if err != nil {
 		return false, nil, fmt.Errorf("authz: enforce(%q, %q, %q): %w", c.req.Subject.Principal, c.req.Object, c.req.Action, err)
 	}
@@ -428,11 +546,13 @@ func (p *Policy) enforce(c *callCtx) (ok bool, explain []string, err error) {
 // canonical "<server>/<tool>" from the catalog, never a client string) with req.Args?
 //
 // A p line applies when its subject is the principal, a role the principal has through g lines,
-// or a role the credential grants (Subject.Roles, and what those inherit through g lines); its
-// object matches; its action is the same; and its condition holds on req.Args (a condition
-// that cannot be evaluated fails closed: the allow line does not apply, the deny line does). Deny overrides allow across all of them, and
-// anything not allowed is denied. Unknown principals are denied, as is any request with an empty
-// principal, object or action.
+// or a role the credential grants (Subject.Roles that are roles of the policy, and what those
+// inherit through g lines; other values are dropped, see [Policy.IsRole]); its object matches;
+// its action is the same; and its condition holds on req.Args (a condition that cannot be
+// evaluated fails closed: the allow line does not apply, the deny line does). Deny overrides
+// allow across all of them, and anything not allowed is denied. Unknown principals are denied,
+// as is any request with an empty principal, object or action, and a principal that is the
+// name of a role (Internal is then [ErrPrincipalIsRole]).
 //
 // When Casbin fails to evaluate (an invalid regex that got past the lint, a panic), the answer
 // is deny with the cause in Internal, for the LOG only: it can carry a goroutine stack. A
@@ -446,6 +566,9 @@ func (p *Policy) Decide(req Request) Decision {
 	if req.Subject.Principal == "" || req.Object == "" || req.Action == "" {
 		return Decision{}
 	}
+	if err := p.principalIsRole(req.Subject.Principal); err != nil {
+		return Decision{Internal: err}
+	}
 	c := p.newCtx(req, false)
 	ok, explain, err := p.enforce(c)
 	d := Decision{Allowed: ok, Internal: err, CondErr: c.condErr}
@@ -458,9 +581,11 @@ func (p *Policy) Decide(req Request) Decision {
 }
 
 // Visible reports whether s could call obj with SOME arguments, for tools/list: a conditional
-// allow line counts (some arguments may satisfy it), and only deny lines that apply whatever the
-// arguments hide a tool. Conditions that read only principal.* are evaluated. A tool that is
-// visible may still be denied for particular arguments by [Policy.Decide].
+// allow line counts when some arguments may satisfy it, and only deny lines that apply whatever
+// the arguments hide a tool. What a condition reads of the principal is evaluated (see
+// visible.go): "region == principal.region" does not list the tool for a principal without a
+// region attribute. A tool that is visible may still be denied for particular arguments by
+// [Policy.Decide]. A principal that is the name of a role sees nothing.
 func (p *Policy) Visible(s Subject, obj string) bool {
 	ok, _ := p.visible(s, obj)
 	return ok
@@ -472,6 +597,9 @@ func (p *Policy) visible(s Subject, obj string) (bool, error) {
 	}
 	if s.Principal == "" || obj == "" {
 		return false, nil
+	}
+	if err := p.principalIsRole(s.Principal); err != nil {
+		return false, err
 	}
 	c := p.newCtx(Request{Subject: s, Object: obj, Action: ActCall}, true)
 	ok, _, err := p.enforce(c)

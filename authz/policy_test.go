@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -141,12 +142,8 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 	policies := map[string]*Policy{
 		"repo":     loadWith(t, readRoot(t, rootModel), readRoot(t, rootPolicy), Options{Servers: []string{"orders"}}),
 		"features": loadWith(t, "", agreementPolicy, Options{Servers: []string{"orders"}}),
-		"legacy model": loadWith(t, legacyModel, `p, agent, orders/*, call, allow
-p, agent, orders/refund_order, call, deny
-p, supervisor, orders/*, call, allow
-g, alice, agent
-g, carol, supervisor
-`, Options{}),
+		// erin, on p lines only, is a role unless the configuration names it as a principal.
+		"features, erin a principal": loadWith(t, "", agreementPolicy, Options{Servers: []string{"orders"}, Principals: []string{"erin", "mallory"}}),
 		"regex model": loadWith(t, regexRootModel(t), `p, agent, ^orders/(get|update)_order(_status)?$, call, allow
 p, agent, ^orders/refund_order$, call, allow, amount <= 100
 p, supervisor, ^orders/.*$, call, allow
@@ -166,7 +163,11 @@ g, carol, supervisor
 		{Principal: "dave", Roles: []string{"gold"}, Attrs: map[string]string{"tier": "gold"}},
 		{Principal: "dave", Roles: []string{"gold"}, Attrs: map[string]string{"tier": "silver"}},
 		{Principal: "alice", Roles: []string{"viewer", "supervisor"}},
-		{Principal: "support_agent"}, // a principal named like a role is a member of it
+		// Names crossing over: a principal named like a role is denied; a credential role
+		// naming a principal is dropped.
+		{Principal: "support_agent"}, {Principal: "supervisor"}, {Principal: "lead"}, {Principal: "regional"},
+		{Principal: "dave", Roles: []string{"carol"}}, {Principal: "dave", Roles: []string{"local", "gina"}},
+		{Principal: "dave", Roles: []string{"erin"}},
 	}
 	objects := append([]string{"orders/", "orders/x/y", "search/query", "ordersx/get_order"}, demoTools...)
 	argSets := []string{
@@ -189,9 +190,18 @@ g, carol, supervisor
 					d := p.Decide(r)
 					x := p.Explain(r)
 					n++
+					if p.IsRole(s.Principal) {
+						if d.Allowed || x.Allowed || p.Visible(s, obj) || !errors.Is(d.Internal, ErrPrincipalIsRole) || !errors.Is(x.Internal, ErrPrincipalIsRole) {
+							t.Errorf("%s: principal %q is a role: Decide %+v, Explain %+v", name, s.Principal, d, x)
+						}
+						continue
+					}
 					if d.Allowed != x.Allowed || d.Internal != nil || x.Internal != nil {
 						t.Errorf("%s: %+v on %s with %s: Decide %v (%v), Explain %v (%v)\n%s",
 							name, s, obj, args, d.Allowed, d.Internal, x.Allowed, x.Internal, x.Summary)
+					}
+					if d.Allowed && (!x.Visible || !p.Visible(s, obj)) {
+						t.Errorf("%s: %+v on %s with %s: allowed but not visible", name, s, obj, args)
 					}
 					if d.Allowed && len(x.DecidedBy) == 0 {
 						t.Errorf("%s: allowed without a deciding line: %+v", name, x)
@@ -242,9 +252,15 @@ func TestExplainReport(t *testing.T) {
 
 	// A condition that errors is shown, and the allow line did not apply.
 	x = p.Explain(req("gina", getOrder, `{"order_id": 1}`))
+	// Not visible either: every call reads principal.region, which gina does not have.
 	if x.Allowed || len(x.Lines) != 1 || x.Lines[0].Applied || !strings.HasPrefix(x.Lines[0].CondResult, "error: ") ||
-		!strings.Contains(x.Summary, "no allow line's condition holds") || !x.Visible {
+		!strings.Contains(x.Summary, "no allow line's condition holds") || x.Visible {
 		t.Errorf("gina without region: %+v", x)
+	}
+	r := req("gina", getOrder, `{"order_id": 1, "region": "eu"}`)
+	r.Subject.Attrs = map[string]string{"region": "eu"}
+	if x = p.Explain(r); !x.Allowed || !x.Visible {
+		t.Errorf("gina with region: %+v", x)
 	}
 	// Nothing matches: default deny.
 	x = p.Explain(req("mallory", getOrder, `{}`))

@@ -28,19 +28,26 @@ type ReloadStats struct {
 // finishes on the policy it started with, and every Current() after Reload returns sees the new
 // policy (so a revoked role is denied from the next call on).
 //
-// # Shrinkage
+// # Shrinkage and truncation
 //
-// A reload is refused when the new policy has no p lines at all (an empty or fully commented-out
-// file, or one truncated before its first rule): Casbin would load it and deny everything. A
-// reload that drops every deny line the previous policy had, or that removes more than half of
-// its rules, is logged at Warn with the numbers before and after, and then applied. It is not
-// refused, because (1) most shrinkage removes allow lines, and refusing it would keep revoked
-// access alive, which is worse than the risk it avoids; (2) a file watch has no "yes, I mean it"
-// channel, so a refusal would force a restart for every deliberate cleanup; (3) the cases a
-// refusal would catch are narrow: editors replace files atomically, writes in place are
-// debounced (see [Store.Watch]), and a line cut in the middle is refused by the lint. The policy
-// file's own advice to admins is to keep deny lines at the top of the file, so that a file cut
-// short loses permissions before it loses restrictions.
+// A policy without p lines is refused (by [LoadPolicy], so `toolgate check` refuses it too): an
+// empty or fully commented-out file, or one truncated before its first rule, would deny
+// everything. A policy file whose last line has no newline is refused: a file cut while being
+// saved ends mid-line, and a cut can WIDEN access ("..., allow, amount <= 100" cut before
+// ", amount" is an unconditional allow), which the lint alone cannot see, as the cut line is
+// valid. A file that changes while it is loaded is refused as well (see [LoadPolicy]: the files
+// are read again after parsing and must be byte-identical), and a reload triggered by [Store.Watch]
+// waits for the files to be quiet first.
+//
+// What remains is a file cut exactly at a line boundary, by a writer that then stays silent
+// for the debounce and the whole load: it loses its last lines. A reload that drops every deny
+// line the previous policy had, or that removes more than half of its rules, is logged at Warn
+// with the numbers before and after, and then applied. It is not refused, because (1) most
+// shrinkage removes allow lines, and refusing it would keep revoked access alive, which is
+// worse than the risk it avoids; (2) a file watch has no "yes, I mean it" channel, so a refusal
+// would force a restart for every deliberate cleanup. The policy file's own advice to admins is
+// to keep deny lines at the top of the file, so that a file cut short at a line boundary loses
+// permissions before it loses restrictions.
 type Store struct {
 	modelPath, policyPath string
 	opts                  Options
@@ -54,6 +61,9 @@ type Store struct {
 	statsMu sync.Mutex
 	stats   ReloadStats
 
+	// betweenReads, when set (tests), runs between parsing the files and reading them again.
+	betweenReads func()
+
 	// Watch settings; tests replace them.
 	debounce   time.Duration
 	after      func(time.Duration) <-chan time.Time
@@ -63,7 +73,7 @@ type Store struct {
 // defaultDebounce is how long a file must be quiet after a change before Watch reloads it.
 const defaultDebounce = 250 * time.Millisecond
 
-// NewStore loads the policy for the first time; that load must succeed (and have p lines).
+// NewStore loads the policy for the first time; that load must succeed.
 // log may be nil (no logging).
 func NewStore(modelPath, policyPath string, o Options, log *slog.Logger) (*Store, error) {
 	if log == nil {
@@ -112,28 +122,14 @@ func (s *Store) Stats() ReloadStats {
 	return s.stats
 }
 
-// loadScratch loads and lints both files into a fresh Policy, never panicking, and refuses one
-// without p lines.
-func (s *Store) loadScratch() (p *Policy, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			p = nil
-			err = fmt.Errorf("authz: loading %s and %s panicked: %v\n%s", s.modelPath, s.policyPath, r, debug.Stack())
-		}
-	}()
-	p, err = LoadPolicy(s.modelPath, s.policyPath, s.opts)
-	if err != nil {
-		return nil, err
-	}
-	if p.Permissions() == 0 {
-		return nil, &LoadErrors{Problems: []*LoadError{{File: s.policyPath,
-			Reason: "no permission (p) lines: the policy would deny everything, which is what an empty or truncated file looks like; refusing it. Write at least one p line (to deny everything on purpose: p, nobody, <server>/*, call, deny)"}}}
-	}
-	return p, nil
+// loadScratch loads and lints both files into a fresh Policy ([LoadPolicy]'s rules, its read
+// of both files twice included), never panicking.
+func (s *Store) loadScratch() (*Policy, error) {
+	return loadStable(s.modelPath, s.policyPath, s.opts, s.betweenReads)
 }
 
-// Reload loads and lints the files into a scratch policy (panics recovered) and, if that works
-// and the policy has p lines, swaps it in atomically and notifies subscribers. On any error the
+// Reload loads and lints the files into a scratch policy (panics recovered) and, if that works,
+// swaps it in atomically and notifies subscribers. On any error the
 // last good policy stays in force, the error is logged at Error (with the files and every
 // problem) and counted, and it is returned. Byte-identical files change nothing. See the Store
 // doc for what happens when a policy shrinks. Reload is what SIGHUP should call.

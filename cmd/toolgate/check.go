@@ -34,7 +34,7 @@ func check(path string, offline bool, out io.Writer) int {
 		printProblems(out, "configuration", err)
 		return 1
 	}
-	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), authz.Options{Servers: cfg.ServerNames()})
+	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), policyOptions(cfg))
 	if err != nil {
 		printProblems(out, "policy", err)
 		problems++

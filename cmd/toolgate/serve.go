@@ -75,7 +75,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid configuration", err)
 		return nil, 2
 	}
-	policy, err := authz.NewStore(cfg.ModelPath(), cfg.PolicyPath(), authz.Options{Servers: cfg.ServerNames()}, log)
+	policy, err := authz.NewStore(cfg.ModelPath(), cfg.PolicyPath(), policyOptions(cfg), log)
 	if err != nil {
 		printProblems(os.Stderr, "invalid policy", err)
 		return nil, 2
