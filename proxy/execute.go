@@ -78,7 +78,7 @@ func (p *Pipeline) attempt(ctx context.Context, x *exchange, out outbound) (json
 		return nil, nil, &breaker.OpenError{Server: out.server}
 	}
 	x.attempts++
-	raw, err := p.Upstreams.CallTool(ctx, out.server, out.tool, out.args)
+	raw, err := p.Upstreams.CallToolProgress(ctx, out.server, out.tool, out.args, x.call.Progress)
 	x.outcome = breaker.Classify(ctx, err)
 	done(x.outcome)
 	return raw, err, nil

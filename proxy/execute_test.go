@@ -19,7 +19,7 @@ type countingUpstream struct {
 	fn    func(ctx context.Context, n int32) (json.RawMessage, error)
 }
 
-func (c *countingUpstream) CallTool(ctx context.Context, _, _ string, _ json.RawMessage) (json.RawMessage, error) {
+func (c *countingUpstream) CallToolProgress(ctx context.Context, _, _ string, _ json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
 	return c.fn(ctx, c.calls.Add(1))
 }
 

@@ -23,6 +23,9 @@ type Call struct {
 	Session string
 	Name    string          // the tool name the client asked for
 	Args    json.RawMessage // the exact argument bytes
+	// Progress receives the upstream's progress for this call; nil when
+	// the client asked for none (no progress token).
+	Progress func(upstreams.Progress)
 }
 
 // Policy decides who may call what. *authz.Policy and *authz.Store (the
@@ -33,9 +36,11 @@ type Policy interface {
 	Decide(req authz.Request) authz.Decision
 }
 
-// Upstreams runs a tool on its server.
+// Upstreams runs a tool on its server. onProgress, when not nil, receives
+// the upstream's progress notifications for this call (the upstream sees a
+// token of the gateway's, never the client's).
 type Upstreams interface {
-	CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error)
+	CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, onProgress func(upstreams.Progress)) (json.RawMessage, error)
 }
 
 // Pipeline runs tools/call. Its fields are its dependencies; all are

@@ -44,7 +44,7 @@ type fakeUpstreams struct {
 	got   []byte
 }
 
-func (f *fakeUpstreams) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
+func (f *fakeUpstreams) CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
 	f.calls++
 	f.got = append([]byte(nil), args...)
 	return f.fn(ctx, server, tool, args)

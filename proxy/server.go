@@ -97,6 +97,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if req.Params.Name == unresolvedTool {
 		call.Name = requestedName(req)
 	}
+	call.Progress = progressRelay(ctx, req)
 	if session := server.ClientSessionFromContext(ctx); session != nil {
 		call.Session = session.SessionID()
 	}
@@ -167,4 +168,27 @@ func (s *Server) PolicyChanged(old, new Policy) {
 		}
 		return true
 	})
+}
+
+// progressRelay forwards an upstream's progress to the client under the
+// client's own token, or is nil when the client asked for no progress.
+func progressRelay(ctx context.Context, req mcp.CallToolRequest) func(upstreams.Progress) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return nil
+	}
+	token := req.Params.Meta.ProgressToken
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return nil
+	}
+	return func(p upstreams.Progress) {
+		params := map[string]any{"progressToken": token, "progress": p.Progress}
+		if p.Total != nil {
+			params["total"] = *p.Total
+		}
+		if p.Message != "" {
+			params["message"] = p.Message
+		}
+		_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), params)
+	}
 }

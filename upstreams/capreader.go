@@ -18,9 +18,16 @@ import (
 // unchanged. An oversize message is not forwarded: the reader streams
 // through the rest of it, keeping only the top-level JSON-RPC "id", and emits
 // in its place a JSON-RPC error for that id, so the waiting call ends at
-// once instead of hanging. The id is also reported through onOversize; the
-// connection uses that (not the error code, which an upstream could forge) to
-// answer result_too_large. An oversize message without an id is dropped.
+// once instead of hanging. When the id comes before the cap is passed (as
+// mcp-go writes it), the stand-in is emitted as soon as the cap is passed,
+// before the rest is streamed past; when it comes last, at the message's
+// end. The id is also reported through onOversize; the connection uses that
+// (not the error code, which an upstream could forge) to answer
+// result_too_large. An oversize message without an id is dropped.
+//
+// A message that goes on past discardLimit is taken as endless: the reader
+// fails with errEndless, which ends the connection (nothing behind such a
+// message could ever be read).
 type capReader struct {
 	src        *bufio.Reader
 	max        int
@@ -31,7 +38,21 @@ type capReader struct {
 	buf       []byte       // read buffer in whole-stream mode
 	lineStart bool         // the next chunk starts a line (line and event framing)
 	eof       bool
+	err       error // sticky failure
+
+	// While an oversize message is streamed past:
+	skipping bool
+	skip     *feed // scans for the id until the stand-in is out
+	emitted  bool  // the stand-in for this message is out
+	skipped  int64 // bytes of this message so far
 }
+
+// errEndless: a message went on past discardLimit.
+var errEndless = errors.New("upstream message without end: gave up reading it")
+
+// discardLimit is how far an oversize message is streamed past before the
+// stream is given up as endless.
+func (r *capReader) discardLimit() int64 { return max(16*int64(r.max), 16<<20) }
 
 type framing int
 
@@ -50,10 +71,14 @@ func newCapReader(src io.Reader, max int, f framing, onOversize func(id []byte))
 
 func (r *capReader) Read(p []byte) (int, error) {
 	for r.out.Len() == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
 		if r.eof {
 			return 0, io.EOF
 		}
 		if err := r.fill(); err != nil {
+			r.err = err
 			return 0, err
 		}
 	}
@@ -62,6 +87,9 @@ func (r *capReader) Read(p []byte) (int, error) {
 
 // fill reads one message (or what remains of the stream) into out.
 func (r *capReader) fill() error {
+	if r.skipping {
+		return r.skipRest()
+	}
 	var msg []byte
 	for {
 		startsLine := r.lineStart
@@ -121,36 +149,85 @@ func (r *capReader) readChunk() ([]byte, error) {
 	return r.buf[:n], err
 }
 
-// replaceOversize discards the rest of an oversize message and queues the
-// stand-in error in its place. done says head already holds the whole
-// message; readErr is the error that came with head's last chunk.
+// replaceOversize starts streaming past an oversize message: head is what
+// was read of it, done says head already holds the whole message, and
+// readErr is the error that came with head's last chunk.
 func (r *capReader) replaceOversize(head []byte, done bool, readErr error) error {
-	f := r.newFeed()
+	r.skipping, r.skip, r.emitted, r.skipped = true, r.newFeed(), false, int64(len(head))
 	for _, line := range bytes.SplitAfter(head, []byte("\n")) {
-		f.feed(line)
+		r.skip.feed(line)
 	}
-	for !done && readErr == nil {
+	if done || readErr != nil {
+		return r.endSkip(readErr)
+	}
+	if r.emitEarly() {
+		return nil
+	}
+	return r.skipRest()
+}
+
+// skipRest streams past the rest of an oversize message. It returns early,
+// with the stand-in queued, once the id is known; the next fill goes on.
+func (r *capReader) skipRest() error {
+	for {
 		startsLine := r.lineStart
-		var chunk []byte
-		chunk, readErr = r.readChunk()
-		f.feed(chunk)
-		done = r.ends(chunk, startsLine)
+		chunk, err := r.readChunk()
+		if !r.emitted {
+			r.skip.feed(chunk)
+		}
+		r.skipped += int64(len(chunk))
+		done := r.ends(chunk, startsLine)
+		if done || err != nil {
+			return r.endSkip(err)
+		}
+		if r.skipped > r.discardLimit() {
+			r.skipping = false
+			return errEndless
+		}
+		if r.emitEarly() {
+			return nil
+		}
 	}
+}
+
+// emitEarly queues the stand-in as soon as the message's id is known.
+func (r *capReader) emitEarly() bool {
+	if r.emitted || !r.skip.sc.captured {
+		return false
+	}
+	r.emitted = true // a message whose id is not a plain scalar gets none
+	if id := r.skip.sc.id(); id != nil {
+		r.standIn(id)
+		return true
+	}
+	return false
+}
+
+// endSkip finishes an oversize message: the stand-in, unless it is out
+// already, then the stream's end if it came with the message.
+func (r *capReader) endSkip(readErr error) error {
+	r.skipping = false
+	if !r.emitted {
+		r.emitted = true
+		if id := r.skip.sc.id(); id != nil {
+			r.standIn(id)
+		}
+	}
+	r.skip = nil
 	if readErr != nil {
 		r.eof = true
 		if !errors.Is(readErr, io.EOF) {
 			return readErr
 		}
 	}
-	id := f.sc.id()
-	if id == nil {
-		return nil // nothing is waiting on a notification: drop it
-	}
+	return nil
+}
+
+func (r *capReader) standIn(id []byte) {
 	if r.onOversize != nil {
 		r.onOversize(id)
 	}
 	r.writeStandIn(id)
-	return nil
 }
 
 func (r *capReader) writeStandIn(id []byte) {
@@ -203,6 +280,7 @@ type idScanner struct {
 	inKey    bool
 	afterKey bool // between a top-level key and its value
 	capture  bool // reading the value of "id"
+	captured bool // the value of "id" is complete
 	value    []byte
 	done     bool // the top-level object closed
 }
@@ -275,6 +353,7 @@ func (s *idScanner) captureByte(c byte) {
 	ends := !s.inString && s.depth == 1 && (c == ',' || c == '}')
 	if ends {
 		s.capture = false
+		s.captured = true
 		return
 	}
 	if len(s.value) < maxIDBytes {

@@ -2,6 +2,7 @@ package upstreams
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"runtime"
 	"strings"
@@ -100,4 +101,44 @@ func TestCapReaderDoesNotBufferWholeMessage(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8*cap+(10<<20) {
 		t.Fatalf("allocated %d bytes for a 10 MiB message under a %d byte cap", grew, cap)
 	}
+}
+
+// The stand-in for an oversize message whose id comes first is out as soon
+// as the cap is passed, before the message ends; a message that never ends
+// fails the stream after discardLimit, holding no more than the cap.
+func TestCapReaderCutsEndlessMessage(t *testing.T) {
+	var ids []string
+	r := newCapReader(&endlessLine{}, 1024, frameLine, func(id []byte) { ids = append(ids, string(id)) })
+	buf := make([]byte, 4096)
+	n, err := r.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), `"id":1,"error":{"code":-32090`) || strings.Join(ids, ",") != "1" {
+		t.Fatalf("first read %q, %v, ids %v", buf[:n], err, ids)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = io.Copy(io.Discard, r)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, errEndless) {
+		t.Fatalf("after the stand-in: %v", err)
+	}
+	if _, err := r.Read(buf); !errors.Is(err, errEndless) {
+		t.Fatalf("the failure is not sticky: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("allocated %d bytes streaming past %d", grew, r.discardLimit())
+	}
+}
+
+// endlessLine is a JSON-RPC answer that never ends, produced without
+// allocating.
+type endlessLine struct{ started bool }
+
+var xs = bytes.Repeat([]byte("x"), 64<<10)
+
+func (e *endlessLine) Read(p []byte) (int, error) {
+	if !e.started {
+		e.started = true
+		return copy(p, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"`), nil
+	}
+	return copy(p, xs), nil
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -19,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // upstreamProtocol is the protocol version toolgate speaks to upstreams.
@@ -31,35 +34,163 @@ const upstreamProtocol = "2025-11-25"
 // Version is reported to upstreams as the client version.
 var Version = "dev"
 
-// Conn is one live connection to an upstream server.
+// Conn is one connection to an upstream server. It never reconnects: once
+// it is down (Done is closed) every request answers NotSent, and the owner
+// (the Set's supervisor) closes it and dials a new one.
 type Conn struct {
 	name   string
 	client *client.Client
 	tr     transport.Interface
-	proc   *process // nil unless stdio
+	proc   *process        // nil unless stdio
+	http   *http.Transport // nil unless HTTP or SSE
 	log    *slog.Logger
+	hooks  connHooks
 
 	seq     atomic.Int64
 	pending pendingSet
-	closed  atomic.Bool    // Close was called (or is about to be): no new requests
+	routes  progressRoutes
+	closed  atomic.Bool    // down or closing: no new requests
 	stdin   *watchedWriter // nil unless stdio
 	closing sync.Once
+
+	// life ends, with the reason as its cause, when the connection is known
+	// to be down: the process exited, its output ended, the session ended,
+	// or Close was called.
+	life context.Context
+	kill context.CancelCauseFunc
+
+	// bg counts goroutines Close waits for: requests running aside and
+	// cancellation notices. bgDone is set (under bgMu) once Close waits.
+	bgMu   sync.Mutex
+	bg     sync.WaitGroup
+	bgDone bool
 }
+
+// connHooks are what the supervisor learns from a connection as it
+// happens. They run on the transport's read loop (mcp-go trap 3) and must
+// not block.
+type connHooks struct {
+	supervised  bool   // an owner watches Done and closes the connection
+	listChanged func() // the upstream sent notifications/tools/list_changed
+	streamEnded func() // an HTTP event stream (the GET listening stream) ended
+}
+
+// ErrClosed is the cause when the gateway closed the connection itself.
+var ErrClosed = errors.New("connection closed by the gateway")
+
+// ErrOutputEnded is the cause when a stdio upstream's output ended.
+var ErrOutputEnded = errors.New("upstream output ended")
+
+// errExited: a stdio upstream exited and its output did not end.
+var errExited = errors.New("upstream exited")
 
 // Dial starts (stdio) or connects to (HTTP, SSE) the server and completes
 // the initialize handshake. ctx bounds the whole attempt; the connection
 // itself outlives it. maxMessage caps every message the upstream sends.
 func Dial(ctx context.Context, srv *config.Server, maxMessage int, log *slog.Logger) (*Conn, error) {
-	c := &Conn{name: srv.Name, log: log}
+	return dial(ctx, srv, maxMessage, log, connHooks{})
+}
+
+func dial(ctx context.Context, srv *config.Server, maxMessage int, log *slog.Logger, hooks connHooks) (*Conn, error) {
+	c := &Conn{name: srv.Name, log: log, hooks: hooks}
+	c.life, c.kill = context.WithCancelCause(context.Background())
 	if err := c.openTransport(srv, maxMessage); err != nil {
+		c.kill(err)
 		return nil, err
 	}
 	c.client = client.NewClient(c.tr, client.WithProtocolVersion(upstreamProtocol))
+	c.client.OnNotification(c.onNotification)
+	// Legacy SSE: the event stream carries every answer, so its end is the
+	// connection's end.
+	c.client.OnConnectionLost(func(err error) { c.markDown(fmt.Errorf("event stream lost: %w", err)) })
+	if c.proc != nil {
+		c.goTracked(c.watchExit)
+	}
 	if err := c.handshake(ctx); err != nil {
 		c.Close()
+		if c.proc != nil {
+			return nil, &startError{err: err, status: c.proc.status(), tail: c.proc.stderrTail(stderrTailWait)}
+		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// startError is a stdio upstream that did not complete the handshake: how
+// its process ended, and the last lines of its stderr (for the log).
+type startError struct {
+	err    error
+	status string
+	tail   []string
+}
+
+func (e *startError) Error() string { return fmt.Sprintf("%v (upstream %s)", e.err, e.status) }
+func (e *startError) Unwrap() error { return e.err }
+
+// watchExit marks a stdio connection down when its process exits. What the
+// child wrote before it exited is still in the pipe, and the reader is
+// given exitDrainGrace to reach the end of the output (which marks the
+// connection down itself) before the connection is taken down regardless
+// (a grandchild may hold the output open). Meanwhile Alive is already false:
+// no new request goes to a process that is gone.
+func (c *Conn) watchExit() {
+	select {
+	case <-c.proc.exited:
+	case <-c.life.Done():
+		return
+	}
+	t := time.NewTimer(exitDrainGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		c.markDown(fmt.Errorf("%w (%s)", errExited, c.proc.status()))
+	case <-c.life.Done():
+	}
+}
+
+// exitDrainGrace bounds how long the output of an exited child is read.
+const exitDrainGrace = time.Second
+
+// markDown records that the connection can no longer carry requests, and
+// why (the first reason wins).
+func (c *Conn) markDown(why error) {
+	c.closed.Store(true)
+	c.kill(why)
+}
+
+// Done is closed when the connection is down.
+func (c *Conn) Done() <-chan struct{} { return c.life.Done() }
+
+// Err says why the connection is down (nil while it is up).
+func (c *Conn) Err() error {
+	if c.life.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.life)
+}
+
+// downErr is the cause a request gets when the connection is down.
+func (c *Conn) downErr() error {
+	if err := c.Err(); err != nil && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
+	}
+	return ErrNotConnected
+}
+
+// goTracked runs fn on a goroutine Close waits for, unless Close already
+// waits (then it reports false and does not run fn).
+func (c *Conn) goTracked(fn func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgDone {
+		return false
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		fn()
+	}()
+	return true
 }
 
 func (c *Conn) openTransport(srv *config.Server, maxMessage int) error {
@@ -67,13 +198,20 @@ func (c *Conn) openTransport(srv *config.Server, maxMessage int) error {
 	case config.TransportStdio:
 		return c.openStdio(srv, maxMessage)
 	case config.TransportSSE:
+		// The SSE transport gives up on an answer after its own response
+		// timeout (60 s by default, or the caller's remaining time): make
+		// the caller's deadline the only one.
 		tr, err := transport.NewSSE(srv.URL, transport.WithHeaders(srv.Headers),
-			transport.WithHTTPClient(c.httpClient(maxMessage)))
+			transport.WithHTTPClient(c.httpClient(maxMessage)), transport.WithSSELogger(libraryLogger(c.log)),
+			transport.WithResponseTimeout(sseResponseTimeout))
 		c.tr = tr
 		return err
 	default:
+		// Continuous listening opens the GET stream on which the server
+		// sends what is not an answer to a request: tools/list_changed.
 		tr, err := transport.NewStreamableHTTP(srv.URL, transport.WithHTTPHeaders(srv.Headers),
-			transport.WithHTTPBasicClient(c.httpClient(maxMessage)))
+			transport.WithHTTPBasicClient(c.httpClient(maxMessage)), transport.WithContinuousListening(),
+			transport.WithHTTPLogger(libraryLogger(c.log)))
 		c.tr = tr
 		return err
 	}
@@ -87,10 +225,20 @@ func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
 	c.proc = p
 	c.stdin = &watchedWriter{w: p.stdin}
 	// The stream ends before the process is reaped: notice the end itself,
-	// so a call after a crash is known never to have been sent.
-	out := newCapReader(&endNoticer{r: p.stdout, ended: &c.closed}, maxMessage, frameLine, c.noteOversize)
+	// so a call after a crash is known never to have been sent. The cap
+	// reader sits outside the noticer, so a stream it gives up on (an
+	// endless message) also ends the connection.
+	out := &endNoticer{r: newCapReader(p.stdout, maxMessage, frameLine, c.noteOversize), onEnd: c.outputEnded}
 	c.tr = transport.NewIO(out, c.stdin, nil)
 	return nil
+}
+
+func (c *Conn) outputEnded(err error) {
+	if errors.Is(err, io.EOF) {
+		c.markDown(ErrOutputEnded)
+		return
+	}
+	c.markDown(fmt.Errorf("%w: %w", ErrOutputEnded, err))
 }
 
 // httpClient caps every response body the upstream sends. No client-wide
@@ -98,8 +246,9 @@ func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
 // own deadline instead.
 func (c *Conn) httpClient(maxMessage int) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	c.http = base
 	return &http.Client{
-		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize},
+		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded},
 		// A redirect would carry the configured upstream headers (its
 		// credentials) to whatever host the upstream names: refuse it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -133,27 +282,45 @@ func (c *Conn) Alive() bool { return !c.closed.Load() && (c.proc == nil || c.pro
 
 // request sends one raw JSON-RPC request and returns its raw result.
 func (c *Conn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.roundTrip(ctx, method, params, nil, nil)
+}
+
+// roundTrip sends one request; while it waits, progress queued on route is
+// handed to onProgress on the caller's goroutine.
+func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *progressRoute, onProgress func(Progress)) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if !c.Alive() {
-		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
+		return nil, &CallError{Where: NotSent, Err: c.downErr()}
 	}
 	id := mcp.NewRequestId(fmt.Sprintf("gw-%d", c.seq.Add(1)))
 	key := idKey(id)
 	c.pending.add(key)
 	resp, err := c.send(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
-	})
+	}, route, onProgress)
 	oversize := c.pending.remove(key)
 	switch {
+	case errors.Is(err, errNotStarted):
+		return nil, &CallError{Where: NotSent, Err: c.downErr()}
 	case err != nil && ctx.Err() != nil:
-		go c.cancelUpstream(id, ctx.Err())
+		// The caller gave up (deadline, or the client cancelled): tell the
+		// upstream, so a tool still running can stop.
+		c.goTracked(func() { c.cancelUpstream(id, ctx.Err()) })
 		return nil, ctx.Err()
-	case err != nil && neverLeft(err):
-		return nil, &CallError{Where: NotSent, Err: err}
 	case err != nil:
+		c.noteFailure(err)
+		if neverLeft(err) {
+			return nil, &CallError{Where: NotSent, Err: err}
+		}
 		return nil, &CallError{Where: Sent, Err: err}
+	case idKey(resp.ID) != key && !(resp.Error != nil && resp.ID.IsNil()):
+		// Over HTTP the answer is whatever the POST's body or stream
+		// carries, and mcp-go does not check its id: refuse an answer
+		// labelled for another request. (An error may carry a null id:
+		// JSON-RPC's "could not tell which request".)
+		return nil, &CallError{Where: Sent, Err: fmt.Errorf("answer carries id %s, not %s", sanitize.Clip(idKey(resp.ID), 80), key)}
 	case resp.Error != nil && oversize:
 		return nil, &CallError{Where: Answered, Oversize: true, Err: errors.New(resp.Error.Message)}
 	case resp.Error != nil:
@@ -162,35 +329,116 @@ func (c *Conn) request(ctx context.Context, method string, params any) (json.Raw
 	return resp.Result, nil
 }
 
-// send hands the request to the transport. mcp-go writes a stdio request
-// with a blocking write that ignores the context, so a child that stops
-// reading its stdin would hold the call (and every call queued behind it)
-// past its deadline. The write runs aside; when the deadline passes with
-// the write still blocked, the child is declared broken and stopped, which
-// also unblocks the write.
-func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	if c.proc == nil {
-		return c.tr.SendRequest(ctx, req)
+// noteFailure marks the connection down when a failed request proves it
+// is: the transport is closed, the HTTP session is gone, or the server
+// cannot be reached at all.
+func (c *Conn) noteFailure(err error) {
+	var op *net.OpError
+	if errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, transport.ErrSessionTerminated) ||
+		errors.Is(err, errConnLost) || (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) {
+		c.markDown(err)
 	}
+}
+
+// errNotStarted: Close was already waiting, so the request was not sent.
+var errNotStarted = errors.New("connection closing; request not sent")
+
+// errConnLost: the connection went down while the request was waiting.
+var errConnLost = errors.New("connection lost while the request was in flight")
+
+// send hands the request to the transport on a goroutine of its own and
+// waits for the answer, the caller's context, or the connection going down,
+// delivering progress meanwhile.
+//
+// mcp-go writes a stdio request with a blocking write that ignores the
+// context, so a child that stops reading its stdin would hold the call (and
+// every call queued behind it) past its deadline. Running the request aside
+// lets the caller leave at its deadline; when the write is still blocked
+// then, the child is declared down (its owner stops it, which also unblocks
+// the write).
+func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *progressRoute, onProgress func(Progress)) (*transport.JSONRPCResponse, error) {
 	type answer struct {
 		resp *transport.JSONRPCResponse
 		err  error
 	}
+	reqCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Over HTTP and SSE a connection that went down takes its requests
+	// with it. Over stdio the transport itself ends every request when the
+	// output ends or it is closed, and not before: answers the child wrote
+	// before it exited are still in the pipe.
+	var down <-chan struct{}
+	if c.proc == nil {
+		stop := context.AfterFunc(c.life, cancel)
+		defer stop()
+		down = c.life.Done()
+	}
 	done := make(chan answer, 1)
-	go func() {
-		resp, err := c.tr.SendRequest(ctx, req)
+	if !c.goTracked(func() {
+		resp, err := c.tr.SendRequest(reqCtx, req)
 		done <- answer{resp, err}
-	}()
-	select {
-	case a := <-done:
-		return a.resp, a.err
-	case <-ctx.Done():
-		if c.stdin.blocked() {
-			c.log.Error("upstream stopped reading its input; stopping it")
-			c.closed.Store(true)
-			go c.Close()
+	}) {
+		return nil, errNotStarted
+	}
+	var progressed <-chan struct{}
+	if route != nil {
+		progressed = route.signal
+	}
+	for {
+		select {
+		case a := <-done:
+			route.deliver(onProgress)
+			if sseGaveUp(a.err) {
+				// Its timer is the caller's deadline: let the deadline
+				// itself end the call, so it counts as one.
+				waitDeadline(ctx)
+			}
+			return a.resp, a.err
+		case <-progressed:
+			route.deliver(onProgress)
+		case <-ctx.Done():
+			if c.stdin != nil && c.stdin.blocked() {
+				c.log.Error("upstream stopped reading its input; stopping it")
+				c.markDown(errors.New("upstream stopped reading its input"))
+				if !c.hooks.supervised {
+					go c.Close() // no owner watches this connection
+				}
+			}
+			return nil, ctx.Err()
+		case <-down:
+			select {
+			case a := <-done:
+				route.deliver(onProgress)
+				return a.resp, a.err
+			default:
+			}
+			return nil, fmt.Errorf("%w: %w", errConnLost, context.Cause(c.life))
 		}
-		return nil, ctx.Err()
+	}
+}
+
+// sseResponseTimeout is longer than any call's deadline.
+const sseResponseTimeout = 24 * time.Hour
+
+// sseGaveUp reports the SSE transport's own response timeout, which it
+// sets to the caller's remaining time and which can fire a moment before
+// the caller's context ends. (mcp-go does not export the error.)
+func sseGaveUp(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "timeout waiting for SSE response")
+}
+
+// waitDeadline waits for ctx to end if its deadline is at most a second
+// away.
+func waitDeadline(ctx context.Context) {
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > time.Second {
+		return
+	}
+	t := time.NewTimer(time.Until(deadline) + 100*time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -256,21 +504,62 @@ func (p *pendingSet) remove(key string) bool {
 // validated against the raw bytes; re-encoding would lose big integers) and
 // returns the raw result for the normalize stage.
 func (c *Conn) CallTool(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+	return c.CallToolProgress(ctx, tool, args, nil)
+}
+
+// CallToolProgress is CallTool that, when onProgress is not nil, sends a
+// progress token of the gateway's own (unique per call) and hands the
+// upstream's notifications/progress for it to onProgress, on the caller's
+// goroutine and in order, until the call returns (none after). A consumer
+// slower than the upstream sees the newest notifications coalesced, never
+// a blocked connection.
+func (c *Conn) CallToolProgress(ctx context.Context, tool string, args json.RawMessage, onProgress func(Progress)) (json.RawMessage, error) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	params := struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}{tool, args}
-	return c.request(ctx, string(mcp.MethodToolsCall), params)
+	params := toolCallParams{Name: tool, Arguments: args}
+	var route *progressRoute
+	if onProgress != nil {
+		token := newProgressToken()
+		route = c.routes.add(token)
+		defer c.routes.remove(token)
+		params.Meta = &callMeta{ProgressToken: token}
+	}
+	return c.roundTrip(ctx, string(mcp.MethodToolsCall), params, route, onProgress)
+}
+
+type toolCallParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      *callMeta       `json:"_meta,omitempty"`
+}
+
+type callMeta struct {
+	ProgressToken string `json:"progressToken"`
+}
+
+// onNotification runs on the transport's read loop (mcp-go trap 3): it
+// only queues or signals, never calls the upstream or waits.
+func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
+	switch n.Method {
+	case string(mcp.MethodNotificationProgress):
+		c.routes.route(n.Params.AdditionalFields)
+	case string(mcp.MethodNotificationToolsListChanged):
+		if c.hooks.listChanged != nil {
+			c.hooks.listChanged()
+		}
+	}
 }
 
 // Close ends the connection; for stdio it stops the child process and
-// every process in its group.
+// every process in its group. It returns once every goroutine the
+// connection started has ended. Concurrent calls all wait for the first.
 func (c *Conn) Close() {
-	c.closed.Store(true)
+	c.markDown(ErrClosed)
 	c.closing.Do(func() {
+		c.bgMu.Lock()
+		c.bgDone = true
+		c.bgMu.Unlock()
 		if c.client != nil {
 			// For stdio this only closes our pipe ends: the transport was
 			// built with NewIO, so it owns no process.
@@ -278,6 +567,12 @@ func (c *Conn) Close() {
 		}
 		if c.proc != nil {
 			c.proc.stop()
+		}
+		c.bg.Wait()
+		if c.http != nil {
+			// Each connection has its own pool: idle keep-alive
+			// connections would otherwise outlive it.
+			c.http.CloseIdleConnections()
 		}
 	})
 }
@@ -310,17 +605,38 @@ func (w *watchedWriter) Close() error { return w.w.Close() }
 // blocked reports whether a write is in progress right now.
 func (w *watchedWriter) blocked() bool { return w.writing.Load() > 0 }
 
-// endNoticer sets ended when its reader fails (EOF included): the child's
-// stdout is gone, so nothing more can be answered.
+// endNoticer calls onEnd when its reader fails (EOF included): the child's
+// stdout is gone, so nothing more can be answered. The transport is told
+// io.EOF whatever the cause (it ends its read loop on any error alike, and
+// logs others to the default logger); the cause is the connection's.
 type endNoticer struct {
 	r     io.Reader
-	ended *atomic.Bool
+	onEnd func(error)
 }
 
 func (e *endNoticer) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
 	if err != nil {
-		e.ended.Store(true)
+		e.onEnd(err)
+		err = io.EOF
 	}
 	return n, err
 }
+
+// libraryLogger is the log for mcp-go's transports: everything they say
+// is debug detail, since the connection reports what matters itself.
+func libraryLogger(log *slog.Logger) *slog.Logger { return slog.New(debugOnly{log.Handler()}) }
+
+type debugOnly struct{ h slog.Handler }
+
+func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return d.h.Handle(ctx, r)
+}
+
+func (d debugOnly) WithAttrs(attrs []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(attrs)} }
+func (d debugOnly) WithGroup(name string) slog.Handler       { return debugOnly{d.h.WithGroup(name)} }

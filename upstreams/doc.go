@@ -10,6 +10,16 @@
 // credential is never sent upstream (connections are built only from
 // config).
 //
+// Every enabled server has a supervisor goroutine (supervise.go) owned by
+// the Set: it connects, lists the tools, re-lists them when the upstream
+// sends notifications/tools/list_changed (debounced, never on the
+// transport's read loop), and when the connection goes down (a stdio child
+// exited or its output ended, an HTTP session ended or the server cannot be
+// reached, an SSE stream dropped) connects again with exponential backoff,
+// logging a dead child's exit status and stderr tail. Meanwhile the
+// server's last known tools stay in the catalog and their calls fail at
+// once as NotSent. Close stops every supervisor and child process.
+//
 // tools/list and tools/call are sent as raw JSON-RPC through the mcp-go
 // transport rather than through mcp-go's typed client: the typed client
 // drops schema keywords, decodes numbers as float64 and fails a whole call

@@ -4,14 +4,19 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 )
 
 // cappedTransport wraps every upstream HTTP response body in a capReader:
-// an event stream is capped per line, any other body as one message.
+// an event stream is capped per event, any other body as one message. It
+// also tells the connection when a GET event stream (Streamable HTTP's
+// listening stream, or legacy SSE's only stream) ends: the upstream may be
+// gone.
 type cappedTransport struct {
-	base       http.RoundTripper
-	max        int
-	onOversize func(id []byte)
+	base        http.RoundTripper
+	max         int
+	onOversize  func(id []byte)
+	onStreamEnd func() // may be nil
 }
 
 func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -24,7 +29,11 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if mediaType == "text/event-stream" {
 		framing = frameEvent
 	}
-	resp.Body = &cappedBody{Reader: newCapReader(resp.Body, t.max, framing, t.onOversize), closer: resp.Body}
+	body := &cappedBody{Reader: newCapReader(resp.Body, t.max, framing, t.onOversize), closer: resp.Body}
+	if framing == frameEvent && req.Method == http.MethodGet && t.onStreamEnd != nil {
+		body.onEnd = t.onStreamEnd
+	}
+	resp.Body = body
 	resp.ContentLength = -1 // a replaced body has a different length
 	return resp, nil
 }
@@ -32,6 +41,25 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type cappedBody struct {
 	io.Reader
 	closer io.Closer
+	onEnd  func()
+	ended  sync.Once
 }
 
-func (b *cappedBody) Close() error { return b.closer.Close() }
+func (b *cappedBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err != nil {
+		b.end()
+	}
+	return n, err
+}
+
+func (b *cappedBody) Close() error {
+	b.end()
+	return b.closer.Close()
+}
+
+func (b *cappedBody) end() {
+	if b.onEnd != nil {
+		b.ended.Do(b.onEnd)
+	}
+}

@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // inheritedEnv names the variables a stdio upstream inherits from the
@@ -46,11 +49,13 @@ func contains(list []string, s string) bool {
 
 // process is a running stdio upstream.
 type process struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *os.File // read end, owned by the transport's reader
-	exited chan struct{}
-	err    error // from Wait, valid after exited is closed
+	cmd        *exec.Cmd
+	stdin      io.WriteCloser
+	stdout     *os.File // read end, owned by the transport's reader until stop closes it
+	exited     chan struct{}
+	err        error // from Wait, valid after exited is closed
+	stderr     *tailRing
+	stderrDone chan struct{} // closed when stderr reached its end
 }
 
 // How long Close waits after closing stdin, then after SIGTERM, before
@@ -94,8 +99,12 @@ func spawn(command string, args []string, dir string, env []string, log *slog.Lo
 		errR.Close()
 		return nil, err
 	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: outR, exited: make(chan struct{})}
-	go logLines(errR, log)
+	p := &process{cmd: cmd, stdin: stdin, stdout: outR, exited: make(chan struct{}),
+		stderr: &tailRing{}, stderrDone: make(chan struct{})}
+	go func() {
+		defer close(p.stderrDone)
+		logLines(errR, log, p.stderr)
+	}()
 	go func() {
 		p.err = cmd.Wait()
 		close(p.exited)
@@ -106,13 +115,15 @@ func spawn(command string, args []string, dir string, env []string, log *slog.Lo
 // maxStderrLine bounds one logged stderr line.
 const maxStderrLine = 4 << 10
 
-func logLines(r io.ReadCloser, log *slog.Logger) {
+func logLines(r io.ReadCloser, log *slog.Logger, tail *tailRing) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, maxStderrLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
-			log.Info("upstream stderr", "line", sanitizeLine(line))
+			clean := sanitizeLine(line)
+			log.Info("upstream stderr", "line", clean)
+			tail.add(clean)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
@@ -142,8 +153,13 @@ func (p *process) alive() bool {
 }
 
 // stop ends the process: stdin EOF first, then SIGTERM, then SIGKILL to the
-// whole process group, so no child outlives the gateway.
+// whole process group, so no child outlives the gateway. The read end of
+// stdout is closed first: nothing more will be read, a child blocked writing
+// to it (an endless answer) fails at once instead of holding out until
+// SIGKILL, and the transport's reader ends even if a grandchild still holds
+// the write end.
 func (p *process) stop() {
+	p.stdout.Close()
 	p.stdin.Close()
 	if p.waitExit(stdinGrace) {
 		// The leader exited; anything it left behind in its group goes too.
@@ -152,10 +168,68 @@ func (p *process) stop() {
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	if p.waitExit(termGrace) {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
+}
+
+// status describes how the process ended ("exit status 3", "signal:
+// killed"), or "" while it runs.
+func (p *process) status() string {
+	if p.alive() {
+		return ""
+	}
+	if p.err == nil {
+		return "exit status 0"
+	}
+	return p.err.Error()
+}
+
+// stderrTail waits (at most wait) for stderr to reach its end, then returns
+// its last lines.
+func (p *process) stderrTail(wait time.Duration) []string {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+	}
+	return p.stderr.lines()
+}
+
+// Bounds of the stderr tail logged when a stdio upstream exits.
+const (
+	tailLines     = 20
+	tailLineBytes = 512
+)
+
+// tailRing keeps the last tailLines stderr lines, each at most tailLineBytes.
+type tailRing struct {
+	mu   sync.Mutex
+	ring [tailLines]string
+	n    int // lines added so far
+}
+
+func (t *tailRing) add(line string) {
+	line = sanitize.Clip(sanitize.Text(line), tailLineBytes)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ring[t.n%tailLines] = line
+	t.n++
+}
+
+// lines returns the kept lines, oldest first.
+func (t *tailRing) lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	start := max(0, t.n-tailLines)
+	out := make([]string, 0, t.n-start)
+	for i := start; i < t.n; i++ {
+		out = append(out, t.ring[i%tailLines])
+	}
+	return out
 }
 
 func (p *process) waitExit(d time.Duration) bool {

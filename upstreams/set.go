@@ -6,52 +6,102 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/toolgate/toolgate/config"
-	"github.com/toolgate/toolgate/sanitize"
 )
 
-// Set is every configured upstream and the catalog built from them.
+// Set is every configured upstream, each kept connected by a supervisor
+// goroutine, and the catalog built from what they list.
+//
+// The catalog is rebuilt (and OnCatalogChange callbacks run) whenever an
+// upstream's tool list changes: it connects for the first time, it comes
+// back after a restart or reconnect with a different list, or it sends
+// notifications/tools/list_changed. A server that goes down keeps its last
+// known tools in the catalog; calls to them fail at once with a NotSent
+// CallError (upstream_unavailable) until it is back.
 type Set struct {
-	conns   map[string]*Conn // nil value: configured but not connected
-	catalog atomic.Pointer[Catalog]
+	cfg     *config.Config
 	log     *slog.Logger
+	opts    options
+	sups    map[string]*supervisor // enabled servers; fixed after Start
+	catalog atomic.Pointer[Catalog]
+
+	mu      sync.Mutex // guards listed, down and started
+	listed  map[string][]Listed
+	down    map[string]string // servers with no known tool list, and why
+	started bool              // the first catalog is built; later changes rebuild it
+
+	cbMu     sync.Mutex
+	onChange []func(*Catalog)
+	onStatus []func(server string, up bool, why string)
+	notifyMu sync.Mutex
+	notified *Catalog // the last catalog handed to the callbacks
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
-// Start connects to every enabled server in parallel, each bounded by its
-// init_timeout, and builds the catalog. A server that fails to start does
-// not stop the others: it is logged and its tools answer
-// upstream_unavailable. Only a catalog that cannot be built (a name
-// collision) is an error.
-func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Set, error) {
-	s := &Set{conns: map[string]*Conn{}, log: log}
-	listed := map[string][]Listed{}
-	down := map[string]string{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+// Option configures a Set.
+type Option func(*options)
+
+type options struct {
+	backoff  Backoff
+	debounce time.Duration
+	wait     func(ctx context.Context, d time.Duration) bool // the backoff sleep; tests replace it
+}
+
+// WithBackoff sets how long supervisors wait between attempts to start or
+// reach an upstream (default DefaultBackoff).
+func WithBackoff(b Backoff) Option { return func(o *options) { o.backoff = b } }
+
+// WithListDebounce sets how long a burst of tools/list_changed must stay
+// quiet before the tool list is read again (default DefaultListDebounce).
+func WithListDebounce(d time.Duration) Option { return func(o *options) { o.debounce = d } }
+
+// Start starts a supervisor for every enabled server and waits for each
+// one's first attempt to connect and list its tools, bounded by its
+// init_timeout and by ctx, then builds the catalog. A server whose first
+// attempt fails does not stop the others: it is logged, its tools answer
+// upstream_unavailable, and its supervisor keeps trying with backoff. Only
+// a catalog that cannot be built is an error. ctx bounds the first attempts
+// only; the upstreams run until Close.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (*Set, error) {
+	o := options{backoff: DefaultBackoff, debounce: DefaultListDebounce, wait: wait}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.backoff = o.backoff.withDefaults()
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Set{cfg: cfg, log: log, opts: o, sups: map[string]*supervisor{},
+		listed: map[string][]Listed{}, down: map[string]string{}, stop: stop}
+	var booted []chan struct{}
 	for _, name := range cfg.ServerNames() {
 		srv := cfg.Servers[name]
 		if srv.Disabled {
 			continue
 		}
-		wg.Go(func() {
-			conn, tools, err := connect(ctx, cfg, srv, log.With("server", name))
-			mu.Lock()
-			defer mu.Unlock()
-			s.conns[name] = conn
-			if err != nil {
-				down[name] = sanitize.Text(err.Error())
-				log.Error("upstream unavailable", "server", name, "err", down[name])
-				return
-			}
-			listed[name] = tools
-			log.Info("upstream connected", "server", name, "tools", len(tools))
-		})
+		sv := newSupervisor(s, srv)
+		s.sups[name] = sv
+		first := make(chan struct{})
+		booted = append(booted, first)
+		s.wg.Go(func() { sv.run(ctx, life, first) })
 	}
-	wg.Wait()
-	cat, err := Build(cfg, listed, down)
+	for _, first := range booted {
+		<-first
+	}
+	s.mu.Lock()
+	s.started = true
+	cat, err := s.buildLocked()
+	if err == nil {
+		s.catalog.Store(cat)
+	}
+	s.mu.Unlock()
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -59,26 +109,179 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Set, err
 	for _, q := range cat.Quarantined() {
 		log.Warn("tool quarantined", "server", q.Server, "tool", q.Upstream, "reason", q.Reason)
 	}
-	s.catalog.Store(cat)
+	s.notifyMu.Lock()
+	s.notified = cat
+	s.notifyMu.Unlock()
 	return s, nil
 }
 
-// connect dials one server and lists its tools within its init_timeout.
-func connect(ctx context.Context, cfg *config.Config, srv *config.Server, log *slog.Logger) (*Conn, []Listed, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout(srv.Name))
-	defer cancel()
-	conn, err := Dial(ctx, srv, int(maxMessageBytes(cfg, srv)), log)
-	if err != nil {
-		return nil, nil, boundErr(ctx, cfg, srv, err)
+// buildLocked builds a catalog from the current listings. s.mu is held.
+func (s *Set) buildLocked() (*Catalog, error) { return Build(s.cfg, s.listed, s.down) }
+
+// listedTools records what a server listed after it (re)connected or told
+// of a change, and rebuilds the catalog unless nothing changed.
+func (s *Set) listedTools(server string, tools []Listed) {
+	s.mu.Lock()
+	_, wasDown := s.down[server]
+	prev, had := s.listed[server]
+	if had && !wasDown && reflect.DeepEqual(prev, tools) {
+		s.mu.Unlock()
+		return
 	}
-	tools, err := conn.ListTools(ctx)
-	if err != nil {
-		conn.Close()
-		return nil, nil, boundErr(ctx, cfg, srv, fmt.Errorf("tools/list: %w", err))
+	s.listed[server] = tools
+	delete(s.down, server)
+	if !s.started {
+		s.mu.Unlock()
+		return
 	}
-	return conn, tools, nil
+	cat, err := s.buildLocked()
+	if err != nil {
+		s.mu.Unlock()
+		s.log.Error("tool catalog not rebuilt; keeping the previous one", "server", server, "err", err)
+		return
+	}
+	s.catalog.Store(cat)
+	s.mu.Unlock()
+	for _, q := range cat.Quarantined() {
+		if q.Server == server {
+			s.log.Warn("tool quarantined", "server", q.Server, "tool", q.Upstream, "reason", q.Reason)
+		}
+	}
+	s.log.Info("tool catalog rebuilt", "server", server, "tools", len(tools))
+	s.notify()
 }
 
+// failedAttempt records why a server that never listed its tools is down
+// (it shows in the catalog built at Start). A server with a known list
+// keeps it.
+func (s *Set) failedAttempt(server, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, had := s.listed[server]; !had {
+		s.down[server] = why
+	}
+}
+
+// notify hands the current catalog to every callback, unless they have
+// seen it already. Concurrent rebuilds may coalesce: the callbacks always
+// end up having seen the newest catalog.
+func (s *Set) notify() {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	cat := s.catalog.Load()
+	if cat == s.notified {
+		return
+	}
+	s.notified = cat
+	s.cbMu.Lock()
+	fns := slices.Clone(s.onChange)
+	s.cbMu.Unlock()
+	for _, fn := range fns {
+		s.runCallback(fn, cat)
+	}
+}
+
+func (s *Set) runCallback(fn func(*Catalog), cat *Catalog) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("catalog change callback panicked", "panic", fmt.Sprint(r))
+		}
+	}()
+	fn(cat)
+}
+
+// OnCatalogChange registers fn to be called with the new catalog after
+// every catalog swap: an upstream came up (after a failed start, a restart
+// or a reconnect) with a tool list that differs from the last one, or its
+// tool list changed. It is not called for the catalog Start returns, nor
+// after Close returned. Calls are serialised and run on a supervisor's
+// goroutine: fn must not call Close or OnCatalogChange, and should be quick.
+func (s *Set) OnCatalogChange(fn func(*Catalog)) {
+	s.cbMu.Lock()
+	defer s.cbMu.Unlock()
+	s.onChange = append(s.onChange, fn)
+}
+
+// OnStatusChange registers fn to be called when a server's connection
+// comes up (after its tools were listed and the catalog updated) or goes
+// down, and after every failed attempt to start or reach it (after the
+// failure was logged); why says why it is down. Calls for one server come
+// from its supervisor's goroutine, in order; fn must be quick and must not
+// call Close.
+func (s *Set) OnStatusChange(fn func(server string, up bool, why string)) {
+	s.cbMu.Lock()
+	defer s.cbMu.Unlock()
+	s.onStatus = append(s.onStatus, fn)
+}
+
+func (s *Set) statusChanged(server string, up bool, why string) {
+	s.cbMu.Lock()
+	fns := slices.Clone(s.onStatus)
+	s.cbMu.Unlock()
+	for _, fn := range fns {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					s.log.Error("status callback panicked", "panic", fmt.Sprint(r))
+				}
+			}()
+			fn(server, up, why)
+		}()
+	}
+}
+
+// Catalog returns the current catalog.
+func (s *Set) Catalog() *Catalog { return s.catalog.Load() }
+
+// Status reports whether server has a live connection, and if not, why.
+func (s *Set) Status(server string) (up bool, why string) {
+	sv := s.sups[server]
+	if sv == nil {
+		return false, "not configured or disabled"
+	}
+	if sv.conn.Load() != nil {
+		return true, ""
+	}
+	return false, sv.why()
+}
+
+// CallTool sends tools/call to a server over its current connection,
+// without progress. It is the method proxy.Upstreams needs.
+func (s *Set) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
+	return s.CallToolProgress(ctx, server, tool, args, nil)
+}
+
+// CallToolProgress sends tools/call to a server over its current
+// connection. A server that is down (not started yet, restarting,
+// reconnecting) fails at once with a NotSent CallError; a connection that
+// goes down during the call fails it (NotSent if the request never left,
+// Sent otherwise), never hangs. With onProgress set, the upstream's
+// progress for this call goes to it (see Conn.CallToolProgress). When ctx
+// ends first, the upstream is sent notifications/cancelled.
+func (s *Set) CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, onProgress func(Progress)) (json.RawMessage, error) {
+	sv := s.sups[server]
+	if sv == nil {
+		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
+	}
+	conn := sv.conn.Load()
+	if conn == nil {
+		return nil, &CallError{Where: NotSent, Err: fmt.Errorf("%w: %s", ErrNotConnected, sv.why())}
+	}
+	return conn.CallToolProgress(ctx, tool, args, onProgress)
+}
+
+// Close stops every supervisor and the upstream it runs, in parallel (each
+// stdio child may take seconds to exit, and shutdown must not take that
+// times the count), and returns when no goroutine or child process of the
+// Set is left.
+func (s *Set) Close() {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.wg.Wait()
+	})
+}
+
+// boundErr says when an attempt failed because init_timeout passed.
 func boundErr(ctx context.Context, cfg *config.Config, srv *config.Server, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within init_timeout %s: %w", cfg.InitTimeout(srv.Name), err)
@@ -98,28 +301,4 @@ func maxMessageBytes(cfg *config.Config, srv *config.Server) int64 {
 		largest = max(largest, cfg.MaxResultBytes(srv.Name, tool))
 	}
 	return largest + frameSlack
-}
-
-// Catalog returns the current catalog.
-func (s *Set) Catalog() *Catalog { return s.catalog.Load() }
-
-// CallTool sends tools/call to a server.
-func (s *Set) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
-	conn := s.conns[server]
-	if conn == nil {
-		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
-	}
-	return conn.CallTool(ctx, tool, args)
-}
-
-// Close stops every upstream in parallel: each stdio child may take
-// seconds to exit, and shutdown must not take that times the count.
-func (s *Set) Close() {
-	var wg sync.WaitGroup
-	for _, c := range s.conns {
-		if c != nil {
-			wg.Go(c.Close)
-		}
-	}
-	wg.Wait()
 }

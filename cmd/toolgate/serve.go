@@ -95,6 +95,9 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		Resilience: resilienceFrom(cfg, log)}
 	srv := proxy.NewServer(pipe, version, log)
 	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
+	// Restarts, reconnects and upstream list changes rebuild the catalog;
+	// the client-facing tools follow (mcp-go sends tools/list_changed).
+	set.OnCatalogChange(srv.SyncTools)
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
 	return &gateway{cfg: cfg, auth: auth, policy: policy, set: set, server: srv}, 0
 }

@@ -31,6 +31,13 @@ type httpUpstream struct {
 func serveHTTP(ln net.Listener, transport string, o Options, hang bool, logw io.Writer) (*httpUpstream, error) {
 	base := "http://" + ln.Addr().String()
 	u := &httpUpstream{served: make(chan struct{}), hang: make(chan struct{})}
+	if o.rt == nil {
+		exit := o.Exit
+		if exit == nil {
+			exit = os.Exit
+		}
+		o.rt = newRuntime(exit, o.CrashAfter)
+	}
 	mcpSrv := NewServer(o)
 	var h http.Handler
 	switch transport {
@@ -48,7 +55,7 @@ func serveHTTP(ln net.Listener, transport string, o Options, hang bool, logw io.
 	default:
 		return nil, fmt.Errorf("unknown HTTP transport %q (want http or sse)", transport)
 	}
-	h = rewriting(h)
+	h = recordingHandler(rewriting(h, o.rt.afterLine), o.rt)
 	if hang {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)

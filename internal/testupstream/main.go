@@ -27,6 +27,10 @@ import (
 //	-stderr-line TEXT          write TEXT and a newline to stderr first thing
 //	-exit-at-start CODE        exit with CODE right after -stderr-line, before reading anything
 //	-hang-init                 stdio: read stdin and never answer; http/sse: accept requests and never answer
+//	-crash-after N             exit with CrashAfterCode right after answering the Nth tool call
+//	-fail-once PATH            if PATH does not exist: create it and exit 3 at startup (after
+//	                           -stderr-line); if it exists, run normally. The first run of a restarted
+//	                           upstream fails, the next one comes up.
 //
 // Over stdio nothing but JSON-RPC is written to stdout. Over http/sse exactly one line is written to
 // stdout, "LISTENING <url>" (http://HOST:PORT/mcp or http://HOST:PORT/sse), once the port accepts
@@ -70,6 +74,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	stderrLine := fs.String("stderr-line", "", "write this `line` to stderr at startup")
 	exitAtStart := fs.Int("exit-at-start", 0, "exit with this `code` at startup, before reading anything")
 	hang := fs.Bool("hang-init", false, "read requests but never answer any")
+	crashAfter := fs.Int("crash-after", 0, "exit right after answering `N` tool calls (0: never)")
+	failOnce := fs.String("fail-once", "", "exit 3 at startup unless this marker `file` exists (creating it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -82,8 +88,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case *transport != "stdio" && *transport != "http" && *transport != "sse":
 		fmt.Fprintf(stderr, "testupstream: -transport %q: want stdio, http or sse\n", *transport)
 		return 2
-	case *extra < 0 || *pageSize < 0:
-		fmt.Fprintln(stderr, "testupstream: -extra-tools and -page-size must be >= 0")
+	case *extra < 0 || *pageSize < 0 || *crashAfter < 0:
+		fmt.Fprintln(stderr, "testupstream: -extra-tools, -page-size and -crash-after must be >= 0")
 		return 2
 	}
 
@@ -93,18 +99,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if exitSet {
 		return *exitAtStart
 	}
+	if *failOnce != "" {
+		f, err := os.OpenFile(*failOnce, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			_ = f.Close()
+			fmt.Fprintf(stderr, "testupstream: first run (created %s), failing\n", *failOnce)
+			return 3
+		}
+	}
 
-	o := Options{Name: *name, HostileSchemas: *hostile, ExtraTools: *extra, PageSize: *pageSize}
+	o := Options{Name: *name, HostileSchemas: *hostile, ExtraTools: *extra, PageSize: *pageSize, CrashAfter: *crashAfter}
+	o.rt = newRuntime(func(code int) {
+		fmt.Fprintf(stderr, "testupstream: answered %d calls, exiting with %d\n", *crashAfter, code)
+		os.Exit(code)
+	}, *crashAfter)
 	if *transport == "stdio" {
 		if *hang {
 			waitEOF(ctx, stdin)
 			return 0
 		}
-		in := &stallableReader{r: stdin, stall: make(chan struct{})}
+		in := &stallableReader{r: &inputRecorder{r: stdin, rt: o.rt}, stall: make(chan struct{})}
 		o.StopReading = in.stop
 		s := server.NewStdioServer(NewServer(o))
 		s.SetErrorLogger(log.New(stderr, "testupstream: ", log.LstdFlags))
-		if err := s.Listen(ctx, in, newLineRewriter(stdout)); err != nil && ctx.Err() == nil {
+		out := newLineRewriter(stdout)
+		out.afterLine = o.rt.afterLine
+		if err := s.Listen(ctx, in, out); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(stderr, "testupstream: %v\n", err)
 			return 1
 		}

@@ -5,24 +5,40 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 )
 
 // markerPrefix is what both markers start with: a cheap pre-check before any JSON parsing.
 var markerPrefix = []byte("__TESTUPSTREAM_")
 
-// crafted returns the replacement response for a marker, or nil for an unknown one.
-func crafted(marker string, id json.RawMessage) []byte {
+// crafted returns the replacement response for a marker, or nil for an unknown one. prefix is what
+// the line started with before the JSON ("data: " on an event stream); it starts every line of the
+// replacement.
+func crafted(marker string, id json.RawMessage, prefix []byte) []byte {
 	var result string
 	switch marker {
 	case GarbageMarker:
 		result = `{"content":42}`
 	case UnknownContentMarker:
 		result = `{"content":[{"type":"hologram","data":"x"}]}`
+	case WrongIDMarker:
+		result = `{"content":[{"type":"text","text":"an answer under the wrong id"}]}`
+		id = wrongID(id)
+	case NoiseMarker:
+		result = `{"content":[{"type":"text","text":"` + NoiseAnswer + `"}]}`
 	default:
 		return nil
 	}
-	out := make([]byte, 0, 64+len(id))
+	out := make([]byte, 0, 128+len(id))
+	if marker == NoiseMarker {
+		out = append(out, prefix...)
+		out = append(out, NoiseLine+"\n"...)
+		if len(prefix) > 0 {
+			out = append(out, '\n') // end the event
+		}
+	}
+	out = append(out, prefix...)
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, id...)
 	out = append(out, `,"result":`...)
@@ -31,16 +47,30 @@ func crafted(marker string, id json.RawMessage) []byte {
 	return out
 }
 
-// rewriteLine returns the replacement of one output line (without its line ending), or nil to keep
-// it. A line is replaced only when it is a JSON-RPC response (bare, or as an SSE "data:" line) whose
-// result content is exactly one text block holding a marker, so that echoing a marker as an
-// argument does not trigger it.
-func rewriteLine(line []byte) []byte {
-	if !bytes.Contains(line, markerPrefix) {
-		return nil
+// wrongID is an id no client would have used for the request: a string gets a suffix, a number a
+// large offset.
+func wrongID(id json.RawMessage) json.RawMessage {
+	var s string
+	if json.Unmarshal(id, &s) == nil {
+		b, _ := json.Marshal(s + "-wrong")
+		return b
 	}
-	prefix, body := []byte(nil), line
-	if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+	var n int64
+	if json.Unmarshal(id, &n) == nil {
+		return json.RawMessage(strconv.FormatInt(n+1000003, 10))
+	}
+	return json.RawMessage(`"wrong"`)
+}
+
+// markerAnswer reports whether line is a JSON-RPC response (bare, or as an SSE "data:" line) whose
+// result content is exactly one text block, and returns the text, the id and the prefix before the
+// JSON. Only such a text can be a marker, so that echoing a marker as an argument does not trigger it.
+func markerAnswer(line []byte) (prefix []byte, id json.RawMessage, text string, ok bool) {
+	if !bytes.Contains(line, markerPrefix) {
+		return nil, nil, "", false
+	}
+	body := line
+	if rest, isData := bytes.CutPrefix(line, []byte("data:")); isData {
 		n := len("data:")
 		if len(rest) > 0 && rest[0] == ' ' {
 			n++
@@ -58,22 +88,44 @@ func rewriteLine(line []byte) []byte {
 	}
 	if json.Unmarshal(body, &msg) != nil || msg.Result == nil || len(msg.ID) == 0 ||
 		len(msg.Result.Content) != 1 || msg.Result.Content[0].Type != "text" {
+		return nil, nil, "", false
+	}
+	return prefix, msg.ID, msg.Result.Content[0].Text, true
+}
+
+// rewriteLine returns the replacement of one output line (without its line ending), or nil to keep
+// it (streamed answers, drip and endless, are not replaced here: see streamLine).
+func rewriteLine(line []byte) []byte {
+	prefix, id, text, ok := markerAnswer(line)
+	if !ok {
 		return nil
 	}
-	repl := crafted(msg.Result.Content[0].Text, msg.ID)
+	repl := crafted(text, id, prefix)
 	if repl == nil {
 		return nil
 	}
-	return append(append([]byte(nil), prefix...), repl...)
+	return repl
+}
+
+// streamLine returns the streamed answer that replaces one output line, or nil.
+func streamLine(line []byte) *streamer {
+	prefix, id, text, ok := markerAnswer(line)
+	if !ok {
+		return nil
+	}
+	return parseStreamer(prefix, id, text)
 }
 
 // lineRewriter passes newline-terminated output through to w, replacing marker responses (see
-// rewriteLine). Output without a marker is passed on in the same Write calls; a partial line is
-// held until its newline arrives or flushPartial is called. Safe for concurrent use.
+// rewriteLine and streamLine). Output without a marker is passed on in the same Write calls; a partial
+// line is held until its newline arrives or flushPartial is called. afterLine, when set, sees every
+// complete line once it is written. Safe for concurrent use; a streamed answer holds the lock while
+// it is written (for endless: until the reader goes away).
 type lineRewriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
+	mu        sync.Mutex
+	w         io.Writer
+	buf       []byte
+	afterLine func(line []byte, w io.Writer)
 }
 
 func newLineRewriter(w io.Writer) *lineRewriter { return &lineRewriter{w: w} }
@@ -82,7 +134,12 @@ func (l *lineRewriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.buf) == 0 && len(p) > 0 && p[len(p)-1] == '\n' && !bytes.Contains(p, markerPrefix) {
-		return l.w.Write(p) // fast path: whole lines, nothing to replace (e.g. a 10 MiB big result)
+		// fast path: whole lines, nothing to replace (e.g. a 10 MiB big result)
+		if _, err := l.w.Write(p); err != nil {
+			return 0, err
+		}
+		l.seen(p)
+		return len(p), nil
 	}
 	l.buf = append(l.buf, p...)
 	var out []byte
@@ -93,9 +150,18 @@ func (l *lineRewriter) Write(p []byte) (int, error) {
 		}
 		line := l.buf[:i+1]
 		content := bytes.TrimRight(line[:i], "\r")
+		end := line[len(content):] // keep the original line ending
 		if repl := rewriteLine(content); repl != nil {
 			out = append(out, repl...)
-			out = append(out, line[len(content):]...) // keep the original line ending
+			out = append(out, end...)
+		} else if st := streamLine(content); st != nil {
+			if err := l.writeOut(out); err != nil {
+				return 0, err
+			}
+			out = nil
+			if err := st.write(l.w, end); err != nil {
+				return 0, err
+			}
 		} else {
 			out = append(out, line...)
 		}
@@ -104,12 +170,36 @@ func (l *lineRewriter) Write(p []byte) (int, error) {
 	if len(l.buf) == 0 {
 		l.buf = nil
 	}
-	if len(out) > 0 {
-		if _, err := l.w.Write(out); err != nil {
-			return 0, err
-		}
+	if err := l.writeOut(out); err != nil {
+		return 0, err
 	}
 	return len(p), nil
+}
+
+func (l *lineRewriter) writeOut(out []byte) error {
+	if len(out) == 0 {
+		return nil
+	}
+	if _, err := l.w.Write(out); err != nil {
+		return err
+	}
+	l.seen(out)
+	return nil
+}
+
+// seen hands each complete line of written output to afterLine.
+func (l *lineRewriter) seen(out []byte) {
+	if l.afterLine == nil {
+		return
+	}
+	for len(out) > 0 {
+		i := bytes.IndexByte(out, '\n')
+		if i < 0 {
+			return
+		}
+		l.afterLine(out[:i], l.w)
+		out = out[i+1:]
+	}
 }
 
 // flushPartial writes out a held partial line unchanged.
@@ -147,11 +237,13 @@ func (w *rewritingResponseWriter) Flush() {
 
 func (w *rewritingResponseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// rewriting wraps h so that marker responses in its bodies are replaced.
-func rewriting(h http.Handler) http.Handler {
+// rewriting wraps h so that marker responses in its bodies are replaced; afterLine (may be nil) sees
+// every line written.
+func rewriting(h http.Handler, afterLine func([]byte, io.Writer)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &rewritingResponseWriter{ResponseWriter: w}
 		rw.lines = newLineRewriter(w)
+		rw.lines.afterLine = afterLine
 		defer func() { _ = rw.lines.flushPartial() }()
 		h.ServeHTTP(rw, r)
 	})

@@ -24,12 +24,29 @@
 //	crash           ends the process with exit code 3 mid-call (Options.Exit)
 //	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
 //	unknown_content answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":[{"type":"hologram","data":"x"}]}}
-//	                (garbage and unknown_content also send one progress notification first when the call
-//	                carries a progressToken, which makes Streamable HTTP answer as text/event-stream)
+//	                (garbage, unknown_content, wrong_id, stdout_noise and endless also send one progress
+//	                notification first when the call carries a progressToken, which makes Streamable HTTP
+//	                answer as text/event-stream)
+//	flip_tools {hostile?} adds the tool flipped (input schema RemoteRefSchema when hostile), or removes
+//	                it; mcp-go then sends notifications/tools/list_changed
+//	progress {steps, ms?} sends steps notifications/progress (ms apart) with the call's progressToken
+//	                (none without one), then answers "done <steps> steps"
+//	wrong_id        answered under another id: a string id gets "-wrong" appended, a number +1000003
+//	stdout_noise    writes NoiseLine (not JSON) to the output, then answers NoiseAnswer
+//	drip {bytes, chunk?, ms_per_chunk?} answers a text of bytes 'x', the response written chunk bytes
+//	                (default 16) at a time, ms_per_chunk (default 10) apart (stdio: one line in pieces)
+//	ignore_cancel {ms} runs ms whatever happens, then answers; a call whose context ended meanwhile
+//	                is counted as ignored
+//	cancelled_requests {wait_for?, ms?} structuredContent {"cancelled":[ids], "ignored":n}: the
+//	                request ids (JSON text, e.g. "\"gw-3\"") named by notifications/cancelled received
+//	                so far, waiting up to ms for at least wait_for of them
+//	endless         an answer whose text never ends (stdio: a line that never ends), written until
+//	                the reader goes away
 //	extra_N         (Options.ExtraTools) text "extra N"
 //	remote_ref, file_ref, self_ref, deep_allof   (Options.HostileSchemas) hostile input schemas
 //
-// garbage and unknown_content need control of the raw bytes, which an mcp-go handler does not have:
+// garbage, unknown_content, wrong_id, stdout_noise, drip and endless need control of the raw bytes,
+// which an mcp-go handler does not have:
 // the handler answers a marker text, and a writer wrapped around the transport's output replaces the
 // whole response line that carries it. That wrapper is in place for Main over stdio, and for
 // StartHTTP / StartSSE / Main over HTTP (both the application/json and the text/event-stream answers
@@ -66,10 +83,17 @@ type Options struct {
 	// StopReading is what the stop_reading tool calls: over stdio, Main
 	// stops reading stdin afterwards (nil: the tool does nothing).
 	StopReading func()
-	// Exit is what the crash tool calls with code 3. Nil means os.Exit, which is right for an
-	// upstream in its own process and ends the whole test binary otherwise. StartHTTP and StartSSE
-	// default it to aborting the HTTP request instead (see there).
+	// Exit is what the crash tool calls with code 3 (and -crash-after with CrashAfterCode). Nil
+	// means os.Exit, which is right for an upstream in its own process and ends the whole test
+	// binary otherwise. StartHTTP and StartSSE default it to aborting the HTTP request instead (see
+	// there).
 	Exit func(code int)
+	// CrashAfter makes the upstream call Exit(CrashAfterCode) right after it wrote its answer to
+	// the CrashAfter-th tool call (0: never). It needs the output wrapper (Main, StartHTTP,
+	// StartSSE).
+	CrashAfter int
+
+	rt *runtimeState // shared with the I/O wrappers; NewServer makes one when nil
 }
 
 // Markers a handler returns so that the output wrapper replaces the whole response (see package doc).
@@ -131,11 +155,18 @@ func NewServer(o Options) *server.MCPServer {
 	if o.PageSize > 0 {
 		opts = append(opts, server.WithPaginationLimit(o.PageSize))
 	}
-	srv := server.NewMCPServer(name, ServerVersion, opts...)
 	exit := o.Exit
 	if exit == nil {
 		exit = os.Exit
 	}
+	rt := o.rt
+	if rt == nil {
+		rt = newRuntime(exit, o.CrashAfter)
+	}
+	hooks := &server.Hooks{}
+	hooks.AddAfterCallTool(rt.afterCallTool)
+	opts = append(opts, server.WithHooks(hooks))
+	srv := server.NewMCPServer(name, ServerVersion, opts...)
 
 	tool := func(name, desc, schema string, ann mcp.ToolAnnotation) mcp.Tool {
 		return mcp.Tool{Name: name, Description: desc, RawInputSchema: json.RawMessage(schema), Annotations: ann}
@@ -202,6 +233,7 @@ func NewServer(o Options) *server.MCPServer {
 			})
 		}
 	}
+	tools = append(tools, modeTools(srv, rt)...)
 	srv.AddTools(tools...)
 	return srv
 }

@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 
 // baseTools are the tools every upstream has.
 var baseTools = []string{
-	"ansi", "bad_output", "big", "crash", "echo", "env", "fail", "garbage", "good_output",
-	"headers", "rpc_error", "sleep", "stop_reading", "unknown_content", "with_meta",
+	"ansi", "bad_output", "big", "cancelled_requests", "crash", "drip", "echo", "endless", "env", "fail",
+	"flip_tools", "garbage", "good_output", "headers", "ignore_cancel", "progress", "rpc_error", "sleep",
+	"stdout_noise", "stop_reading", "unknown_content", "with_meta", "wrong_id",
 }
 
 var hostileTools = []string{"deep_allof", "file_ref", "remote_ref", "self_ref"}

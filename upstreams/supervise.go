@@ -1,0 +1,293 @@
+package upstreams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/sanitize"
+)
+
+// Backoff is how long a supervisor waits before its next attempt to start
+// or reach an upstream: Initial after the first failure, doubling up to
+// Max. An upstream that stayed up for ResetAfter starts over at Initial
+// when it next goes down.
+type Backoff struct {
+	Initial, Max, ResetAfter time.Duration
+}
+
+// DefaultBackoff is what Start uses without WithBackoff: 1s doubling to 1m,
+// reset after a minute up. Tests may set it before Start (Start copies it).
+var DefaultBackoff = Backoff{Initial: time.Second, Max: time.Minute, ResetAfter: time.Minute}
+
+// DefaultListDebounce is what Start uses without WithListDebounce: a burst
+// of tools/list_changed is read once, after it has been quiet this long (or
+// after listDebounceMax times this, if it never is).
+var DefaultListDebounce = 250 * time.Millisecond
+
+// listDebounceMax bounds the wait for a quiet moment, so an upstream that
+// never stops announcing changes is still re-read now and then.
+const listDebounceMax = 8
+
+// stderrTailWait bounds the wait for a dead child's stderr to end before
+// its tail is logged.
+const stderrTailWait = time.Second
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial <= 0 {
+		b.Initial = DefaultBackoff.Initial
+	}
+	if b.Max < b.Initial {
+		b.Max = max(b.Initial, DefaultBackoff.Max)
+	}
+	if b.ResetAfter <= 0 {
+		b.ResetAfter = DefaultBackoff.ResetAfter
+	}
+	return b
+}
+
+// delay is the wait after the given number of consecutive failures (0: the
+// first).
+func (b Backoff) delay(failures int) time.Duration {
+	d := b.Initial
+	for range failures {
+		if d >= b.Max/2 {
+			return b.Max
+		}
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
+// supervisor keeps one upstream connected: it dials, lists, watches the
+// connection, re-lists on tools/list_changed, and after the connection goes
+// down (a stdio child exited or its output ended, an HTTP session ended or
+// could not be reached, an SSE stream dropped) dials again with backoff.
+type supervisor struct {
+	set        *Set
+	srv        *config.Server
+	log        *slog.Logger
+	maxMessage int
+
+	conn    atomic.Pointer[Conn] // the live connection; nil while down
+	whyDown atomic.Pointer[string]
+	kick    chan struct{} // capacity 1: the tool list may have changed
+}
+
+func newSupervisor(s *Set, srv *config.Server) *supervisor {
+	sv := &supervisor{set: s, srv: srv, log: s.log.With("server", srv.Name),
+		maxMessage: int(maxMessageBytes(s.cfg, srv)), kick: make(chan struct{}, 1)}
+	sv.setWhy("not started yet")
+	return sv
+}
+
+func (sv *supervisor) setWhy(why string) { sv.whyDown.Store(&why) }
+
+func (sv *supervisor) why() string { return *sv.whyDown.Load() }
+
+// poke asks for a re-list. It runs on a transport's read loop: never block.
+func (sv *supervisor) poke() {
+	select {
+	case sv.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the supervisor's life. Its first attempt is bounded by first (the
+// Start context); booted is closed once that attempt is over. It returns,
+// with the upstream stopped, when life ends.
+func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
+	bootDone := sync.OnceFunc(func() { close(booted) })
+	defer bootDone()
+	attempt := first
+	failures := 0
+	for {
+		conn, tools, err := sv.connect(attempt, life)
+		attempt = life
+		if life.Err() != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		}
+		if err != nil {
+			why := sanitize.Text(err.Error())
+			delay := sv.set.opts.backoff.delay(failures)
+			failures++
+			sv.setWhy(fmt.Sprintf("%s (next attempt in %s)", why, delay))
+			sv.set.failedAttempt(sv.srv.Name, why)
+			attrs := []any{"err", why, "retry_in", delay, "attempt", failures}
+			if se := (*startError)(nil); errors.As(err, &se) {
+				attrs = append(attrs, "stderr_tail", strings.Join(se.tail, "\n"))
+			}
+			sv.log.Error("upstream unavailable", attrs...)
+			bootDone()
+			sv.set.statusChanged(sv.srv.Name, false, why)
+			if !sv.set.opts.wait(life, delay) {
+				return
+			}
+			continue
+		}
+		sv.conn.Store(conn)
+		sv.log.Info("upstream connected", "tools", len(tools))
+		sv.set.listedTools(sv.srv.Name, tools)
+		bootDone()
+		sv.set.statusChanged(sv.srv.Name, true, "")
+		upSince := time.Now()
+
+		sv.serve(life, conn)
+
+		sv.setWhy(sanitize.Text(fmt.Sprint(conn.Err())) + " (restarting)")
+		sv.conn.Store(nil)
+		conn.Close()
+		if life.Err() != nil {
+			return
+		}
+		why := sv.downReason(conn)
+		if time.Since(upSince) >= sv.set.opts.backoff.ResetAfter {
+			failures = 0
+		}
+		delay := sv.set.opts.backoff.delay(failures)
+		failures++
+		sv.setWhy(fmt.Sprintf("%s (next attempt in %s)", why, delay))
+		sv.logDown(conn, why, delay)
+		sv.set.statusChanged(sv.srv.Name, false, why)
+		if !sv.set.opts.wait(life, delay) {
+			return
+		}
+	}
+}
+
+// downReason says why a closed connection went down: for a stdio child that
+// exited, how it exited.
+func (sv *supervisor) downReason(conn *Conn) string {
+	cause := conn.Err()
+	if conn.proc == nil {
+		return sanitize.Text(cause.Error())
+	}
+	exited := fmt.Sprintf("upstream exited (%s)", conn.proc.status())
+	if cause == ErrOutputEnded || errors.Is(cause, errExited) {
+		return exited // the plain end of a process
+	}
+	return sanitize.Text(cause.Error() + "; " + exited)
+}
+
+// logDown reports a connection that went down: for a stdio child, how it
+// exited and the last lines of its stderr.
+func (sv *supervisor) logDown(conn *Conn, why string, delay time.Duration) {
+	if conn.proc == nil {
+		sv.log.Warn("upstream connection lost", "err", why, "reconnect_in", delay)
+		return
+	}
+	tail := conn.proc.stderrTail(stderrTailWait)
+	sv.log.Warn("upstream exited", "exit", conn.proc.status(), "cause", why,
+		"stderr_tail", strings.Join(tail, "\n"), "restart_in", delay)
+}
+
+// connect dials the server and lists its tools, within its init_timeout.
+// ctx bounds the attempt; life ends it too.
+func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, error) {
+	cfg, srv := sv.set.cfg, sv.srv
+	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout(srv.Name))
+	defer cancel()
+	stop := context.AfterFunc(life, cancel)
+	defer stop()
+	conn, err := dial(ctx, srv, sv.maxMessage, sv.log,
+		connHooks{supervised: true, listChanged: sv.poke, streamEnded: sv.poke})
+	if err != nil {
+		return nil, nil, boundErr(ctx, cfg, srv, err)
+	}
+	// The list read now is current: an older announcement is moot.
+	select {
+	case <-sv.kick:
+	default:
+	}
+	tools, err := conn.ListTools(ctx)
+	if err != nil {
+		conn.Close()
+		return nil, nil, boundErr(ctx, cfg, srv, fmt.Errorf("tools/list: %w", err))
+	}
+	return conn, tools, nil
+}
+
+// serve watches a live connection until it goes down or life ends,
+// re-reading the tool list when the upstream says it changed (or, over
+// HTTP, when its event stream ended: the read then also shows whether the
+// session is still there).
+func (sv *supervisor) serve(life context.Context, conn *Conn) {
+	for {
+		select {
+		case <-life.Done():
+			return
+		case <-conn.Done():
+			return
+		case <-sv.kick:
+			if !sv.debounce(life, conn) {
+				return
+			}
+			sv.relist(life, conn)
+		}
+	}
+}
+
+// debounce waits until announcements have been quiet for the debounce
+// period (at most listDebounceMax periods). It reports false when the
+// connection or the supervisor ended meanwhile.
+func (sv *supervisor) debounce(life context.Context, conn *Conn) bool {
+	d := sv.set.opts.debounce
+	if d <= 0 {
+		return true
+	}
+	quiet := time.NewTimer(d)
+	defer quiet.Stop()
+	limit := time.NewTimer(listDebounceMax * d)
+	defer limit.Stop()
+	for {
+		select {
+		case <-sv.kick:
+			quiet.Reset(d)
+		case <-quiet.C:
+			return true
+		case <-limit.C:
+			return true
+		case <-life.Done():
+			return false
+		case <-conn.Done():
+			return false
+		}
+	}
+}
+
+// relist reads the tool list again; the Set rebuilds the catalog when it
+// changed. A failure keeps the last list: a broken connection shows up on
+// conn.Done, which serve watches.
+func (sv *supervisor) relist(life context.Context, conn *Conn) {
+	ctx, cancel := context.WithTimeout(life, sv.set.cfg.InitTimeout(sv.srv.Name))
+	defer cancel()
+	tools, err := conn.ListTools(ctx)
+	if err != nil {
+		if life.Err() == nil {
+			sv.log.Warn("tools/list failed; keeping the last list", "err", sanitize.Text(err.Error()))
+		}
+		return
+	}
+	sv.set.listedTools(sv.srv.Name, tools)
+}
+
+// wait sleeps d, or until ctx ends (then it reports false).
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
