@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,4 +251,32 @@ func jsonRaw(s string) any {
 		return nil
 	}
 	return json.RawMessage(s)
+}
+
+// clientWithNotes counts the notifications a client receives.
+type clientWithNotes struct {
+	*client.Client
+	progress, foreign, listChanged atomic.Int32
+	changed                        chan struct{}
+}
+
+func notesOf(c *client.Client) *clientWithNotes {
+	n := &clientWithNotes{Client: c, changed: make(chan struct{}, 64)}
+	c.OnNotification(func(note mcp.JSONRPCNotification) {
+		switch note.Method {
+		case string(mcp.MethodNotificationProgress):
+			if note.Params.AdditionalFields["progressToken"] == "client-token-7" {
+				n.progress.Add(1)
+			} else {
+				n.foreign.Add(1)
+			}
+		case string(mcp.MethodNotificationToolsListChanged):
+			n.listChanged.Add(1)
+		}
+		select {
+		case n.changed <- struct{}{}:
+		default:
+		}
+	})
+	return n
 }
