@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // self is the test binary, started as an upstream or as toolgate.
-func self(t *testing.T) string {
+func self(t testing.TB) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -82,7 +82,7 @@ var serverName = regexp.MustCompile(`(?m)^  ([A-Za-z0-9_-]+):$`)
 
 // writeConfig writes toolgate.yaml (with servers as YAML under
 // mcpServers), model.conf and policy.csv into a fresh directory.
-func writeConfig(t *testing.T, servers string) string {
+func writeConfig(t testing.TB, servers string) string {
 	t.Helper()
 	dir := t.TempDir()
 	model, err := os.ReadFile("../../model.conf")
@@ -102,7 +102,7 @@ mcpServers:
 	return filepath.Join(dir, "toolgate.yaml")
 }
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func write(t *testing.T, path, content string) {
 }
 
 // stdioUpstream is the YAML of a server entry that runs the test upstream.
-func stdioUpstream(t *testing.T, name string, extra string, flags ...string) string {
+func stdioUpstream(t testing.TB, name string, extra string, flags ...string) string {
 	args := `["-name", "` + name + `"`
 	for _, f := range flags {
 		args += fmt.Sprintf(", %q", f)
@@ -139,14 +139,14 @@ func (b *syncBuffer) String() string {
 
 // httpGateway runs the gateway in-process on a loopback port and returns
 // its /mcp URL and its log.
-func httpGateway(t *testing.T, cfgPath string) (string, *syncBuffer) {
+func httpGateway(t testing.TB, cfgPath string) (string, *syncBuffer) {
 	t.Helper()
 	url, logs, _ := httpGatewayFull(t, cfgPath)
 	return url, logs
 }
 
 // httpGatewayFull is httpGateway that also returns the gateway itself.
-func httpGatewayFull(t *testing.T, cfgPath string) (string, *syncBuffer, *gateway) {
+func httpGatewayFull(t testing.TB, cfgPath string) (string, *syncBuffer, *gateway) {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -165,7 +165,7 @@ func httpGatewayFull(t *testing.T, cfgPath string) (string, *syncBuffer, *gatewa
 }
 
 // connectHTTP is a real mcp-go client over Streamable HTTP.
-func connectHTTP(t *testing.T, url, key string, extra ...transport.StreamableHTTPCOption) *client.Client {
+func connectHTTP(t testing.TB, url, key string, extra ...transport.StreamableHTTPCOption) *client.Client {
 	t.Helper()
 	opts := extra
 	if key != "" {
@@ -180,13 +180,13 @@ func connectHTTP(t *testing.T, url, key string, extra ...transport.StreamableHTT
 
 // connectStdio starts `toolgate serve --stdio` as a real process and
 // connects mcp-go's stdio client to it.
-func connectStdio(t *testing.T, cfgPath string) *client.Client {
+func connectStdio(t testing.TB, cfgPath string) *client.Client {
 	t.Helper()
 	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate", "GORACE=atexit_sleep_ms=0"}, "serve", "--stdio", "--config", cfgPath)
 	return initClient(t, client.NewClient(tr))
 }
 
-func initClient(t *testing.T, c *client.Client) *client.Client {
+func initClient(t testing.TB, c *client.Client) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -206,7 +206,7 @@ func initClient(t *testing.T, c *client.Client) *client.Client {
 
 // callE2E calls name with raw JSON arguments and returns the result and
 // the envelope's raw bytes.
-func callE2E(t *testing.T, c *client.Client, name, args string) (*mcp.CallToolResult, map[string]any) {
+func callE2E(t testing.TB, c *client.Client, name, args string) (*mcp.CallToolResult, map[string]any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -224,7 +224,7 @@ func callE2E(t *testing.T, c *client.Client, name, args string) (*mcp.CallToolRe
 	return res, env
 }
 
-func toolNames(t *testing.T, c *client.Client) []string {
+func toolNames(t testing.TB, c *client.Client) []string {
 	t.Helper()
 	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
 	if err != nil {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testupstream"
+)
+
+// BenchmarkCallThroughGateway reports what a caller waits for one call
+// through the real gateway over Streamable HTTP (mcp-go client): to a live
+// upstream, and to a dead one whose breaker is open.
+//
+//	go test ./cmd/toolgate -run XXX -bench CallThroughGateway -benchtime 2000x
+func BenchmarkCallThroughGateway(b *testing.B) {
+	liveURL, stopLive, err := testupstream.StartHTTP(testupstream.Options{Name: "live"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stopLive()
+	deadURL, stopDead, err := testupstream.StartHTTP(testupstream.Options{Name: "dead"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n", liveURL, deadURL)
+	url, _ := httpGateway(b, writeConfig(b, servers))
+	c := connectHTTP(b, url, aliceKey)
+	stopDead() // from now on every call to dead fails until the breaker opens
+	for range 20 {
+		callE2E(b, c, "dead__echo", `{}`)
+	}
+	if _, env := callE2E(b, c, "dead__echo", `{}`); env["error_code"] != "upstream_unavailable" {
+		b.Fatalf("dead upstream: %v", env)
+	}
+	for _, tool := range []string{"live__echo", "dead__echo"} {
+		b.Run(tool, func(b *testing.B) {
+			for b.Loop() {
+				callE2E(b, c, tool, `{}`)
+			}
+		})
+	}
+}
+
