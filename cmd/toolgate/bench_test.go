@@ -40,4 +40,3 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 		})
 	}
 }
-
