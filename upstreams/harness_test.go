@@ -1,16 +1,14 @@
 package upstreams
 
 import (
-	"bytes"
+	"github.com/toolgate/toolgate/internal/testkit"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,35 +48,8 @@ func stdioServer(t *testing.T, name string, flags ...string) *config.Server {
 		Env:  map[string]string{testUpstreamEnv: "1", "GORACE": "atexit_sleep_ms=0"}}
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// records returns the JSON log records whose msg is msg.
-func (b *syncBuffer) records(msg string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(b.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
+// syncBuffer is the shared concurrent log sink.
+type syncBuffer = testkit.LogBuffer
 
 // gate replaces the backoff sleep: each wait is reported on waits and lasts
 // until the test sends on release (or the Set closes).
@@ -269,27 +240,12 @@ func wantWhere(t *testing.T, err error, where Where) *CallError {
 	return ce
 }
 
-// childPIDs lists the direct children of this process from /proc.
+// childPIDs lists the direct children of this process.
 func childPIDs(t *testing.T) []int {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil || len(stats) == 0 {
-		t.Skipf("no /proc: %v", err)
-	}
-	var pids []int
-	for _, path := range stats {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-		rest := string(raw[bytes.LastIndexByte(raw, ')')+1:])
-		var state string
-		var child, ppid int
-		fmt.Sscan(string(raw), &child)
-		if _, err := fmt.Sscan(rest, &state, &ppid); err == nil && ppid == os.Getpid() {
-			pids = append(pids, child)
-		}
+	pids, err := testkit.ChildPIDs(os.Getpid())
+	if err != nil {
+		t.Skip(err)
 	}
 	return pids
 }

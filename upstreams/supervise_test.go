@@ -74,7 +74,7 @@ func TestCrashedStdioUpstreamIsRestarted(t *testing.T) {
 		t.Errorf("the other upstream suffered: %s", got)
 	}
 
-	exits := h.logs.records("upstream exited")
+	exits := h.logs.Records("upstream exited")
 	if len(exits) != 1 {
 		t.Fatalf("%d exit records; log:\n%s", len(exits), h.logs)
 	}
@@ -124,7 +124,7 @@ func TestRestartBackoffGrowsAndResets(t *testing.T) {
 					t.Errorf("wait %d: %s, want %s", i, got, want)
 				}
 			}
-			exits := h.logs.records("upstream exited")
+			exits := h.logs.Records("upstream exited")
 			if len(exits) != len(tc.waits) {
 				t.Fatalf("%d exit records", len(exits))
 			}
@@ -150,7 +150,7 @@ func TestUpstreamFailingAtBootComesUpLater(t *testing.T) {
 	if d := h.gate.next(t); d != DefaultBackoff.Initial {
 		t.Errorf("retry after %s", d)
 	}
-	fails := h.logs.records("upstream unavailable")
+	fails := h.logs.Records("upstream unavailable")
 	if len(fails) != 1 || !strings.Contains(fails[0]["err"].(string), "exit status 3") ||
 		!strings.Contains(fails[0]["stderr_tail"].(string), "first run") {
 		t.Errorf("failed start logged as %v", fails)
@@ -221,7 +221,7 @@ func TestListChangedBurstIsDebounced(t *testing.T) {
 		mustCall(t, h.set, "s", "flip_tools", `{}`)
 	}
 	h.waitCatalog(t, "with s__flipped", hasTool("s__flipped"))
-	if n := len(h.logs.records("tool catalog rebuilt")); n >= flips {
+	if n := len(h.logs.Records("tool catalog rebuilt")); n >= flips {
 		t.Errorf("%d rebuilds for a burst of %d changes", n, flips)
 	}
 }
@@ -376,7 +376,7 @@ func TestCallsRacingRestartsNeverHang(t *testing.T) {
 	wg.Wait()
 	t.Logf("answered %d, not sent %d, lost mid-call %d", ok.Load(), notSent.Load(), sent.Load())
 	h.waitStatus(t, "s", false)
-	if ok.Load() == 0 || len(h.logs.records("upstream exited")) == 0 {
+	if ok.Load() == 0 || len(h.logs.Records("upstream exited")) == 0 {
 		t.Errorf("no call answered, or no restart happened under load")
 	}
 }

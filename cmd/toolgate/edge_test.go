@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/toolgate/toolgate/internal/testkit"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -195,49 +197,12 @@ func TestShutdownStopsUpstreams(t *testing.T) {
 	}
 }
 
-// childPIDs lists the direct children of pid from /proc (any thread may
-// have started them, so the per-task children files are not enough).
+// childPIDs lists the direct children of pid.
 func childPIDs(t *testing.T, pid int) []int {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil || len(stats) == 0 {
-		t.Skipf("no /proc: %v", err)
-	}
-	var pids []int
-	for _, path := range stats {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-		rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
-		var state string
-		var child, ppid int
-		fmt.Sscan(string(raw), &child)
-		if _, err := fmt.Sscan(rest, &state, &ppid); err == nil && ppid == pid {
-			pids = append(pids, child)
-		}
+	pids, err := testkit.ChildPIDs(pid)
+	if err != nil {
+		t.Skip(err)
 	}
 	return pids
-}
-
-// A stdio upstream that stops reading its input cannot hold a call past its
-// deadline: the blocked write is abandoned, the upstream is stopped, and
-// its later calls answer upstream_unavailable at once.
-func TestUpstreamThatStopsReadingIsStopped(t *testing.T) {
-	url, logs := httpGateway(t, writeConfig(t, stdioUpstream(t, "stuck", "    timeout: 300ms\n")))
-	c := connectHTTP(t, url, aliceKey)
-	if _, env := callE2E(t, c, "stuck__stop_reading", `{}`); env["ok"] != true {
-		t.Fatalf("stop_reading: %v", env)
-	}
-	big := `{"pad":"` + strings.Repeat("x", 1<<20) + `"}` // far more than a pipe buffer
-	if _, env := callE2E(t, c, "stuck__echo", big); env["error_code"] != "tool_timeout" {
-		t.Fatalf("blocked write: %v, want tool_timeout", env)
-	}
-	if _, env := callE2E(t, c, "stuck__echo", `{}`); env["error_code"] != "upstream_unavailable" {
-		t.Fatalf("after the stuck upstream was stopped: %v", env)
-	}
-	if !strings.Contains(logs.String(), "stopped reading its input") {
-		t.Errorf("not logged:\n%s", logs)
-	}
 }

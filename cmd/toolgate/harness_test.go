@@ -1,7 +1,8 @@
 package main
 
 import (
-	"bytes"
+	"github.com/toolgate/toolgate/internal/testkit"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,23 +119,8 @@ func stdioUpstream(t testing.TB, name string, extra string, flags ...string) str
 	return fmt.Sprintf("  %s:\n    command: %q\n    args: %s\n    env: {%s: upstream, GORACE: \"atexit_sleep_ms=0\"}\n%s", name, self(t), args, execRole, extra)
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is the shared concurrent log sink.
+type syncBuffer = testkit.LogBuffer
 
 // httpGateway runs the gateway in-process on a loopback port and returns
 // its /mcp URL and its log.

@@ -1,0 +1,72 @@
+// Package testkit holds the few helpers the end-to-end tests of several
+// packages share: a log sink safe for concurrent writers, and a look at
+// this machine's processes to prove no upstream child outlives its owner.
+// It is imported only by tests.
+package testkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// LogBuffer is a log sink safe for concurrent writers.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Records returns the JSON log records (slog's JSON handler) whose msg is
+// msg.
+func (b *LogBuffer) Records(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(b.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// ChildPIDs lists the direct children of pid, running or not yet reaped,
+// from /proc. Any thread may have started them, so the per-task children
+// files are not enough.
+func ChildPIDs(pid int) ([]int, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return nil, fmt.Errorf("no /proc: %v", err)
+	}
+	var pids []int
+	for _, path := range stats {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
+		rest := string(raw[bytes.LastIndexByte(raw, ')')+1:])
+		var state string
+		var child, ppid int
+		fmt.Sscan(string(raw), &child)
+		if _, err := fmt.Sscan(rest, &state, &ppid); err == nil && ppid == pid {
+			pids = append(pids, child)
+		}
+	}
+	return pids, nil
+}
