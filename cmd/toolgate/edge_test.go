@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/internal/testupstream"
 
 	"bufio"
 	"bytes"
@@ -205,4 +206,37 @@ func childPIDs(t *testing.T, pid int) []int {
 		t.Skip(err)
 	}
 	return pids
+}
+
+// A dead HTTP upstream trips its breaker: from then on calls answer at once
+// with the time until the next probe, and the live upstream is untouched.
+func TestBreakerOpensEndToEnd(t *testing.T) {
+	liveURL, stopLive, err := testupstream.StartHTTP(testupstream.Options{Name: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopLive()
+	deadURL, stopDead, err := testupstream.StartHTTP(testupstream.Options{Name: "dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n", liveURL, deadURL)
+	url, logs := httpGateway(t, writeConfig(t, servers))
+	c := connectHTTP(t, url, aliceKey)
+	stopDead()
+	var env map[string]any
+	for range 20 {
+		if _, env = callE2E(t, c, "dead__echo", `{}`); strings.Contains(fmt.Sprint(env["message"]), "circuit open") {
+			break
+		}
+	}
+	if env["error_code"] != "upstream_unavailable" || env["retryable"] != true || !strings.Contains(fmt.Sprint(env["message"]), "next attempt possible in") {
+		t.Fatalf("breaker never opened: %v", env)
+	}
+	if !strings.Contains(logs.String(), `"to":"open"`) {
+		t.Errorf("state change not logged:\n%s", logs)
+	}
+	if _, env := callE2E(t, c, "live__echo", `{}`); env["ok"] != true {
+		t.Fatalf("live upstream hurt: %v", env)
+	}
 }
