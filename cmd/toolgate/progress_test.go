@@ -145,13 +145,26 @@ func TestClientCancelReachesUpstreamEndToEnd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(cancelledIDs(t, tc.c, 0))
+			notes := notesOf(tc.c)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			// The client gives up while the tool runs.
-			time.AfterFunc(300*time.Millisecond, cancel)
+			// The client gives up once the upstream is running the tool: its
+			// first progress notification proves the call got there (a fixed
+			// delay would race a slow machine).
+			go func() {
+				for notes.progress.Load() == 0 {
+					select {
+					case <-notes.changed:
+					case <-ctx.Done():
+						return
+					}
+				}
+				cancel()
+			}()
 			req := mcp.CallToolRequest{}
-			req.Params.Name = "hostile__sleep"
-			req.Params.Arguments = json.RawMessage(`{"ms":20000}`)
+			req.Params.Name = "hostile__progress"
+			req.Params.Arguments = json.RawMessage(`{"steps":1000,"ms":50}`)
+			req.Params.Meta = &mcp.Meta{ProgressToken: "client-token-7"}
 			if _, err := tc.c.CallTool(ctx, req); err == nil || !strings.Contains(err.Error(), "context canceled") {
 				t.Fatalf("call: %v", err)
 			}
