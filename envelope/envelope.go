@@ -112,6 +112,10 @@ type Envelope struct {
 	ErrorCode *Code           `json:"error_code"`
 	Message   *string         `json:"message"`
 	Retryable bool            `json:"retryable"`
+	// Replayed marks an answer recorded from an identical earlier call and
+	// given again instead of running the tool twice (duplicate
+	// suppression); absent otherwise.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Success wraps data (raw JSON; nil means null).

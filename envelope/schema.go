@@ -31,6 +31,7 @@ func OutputSchema(upstream json.RawMessage) json.RawMessage {
 			"error_code": nullableString,
 			"message":    nullableString,
 			"retryable":  map[string]any{"type": "boolean"},
+			"replayed":   map[string]any{"type": "boolean"},
 		},
 		"required": []any{"ok", "data", "error_code", "message", "retryable"},
 	}
