@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -26,6 +27,9 @@ type Call struct {
 	// Progress receives the upstream's progress for this call; nil when
 	// the client asked for none (no progress token).
 	Progress func(upstreams.Progress)
+	// IdempotencyKey is the client's _meta "io.toolgate/idempotency-key",
+	// or "" (then identical arguments identify a duplicate).
+	IdempotencyKey string
 }
 
 // Policy decides who may call what. *authz.Policy and *authz.Store (the
@@ -51,8 +55,11 @@ type Pipeline struct {
 	Upstreams Upstreams
 	// Resilience is applied by execute: breakers, retries, in-flight limits.
 	Resilience Resilience
-	Log        *slog.Logger
-	Now        func() time.Time // clock for durations; time.Now when nil
+	// Dedup suppresses duplicate calls of tools that are not retry-safe;
+	// nil suppresses nothing.
+	Dedup *Dedup
+	Log   *slog.Logger
+	Now   func() time.Time // clock for durations; time.Now when nil
 }
 
 // stage is one step of the pipeline.
@@ -63,14 +70,30 @@ type stage struct {
 
 // stages is the pipeline order (DESIGN §2). Authentication happened at the
 // transport before the call got here; record runs after, whatever happened.
-var stages = []stage{
-	{"resolve", (*Pipeline).resolve},
-	{"authorize", (*Pipeline).authorize},
-	{"validate", (*Pipeline).validate},
-	{"conditions", (*Pipeline).checkConditions},
-	// guards: rate limits, approvals and duplicate suppression go here.
-	{"execute", (*Pipeline).execute},
-	{"normalize", (*Pipeline).normalize},
+var stages []stage
+
+// afterDedup is where the stages deduplicate runs at most once begin.
+var afterDedup int
+
+// The order is set in init rather than in the declaration because
+// deduplicate runs the later stages itself, and Go refuses a package
+// variable whose initializer refers back to it.
+func init() {
+	stages = []stage{
+		{"resolve", (*Pipeline).resolve},
+		{"authorize", (*Pipeline).authorize},
+		{"validate", (*Pipeline).validate},
+		{"conditions", (*Pipeline).checkConditions},
+		// guards: rate limits and approvals go here, before deduplicate.
+		{"deduplicate", (*Pipeline).deduplicate}, // runs the stages after it at most once per identical call
+		{"execute", (*Pipeline).execute},
+		{"normalize", (*Pipeline).normalize},
+	}
+	for i, st := range stages {
+		if st.name == "deduplicate" {
+			afterDedup = i + 1
+		}
+	}
 }
 
 // exchange is what the stages learn about one call.
@@ -88,23 +111,36 @@ type exchange struct {
 
 	stage  string          // the stage that stopped the call, if any
 	failed *envelope.Error // why it stopped
+
+	finished bool          // a stage ran the rest of the pipeline (deduplicate)
+	sharing  dedup.Sharing // how deduplicate settled the call; 0 when it did not apply
+	replayed bool          // the answer is a recorded one from an earlier call
 }
 
 // Handle runs one call through every stage and returns the client's answer.
 // It never returns a Go error: every failure is an envelope.
 func (p *Pipeline) Handle(ctx context.Context, call Call) *mcp.CallToolResult {
 	x := &exchange{call: call, started: p.now()}
-	for _, st := range stages {
-		if err := p.runStage(ctx, st, x); err != nil {
-			x.stage, x.failed = st.name, err
-			break
-		}
-	}
+	p.runStages(ctx, x, 0)
 	p.record(x)
 	if x.failed != nil {
-		return failureResult(x.failed, x.retrySafe())
+		return failureResult(x.failed, x.retrySafe(), x.replayed)
 	}
 	return x.answer
+}
+
+// runStages runs the stages from index from on, stopping at the first
+// failure or when a stage has finished the exchange itself.
+func (p *Pipeline) runStages(ctx context.Context, x *exchange, from int) {
+	for _, st := range stages[from:] {
+		if err := p.runStage(ctx, st, x); err != nil {
+			x.stage, x.failed = st.name, err
+			return
+		}
+		if x.finished {
+			return
+		}
+	}
 }
 
 // runStage runs one stage, turning a panic into internal_error so that a
@@ -133,8 +169,9 @@ func (x *exchange) retrySafe() bool { return x.safe }
 
 // failureResult is the answer for a failed call: the envelope as
 // structuredContent and one text block "<code>: <message>".
-func failureResult(e *envelope.Error, retrySafe bool) *mcp.CallToolResult {
+func failureResult(e *envelope.Error, retrySafe, replayed bool) *mcp.CallToolResult {
 	env := envelope.Failure(e, retrySafe)
+	env.Replayed = replayed
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{mcp.NewTextContent(string(e.Code) + ": " + e.Message)},
 		StructuredContent: mustJSON(env),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 )
 
@@ -27,6 +28,9 @@ func (p *Pipeline) record(x *exchange) {
 	}
 	if x.rule != "" {
 		attrs = append(attrs, slog.String("rule", x.rule))
+	}
+	if x.sharing != 0 && x.sharing != dedup.Executed {
+		attrs = append(attrs, slog.String("dedup", x.sharing.String()))
 	}
 	if x.attempts > 0 {
 		attrs = append(attrs, slog.Int("attempts", x.attempts), slog.String("upstream", x.outcome.String()))

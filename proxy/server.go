@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -98,6 +99,11 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		call.Name = requestedName(req)
 	}
 	call.Progress = progressRelay(ctx, req)
+	if key, err := dedup.IdempotencyKeyFrom(req.Params.Meta); err != nil {
+		s.log.Info("idempotency key ignored", "tool", req.Params.Name, "reason", err.Error())
+	} else {
+		call.IdempotencyKey = key
+	}
 	if session := server.ClientSessionFromContext(ctx); session != nil {
 		call.Session = session.SessionID()
 	}

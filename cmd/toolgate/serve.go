@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -92,7 +93,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		return nil, 2
 	}
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilienceFrom(cfg, log)}
+		Resilience: resilienceFrom(cfg, log), Dedup: dedupFrom(cfg)}
 	srv := proxy.NewServer(pipe, version, log)
 	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
 	// Restarts, reconnects and upstream list changes rebuild the catalog;
@@ -120,6 +121,23 @@ func resilienceFrom(cfg *config.Config, log *slog.Logger) proxy.Resilience {
 		r.InFlight[server] = proxy.NewLimiter(cfg.MaxInFlight(server))
 	}
 	return r
+}
+
+// Duplicate suppression defaults. They are fixed in this release; config
+// keys for them are the next step (issue 5).
+const (
+	dedupWindow     = time.Minute    // an identical call within a minute replays the answer
+	dedupKeyWindow  = 24 * time.Hour // a client idempotency key holds for a day
+	dedupMaxEntries = 10000          // finished answers kept at most
+)
+
+// dedupFrom builds duplicate suppression for tools that are not retry-safe.
+func dedupFrom(*config.Config) *proxy.Dedup {
+	return &proxy.Dedup{
+		Table:     dedup.NewTable[proxy.Recorded](dedupMaxEntries, time.Now),
+		Window:    dedupWindow,
+		KeyWindow: dedupKeyWindow,
+	}
 }
 
 // watchPolicy reloads the policy when its files change and on SIGHUP, until

@@ -162,7 +162,10 @@ func TestUpstreamDownAtBootComesUpEndToEnd(t *testing.T) {
 // tools/list_changed from an upstream rebuilds the catalog; a hostile
 // schema arriving that way is quarantined.
 func TestUpstreamListChangeEndToEnd(t *testing.T) {
-	url, _, gw := httpGatewayFull(t, writeConfig(t, stdioUpstream(t, "flip", "")))
+	// flip_tools is called twice with the same arguments on purpose: the
+	// operator states it may be repeated, so duplicate suppression leaves it
+	// alone.
+	url, _, gw := httpGatewayFull(t, writeConfig(t, stdioUpstream(t, "flip", "    tools:\n      flip_tools: {retry_safe: true}\n")))
 	c := connectHTTP(t, url, aliceKey)
 	if _, env := callE2E(t, c, "flip__flip_tools", `{}`); env["ok"] != true {
 		t.Fatalf("flip: %v", env)

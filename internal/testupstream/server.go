@@ -20,6 +20,7 @@
 //	ansi            text "a\x1b[2Jb\x00c\u202ed\r\ne"
 //	env             structuredContent: the process environment as a JSON object
 //	stop_reading    stdio: stop reading stdin, so a writer of a large request blocks
+//	tick            counts its executions: {"executions": n} (not idempotent); waits ms first
 //	headers         structuredContent: the HTTP request headers the call arrived with ({} over stdio)
 //	crash           ends the process with exit code 3 mid-call (Options.Exit)
 //	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
@@ -64,6 +65,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -199,6 +201,9 @@ func NewServer(o Options) *server.MCPServer {
 				}
 				return mcp.NewToolResultText("stopped reading"), nil
 			}},
+		{Tool: tool("tick", "Counts its executions (a side effect that must not run twice); waits ms first.",
+			`{"type":"object","properties":{"ms":{"type":"integer","minimum":0},"label":{"type":"string"}},"additionalProperties":false}`,
+			hints(false, false, false, false)), Handler: tick},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("crash", "Ends the upstream process with exit code 3 in the middle of the call.", noArgs, hints(false, true, false, false)),
 			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -394,5 +399,26 @@ func headers(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, e
 	if err != nil {
 		return nil, err
 	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(b))}, RawStructuredContent: b}, nil
+}
+
+// ticks counts tick executions in this process.
+var ticks atomic.Int64
+
+func tick(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		MS int `json:"ms"`
+	}
+	_ = json.Unmarshal(rawArgs(req), &args)
+	if args.MS > 0 {
+		t := time.NewTimer(time.Duration(args.MS) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	b := []byte(fmt.Sprintf(`{"executions":%d}`, ticks.Add(1)))
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(b))}, RawStructuredContent: b}, nil
 }

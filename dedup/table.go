@@ -1,0 +1,289 @@
+package dedup
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Sharing says how a caller of Table.Do got its result.
+type Sharing int
+
+const (
+	// Executed: this caller ran fn.
+	Executed Sharing = iota + 1
+	// Joined: an identical call was in flight; this caller waited for it and
+	// got its result.
+	Joined
+	// Replayed: an identical call had finished within the window; this
+	// caller got its recorded result and nothing ran.
+	Replayed
+)
+
+func (s Sharing) String() string {
+	switch s {
+	case Executed:
+		return "executed"
+	case Joined:
+		return "joined"
+	case Replayed:
+		return "replayed"
+	default:
+		return fmt.Sprintf("Sharing(%d)", int(s))
+	}
+}
+
+// PanicError is the error a joined caller gets when the call it joined did
+// not return: fn (or record) panicked, or called runtime.Goexit.
+type PanicError struct {
+	Value any    // what fn panicked with; nil for runtime.Goexit
+	Stack []byte // the executing goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string {
+	if e.Value == nil {
+		return "dedup: the joined call exited without returning (runtime.Goexit)"
+	}
+	return fmt.Sprintf("dedup: the joined call panicked: %v", e.Value)
+}
+
+// Table remembers calls in flight and, for a window after they finish, their results.
+//
+// Results are shared between callers as they are: R must be treated as
+// immutable once fn returned it (use a value type or never modify what a
+// pointer points to).
+//
+// Memory: at most maxEntries finished results, plus one entry per call in
+// flight (bounded by the callers themselves).
+type Table[R any] struct {
+	now func() time.Time
+	max int
+
+	mu       sync.Mutex
+	entries  map[Key]*entry[R] // in flight and finished
+	oldest   *entry[R]         // finished entries in the order they finished: oldest ...
+	newest   *entry[R]         // ... newest, linked through prev/next
+	expiry   expiryHeap[R]     // finished entries by expiry, for purging
+	finished int               // finished entries kept
+
+	onJoin func(Key) // test hook: a caller is about to wait for a call in flight
+}
+
+// entry is one call, in flight or finished. Its fields are guarded by the
+// table's mutex. result and err are written once, under it, before done is
+// closed: joiners read them after done, replays under the mutex.
+type entry[R any] struct {
+	key  Key
+	done chan struct{} // closed when fn returned or panicked
+
+	result R
+	err    error // *PanicError when fn did not return
+
+	// Set when the entry is kept as finished.
+	kept       bool
+	finishedAt time.Time
+	expires    time.Time
+	prev, next *entry[R]
+	heapIndex  int
+}
+
+// NewTable returns a table that keeps at most maxEntries finished results
+// (maxEntries <= 0 keeps none: identical calls in flight are still joined)
+// and reads time from now (time.Now when nil).
+func NewTable[R any](maxEntries int, now func() time.Time) *Table[R] {
+	if now == nil {
+		now = time.Now
+	}
+	return &Table[R]{now: now, max: maxEntries, entries: make(map[Key]*entry[R])}
+}
+
+// Do runs fn at most once for key at a time. A caller arriving while an identical call is in flight waits for it (or for
+// its own ctx to end) and gets the same result (Joined). Within window after it finished, a caller gets the recorded
+// result (Replayed) without running fn. fn's result is recorded only if record(result) is true (the caller decides: e.g.
+// a call that was never sent is not recorded, so its repeat runs). Entries older than their window are dropped; at most
+// maxEntries finished results are kept (evict oldest); in-flight entries are never evicted.
+//
+// In detail:
+//
+//   - Executed: fn runs in the calling goroutine with the caller's ctx, and
+//     Do returns its result with a nil error. record may be nil (record
+//     every result); it runs once, right after fn, outside the table's lock.
+//   - First caller cancelled: fn keeps that ctx, so it sees the
+//     cancellation, and whatever it returns (typically "cancelled, outcome
+//     unknown") is what every joined caller gets too; record decides whether
+//     later repeats replay it. The call is not restarted for the joiners,
+//     since the cancelled attempt may already have reached the upstream and
+//     a second one could run the side effect twice.
+//   - Joined: a joiner whose own ctx ends stops waiting and returns the zero
+//     R, Joined and ctx.Err(); the call and its other callers are not
+//     affected, and fn's ctx is never cancelled by a joiner.
+//   - Panic: if fn (or record) panics, joiners get the zero R, Joined and a
+//     *PanicError, nothing is recorded (the next identical call runs), and
+//     the panic is re-raised with its original value in the executing
+//     goroutine, for its own recovery (the pipeline's turns it into
+//     internal_error). runtime.Goexit in fn is treated the same, and goes on
+//     exiting the goroutine.
+//   - Replayed: a finished result is replayed while now - finished < window
+//     for both the window it was recorded with and the caller's window; at or
+//     after that, the call executes again and its result replaces the old
+//     one. window <= 0 records nothing (only calls in flight are joined).
+//   - Time is read from the table's clock: once when Do starts (for replay
+//     and purging) and once when fn returns (the start of the window).
+//   - Expired results are purged on every Do (amortised O(log n) each).
+//
+// fn must not call Do with the same key: it would wait for itself.
+func (t *Table[R]) Do(ctx context.Context, key Key, window time.Duration, fn func(ctx context.Context) R, record func(R) bool) (R, Sharing, error) {
+	now := t.now()
+	t.mu.Lock()
+	t.purge(now)
+	if e := t.entries[key]; e != nil {
+		if !e.kept {
+			onJoin := t.onJoin
+			t.mu.Unlock()
+			if onJoin != nil {
+				onJoin(key)
+			}
+			return join(ctx, e)
+		}
+		if now.Sub(e.finishedAt) < window && now.Before(e.expires) {
+			r := e.result
+			t.mu.Unlock()
+			return r, Replayed, nil
+		}
+		t.drop(e)
+	}
+	e := &entry[R]{key: key, done: make(chan struct{}), heapIndex: -1}
+	t.entries[key] = e
+	t.mu.Unlock()
+	return t.execute(ctx, e, window, fn, record)
+}
+
+// join waits for the call in flight, or for ctx.
+func join[R any](ctx context.Context, e *entry[R]) (R, Sharing, error) {
+	var zero R
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		select {
+		case <-e.done: // finished too: a result beats an error
+		default:
+			return zero, Joined, ctx.Err()
+		}
+	}
+	if e.err != nil {
+		return zero, Joined, e.err
+	}
+	return e.result, Joined, nil
+}
+
+// execute runs fn for the new entry e, then records or forgets it and
+// releases its joiners.
+func (t *Table[R]) execute(ctx context.Context, e *entry[R], window time.Duration, fn func(context.Context) R, record func(R) bool) (R, Sharing, error) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		p := recover()
+		var zero R
+		t.finish(e, zero, &PanicError{Value: p, Stack: debug.Stack()}, false, 0)
+		if p != nil {
+			panic(p)
+		}
+		// p == nil: runtime.Goexit, which carries on by itself.
+	}()
+	r := fn(ctx)
+	keep := record == nil || record(r)
+	returned = true
+	t.finish(e, r, nil, keep, window)
+	return r, Executed, nil
+}
+
+// finish publishes e's outcome to its joiners and keeps it for replay, or
+// forgets it.
+func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Duration) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.result, e.err = r, err
+	close(e.done)
+	if !keep || err != nil || window <= 0 || t.max <= 0 {
+		delete(t.entries, e.key)
+		return
+	}
+	e.kept = true
+	e.finishedAt = now
+	e.expires = now.Add(window)
+	e.prev = t.newest
+	if t.newest != nil {
+		t.newest.next = e
+	} else {
+		t.oldest = e
+	}
+	t.newest = e
+	heap.Push(&t.expiry, e)
+	t.finished++
+	for t.finished > t.max {
+		t.drop(t.oldest)
+	}
+}
+
+// purge drops the finished entries whose window has passed. Callers hold mu.
+func (t *Table[R]) purge(now time.Time) {
+	for len(t.expiry) > 0 && !now.Before(t.expiry[0].expires) {
+		t.drop(t.expiry[0])
+	}
+}
+
+// drop forgets the finished entry e. Callers hold mu.
+func (t *Table[R]) drop(e *entry[R]) {
+	delete(t.entries, e.key)
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.oldest = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		t.newest = e.prev
+	}
+	e.prev, e.next = nil, nil
+	heap.Remove(&t.expiry, e.heapIndex)
+	t.finished--
+}
+
+// Len reports the calls in flight and the finished results kept (including
+// expired ones not yet purged).
+func (t *Table[R]) Len() (inFlight, finished int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries) - t.finished, t.finished
+}
+
+// expiryHeap orders finished entries by expiry, soonest first.
+type expiryHeap[R any] []*entry[R]
+
+func (h expiryHeap[R]) Len() int           { return len(h) }
+func (h expiryHeap[R]) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap[R]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *expiryHeap[R]) Push(x any) {
+	e := x.(*entry[R])
+	e.heapIndex = len(*h)
+	*h = append(*h, e)
+}
+func (h *expiryHeap[R]) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.heapIndex = -1
+	return e
+}
