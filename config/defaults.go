@@ -55,6 +55,14 @@ const (
 	DefaultRetryBudgetRatio = 0.2
 	// DefaultRetryBudgetMinPerSecond: ...plus one retry per second, so a quiet upstream can still retry.
 	DefaultRetryBudgetMinPerSecond = 1.0
+	// DefaultPinningMode records each tool's definition on first sight and blocks a later change until an
+	// admin approves it.
+	DefaultPinningMode = PinningTOFU
+	// DefaultPinsFile is the pinning lock file, looked for beside the config file.
+	DefaultPinsFile = "toolgate.pins.json"
+	// DefaultDescriptionScan removes hidden characters from tool descriptions and flags instruction-like
+	// text without blocking the tool.
+	DefaultDescriptionScan = ScanStrip
 )
 
 // DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
@@ -268,6 +276,27 @@ func (c *Config) ModelPath() string {
 // PolicyPath is the Casbin policy file: authz.policy, else policy.csv beside the config file.
 func (c *Config) PolicyPath() string {
 	return cmp.Or(c.Authz.Policy, filepath.Join(c.Dir(), DefaultPolicyFile))
+}
+
+// PinningMode is pinning.mode: off, tofu or strict. Default tofu.
+func (c *Config) PinningMode() string {
+	return cmp.Or(c.Pinning.Mode, DefaultPinningMode)
+}
+
+// PinsPath is the pinning lock file: pinning.file, else toolgate.pins.json beside the config file.
+func (c *Config) PinsPath() string {
+	return cmp.Or(c.Pinning.File, filepath.Join(c.Dir(), DefaultPinsFile))
+}
+
+// DescriptionScanMode is what happens to server's tools when their descriptions hide characters or instruct
+// the model: the server's description_scan, else the gateway-wide one, else strip. Unknown server names
+// get the gateway-wide value.
+func (c *Config) DescriptionScanMode(server string) string {
+	var own string
+	if s := c.Servers[server]; s != nil {
+		own = s.DescriptionScan
+	}
+	return cmp.Or(own, c.DescriptionScan, DefaultDescriptionScan)
 }
 
 // Dir is the directory relative paths in the config are resolved against: the config file's directory,

@@ -30,6 +30,9 @@ func TestZeroConfigDefaults(t *testing.T) {
 		{"JWTClockSkew", c.JWTClockSkew(), 60 * time.Second},
 		{"JWTPrincipalClaim", c.JWTPrincipalClaim(), "sub"},
 		{"JWTAlgorithms", strings.Join(c.JWTAlgorithms(), ","), "RS256,ES256,EdDSA"},
+		{"PinningMode", c.PinningMode(), "tofu"},
+		{"PinsPath", c.PinsPath(), "toolgate.pins.json"},
+		{"DescriptionScanMode", c.DescriptionScanMode("any"), "strip"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

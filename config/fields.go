@@ -14,6 +14,16 @@ func (l *loader) configFields(c *Config) fields {
 		"auth":       func(n ast.Node, p string) { l.object(n, p, l.authFields(&c.Auth)) },
 		"limits":     func(n ast.Node, p string) { l.object(n, p, l.limitsFields(&c.Limits)) },
 		"mcpServers": set(&c.Servers, l.servers),
+		"pinning":    func(n ast.Node, p string) { l.object(n, p, l.pinningFields(&c.Pinning)) },
+		// description_scan is gateway-wide (not under limits): it is a security setting, not a call limit.
+		"description_scan": set(&c.DescriptionScan, l.str),
+	}
+}
+
+func (l *loader) pinningFields(x *Pinning) fields {
+	return fields{
+		"mode": set(&x.Mode, l.str),
+		"file": set(&x.File, l.str),
 	}
 }
 
@@ -168,6 +178,7 @@ func (l *loader) serverFields(x *Server) fields {
 		"retry":            func(n ast.Node, p string) { l.object(n, p, l.retryFields(&x.Retry)) },
 		"trusted":          set(&x.Trusted, l.boolean),
 		"retry_safe":       set(&x.RetrySafe, l.optBool),
+		"description_scan": set(&x.DescriptionScan, l.str),
 		"tools":            set(&x.Tools, l.tools),
 	}
 }

@@ -82,6 +82,8 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkAuth(c)
 	l.checkLimits("limits", c.Limits, Limits{})
 	l.checkBudget("limits.retry_budget", c.Limits.RetryBudget)
+	l.checkPinning(&c.Pinning)
+	l.checkDescriptionScan("description_scan", c.DescriptionScan)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}

@@ -89,6 +89,10 @@ func TestLoadFullExample(t *testing.T) {
 		{"orders retry_safe", fmt.Sprint(c.ToolRetrySafe("orders", "get_order")), "true true"},
 		{"refund not retry_safe", fmt.Sprint(c.ToolRetrySafe("orders", "refund_order")), "false true"},
 		{"search unstated", fmt.Sprint(c.ToolRetrySafe("search", "q")), "false false"},
+		{"PinningMode", c.PinningMode(), "strict"},
+		{"PinsPath", c.PinsPath(), filepath.Join(dir, "state", "pins.json")},
+		{"orders scan", c.DescriptionScanMode("orders"), "strip"},
+		{"search scan", c.DescriptionScanMode("search"), "quarantine"},
 	}
 	for _, tt := range checks {
 		if tt.got != tt.want {
@@ -323,6 +327,7 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Breaker{}, l.breakerFields(&Breaker{})},
 		{Retry{}, l.retryFields(&Retry{})},
 		{RetryBudget{}, l.retryBudgetFields(&RetryBudget{})},
+		{Pinning{}, l.pinningFields(&Pinning{})},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.typ)

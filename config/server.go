@@ -33,6 +33,7 @@ func (l *loader) checkServer(path string, s *Server, limits Limits) {
 	s.Transport = l.transport(path, s)
 	l.checkTransportFields(path, s)
 	l.checkLimits(path, s.limits(), limits)
+	l.checkDescriptionScan(path+".description_scan", s.DescriptionScan)
 	for name, t := range s.Tools {
 		tp := child(path+".tools", name)
 		if name == "" {
@@ -163,6 +164,7 @@ func resolvePaths(c *Config, dir string) {
 	}
 	c.Authz.Model = abs(c.Authz.Model)
 	c.Authz.Policy = abs(c.Authz.Policy)
+	c.Pinning.File = abs(c.Pinning.File)
 	if c.Auth.JWT != nil {
 		c.Auth.JWT.JWKSFile = abs(c.Auth.JWT.JWKSFile)
 	}

@@ -11,6 +11,22 @@ type Config struct {
 	Auth    Auth               `yaml:"auth"`
 	Limits  Limits             `yaml:"limits"` // defaults for every server and tool
 	Servers map[string]*Server `yaml:"mcpServers"`
+	Pinning Pinning            `yaml:"pinning"` // tool pinning against changed definitions (rug pulls)
+	// DescriptionScan is what happens to a tool whose title, description or schema descriptions hide
+	// characters (ANSI escapes, zero-width, bidi, tag characters) or instruct the model about other tools:
+	// off, strip or quarantine (ScanOff, ScanStrip, ScanQuarantine). A server may override it. Read it
+	// through DescriptionScanMode.
+	DescriptionScan string `yaml:"description_scan"`
+}
+
+// Pinning configures tool pinning: a lock file records a hash of every tool's definition, and a tool
+// whose definition later differs is blocked until an admin approves it. Read it through PinningMode and
+// PinsPath.
+type Pinning struct {
+	// Mode is off, tofu (record on first sight) or strict (every new tool needs an approval); PinningOff,
+	// PinningTOFU, PinningStrict.
+	Mode string `yaml:"mode"`
+	File string `yaml:"file"` // the lock file; absolute after Load (relative to the config file as written)
 }
 
 // Listen configures the Streamable HTTP endpoint.
@@ -154,6 +170,8 @@ type Server struct {
 	// false makes them not retry-safe whatever their annotations say. nil: not stated. A tool's own
 	// retry_safe wins over it; read both through ToolRetrySafe.
 	RetrySafe *bool `yaml:"retry_safe"`
+	// DescriptionScan overrides the gateway-wide description_scan for this server's tools.
+	DescriptionScan string `yaml:"description_scan"`
 
 	Tools map[string]*Tool `yaml:"tools"` // keyed by the upstream's own tool name
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/toolschema"
 )
@@ -22,8 +23,12 @@ type Tool struct {
 	Server   string
 	Upstream string // the tool's name on its server
 
-	Title, Description        string
-	InputSchema, OutputSchema []byte // raw, as the upstream sent them
+	Title, Description string
+	// The schemas as the upstream sent them, byte for byte, except that
+	// description_scan: strip removes hidden characters from their title and
+	// description strings. Input and Output are compiled from the
+	// upstream's own bytes.
+	InputSchema, OutputSchema []byte
 	Annotations               mcp.ToolAnnotation
 
 	Input  *toolschema.Schema // compiled input schema
@@ -35,6 +40,18 @@ type Tool struct {
 	// Unreachable marks a stand-in for a tool of a server that is down, so
 	// its calls can answer upstream_unavailable; it has no schema.
 	Unreachable bool
+	// Changed marks a stand-in for a tool that pinning blocks: its
+	// definition differs from the approved one, or (strict mode) it was
+	// never approved. Its calls answer tool_changed with ChangeReason, a
+	// sentence for the model; it has no schema and is never listed.
+	Changed      bool
+	ChangeReason string
+
+	// Hash is the hash of the tool's definition as the upstream listed it
+	// (see pins.Definition); "" without pinning.
+	Hash string
+
+	listed Listed // as the upstream sent it; only while the catalog is built
 }
 
 // Quarantined is a listed tool the catalog refused, with the reason.
@@ -49,6 +66,19 @@ type Catalog struct {
 	quarantined []Quarantined
 	down        map[string]string // server -> why it has no tools
 	prefixes    map[string]string // prefix -> server, for servers that are down
+
+	changed       []ChangedTool // sorted by Name
+	changedByName map[string]*ChangedTool
+	findings      []Finding
+	warnings      []string
+}
+
+// BuildOptions are what BuildWith needs beyond the listings.
+type BuildOptions struct {
+	// Pins checks every tool against its pin (see package pins); nil means
+	// no pinning. The description scan needs no option: its mode comes from
+	// the config (description_scan).
+	Pins *pins.Store
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -59,7 +89,21 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // (an upstream chooses its tool names, so one hostile or careless upstream
 // must not stop the gateway from starting), and `toolgate check` reports it.
 func Build(cfg *config.Config, listed map[string][]Listed, down map[string]string) (*Catalog, error) {
-	c := &Catalog{byName: map[string]*Tool{}, down: map[string]string{}, prefixes: map[string]string{}}
+	return BuildWith(cfg, listed, down, BuildOptions{})
+}
+
+// BuildWith is Build with pinning. After the checks Build makes (names,
+// schemas, collisions), each remaining tool passes the description scan
+// (scan.go) and then, with opts.Pins, its pin: a tool the scan quarantines
+// is not pinned (a tofu store records only tools that will be callable);
+// a tool that is Pending or Changed is kept out of the callable catalog,
+// listed by Changed, and resolves to a Changed stand-in; a definition that
+// cannot be pinned is quarantined. A pin that could not be written is a
+// warning (Warnings), not an error: the tool stays callable and its pin is
+// kept in memory.
+func BuildWith(cfg *config.Config, listed map[string][]Listed, down map[string]string, opts BuildOptions) (*Catalog, error) {
+	c := &Catalog{byName: map[string]*Tool{}, down: map[string]string{}, prefixes: map[string]string{},
+		changedByName: map[string]*ChangedTool{}}
 	claims := map[string][]*Tool{}
 	var order []string
 	for _, server := range cfg.ServerNames() {
@@ -83,19 +127,25 @@ func Build(cfg *config.Config, listed map[string][]Listed, down map[string]strin
 			claims[t.Name] = append(claims[t.Name], t)
 		}
 	}
+	var admitted []*Tool
 	for _, name := range order {
-		c.admit(claims[name])
+		admitted = c.admit(admitted, claims[name])
 	}
+	admitted = c.scan(cfg, admitted, claims)
+	c.pin(admitted, opts.Pins)
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].Name < c.tools[j].Name })
+	sort.Slice(c.changed, func(i, j int) bool { return c.changed[i].Name < c.changed[j].Name })
+	for i := range c.changed {
+		c.changedByName[c.changed[i].Name] = &c.changed[i]
+	}
 	return c, nil
 }
 
-// admit adds the one tool claiming a name, or quarantines every claimant.
-func (c *Catalog) admit(claimants []*Tool) {
+// admit keeps the one tool claiming a name for the scan and the pin check,
+// or quarantines every claimant.
+func (c *Catalog) admit(admitted []*Tool, claimants []*Tool) []*Tool {
 	if len(claimants) == 1 {
-		c.byName[claimants[0].Name] = claimants[0]
-		c.tools = append(c.tools, claimants[0])
-		return
+		return append(admitted, claimants[0])
 	}
 	ids := make([]string, len(claimants))
 	for i, t := range claimants {
@@ -105,6 +155,7 @@ func (c *Catalog) admit(claimants []*Tool) {
 		c.quarantine(t.Server, t.Upstream, fmt.Sprintf("client-facing name %q is claimed by %s; give the servers distinct prefixes",
 			t.Name, strings.Join(ids, " and ")))
 	}
+	return admitted
 }
 
 func (c *Catalog) quarantine(server, tool, reason string) {
@@ -128,6 +179,7 @@ func entry(cfg *config.Config, srv *config.Server, l Listed) (*Tool, string) {
 		Input:          in,
 		Timeout:        cfg.CallTimeout(srv.Name, l.Name),
 		MaxResultBytes: cfg.MaxResultBytes(srv.Name, l.Name),
+		listed:         l,
 	}
 	if len(l.OutputSchema) > 0 && string(l.OutputSchema) != "null" {
 		if t.Output, err = toolschema.Compile(l.OutputSchema, toolschema.Limits{}); err != nil {
@@ -150,10 +202,15 @@ func (c *Catalog) Down() map[string]string { return c.down }
 // Resolve finds the tool a client-facing name refers to. A name under the
 // prefix of a server that is down resolves to an Unreachable stand-in, so
 // the caller learns the server is unavailable rather than that the tool
-// does not exist.
+// does not exist. A tool that pinning blocks resolves to a Changed
+// stand-in, so the caller can answer tool_changed.
 func (c *Catalog) Resolve(name string) (*Tool, bool) {
 	if t, ok := c.byName[name]; ok {
 		return t, true
+	}
+	if ch, ok := c.changedByName[name]; ok {
+		return &Tool{Name: ch.Name, ID: ch.ID, Server: ch.Server, Upstream: ch.Upstream,
+			Changed: true, ChangeReason: ch.Reason(), Hash: ch.NewHash}, true
 	}
 	for prefix, server := range c.prefixes {
 		if rest, ok := strings.CutPrefix(name, prefix); ok && validName.MatchString(rest) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/pins"
 )
 
 // Set is every configured upstream, each kept connected by a supervisor
@@ -54,6 +55,7 @@ type options struct {
 	backoff  Backoff
 	debounce time.Duration
 	wait     func(ctx context.Context, d time.Duration) bool // the backoff sleep; tests replace it
+	pins     *pins.Store                                     // nil: no pinning
 }
 
 // WithBackoff sets how long supervisors wait between attempts to start or
@@ -106,9 +108,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Op
 		s.Close()
 		return nil, err
 	}
-	for _, q := range cat.Quarantined() {
-		log.Warn("tool quarantined", "server", q.Server, "tool", q.Upstream, "reason", q.Reason)
-	}
+	s.logCatalog(cat, "")
 	s.notifyMu.Lock()
 	s.notified = cat
 	s.notifyMu.Unlock()
@@ -116,7 +116,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Op
 }
 
 // buildLocked builds a catalog from the current listings. s.mu is held.
-func (s *Set) buildLocked() (*Catalog, error) { return Build(s.cfg, s.listed, s.down) }
+func (s *Set) buildLocked() (*Catalog, error) {
+	return BuildWith(s.cfg, s.listed, s.down, BuildOptions{Pins: s.opts.pins})
+}
 
 // listedTools records what a server listed after it (re)connected or told
 // of a change, and rebuilds the catalog unless nothing changed.
@@ -142,11 +144,7 @@ func (s *Set) listedTools(server string, tools []Listed) {
 	}
 	s.catalog.Store(cat)
 	s.mu.Unlock()
-	for _, q := range cat.Quarantined() {
-		if q.Server == server {
-			s.log.Warn("tool quarantined", "server", q.Server, "tool", q.Upstream, "reason", q.Reason)
-		}
-	}
+	s.logCatalog(cat, server)
 	s.log.Info("tool catalog rebuilt", "server", server, "tools", len(tools))
 	s.notify()
 }
