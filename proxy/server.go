@@ -146,7 +146,7 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 	kept := result.Tools[:0:0]
 	for _, t := range result.Tools {
 		entry, ok := cat.Resolve(t.Name)
-		if !ok || entry.Unreachable {
+		if !ok || entry.Unreachable || entry.Changed {
 			continue
 		}
 		if s.pipe.Policy.Visible(subject, entry.ID) {

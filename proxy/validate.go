@@ -11,6 +11,9 @@ import (
 // validate checks the exact argument bytes against the tool's compiled
 // input schema, so the upstream only ever sees arguments it declared.
 func (p *Pipeline) validate(_ context.Context, x *exchange) *envelope.Error {
+	if x.tool.Changed {
+		return &envelope.Error{Code: envelope.ToolChanged, Message: x.tool.ChangeReason}
+	}
 	if x.tool.Unreachable {
 		return envelope.Errorf(envelope.UpstreamUnavailable, "the server behind %q is not connected; try again later", x.tool.Name)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -63,8 +64,13 @@ func check(path string, offline bool, out io.Writer) int {
 // checkUpstreams connects to every upstream as serve would, and reports
 // servers that are down and tools that would be quarantined.
 func checkUpstreams(cfg *config.Config, out io.Writer) int {
+	store, err := openPins(cfg, pins.WithoutRecording())
+	if err != nil {
+		printProblems(out, "tool pins", err)
+		return 1
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	set, err := upstreams.Start(context.Background(), cfg, quiet)
+	set, err := upstreams.Start(context.Background(), cfg, quiet, upstreams.WithPins(store))
 	if err != nil {
 		printProblems(out, "tool catalog", err)
 		return 1
@@ -85,6 +91,19 @@ func checkUpstreams(cfg *config.Config, out io.Writer) int {
 	for _, q := range cat.Quarantined() {
 		fmt.Fprintf(out, "mcpServers.%s: tool %q quarantined (not listed, not callable): %s\n", q.Server, q.Upstream, q.Reason)
 		problems++
+	}
+	for _, ch := range cat.Changed() {
+		fmt.Fprintf(out, "%s: blocked by pinning: %s (toolgate pins diff; toolgate pins approve %s)\n", ch.ID, ch.Reason(), ch.Name)
+		problems++
+	}
+	for _, f := range cat.Findings() {
+		if f.Action == upstreams.ActionQuarantined {
+			continue // reported with the quarantined tools above
+		}
+		fmt.Fprintf(out, "warning: %s %s: %s: %s (%s)\n", f.ID(), f.Where, f.Kind, f.Detail, f.Action)
+	}
+	for _, w := range cat.Warnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	fmt.Fprintf(out, "%d tools available from %d servers\n", len(cat.Tools()), len(cfg.ServerNames())-len(down))
 	return problems

@@ -23,6 +23,7 @@ Usage:
   toolgate tools [--config F] [--as PRINCIPAL]       the catalog, as one principal sees it
   toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
+  toolgate pins diff | approve <tool>|--all          review and approve tools whose definition changed
   toolgate keys new <principal>                      mint an API key and print its config line
   toolgate demo-orders                               run the built-in demo upstream on stdio
   toolgate version
@@ -61,6 +62,8 @@ func run(args []string) int {
 		return runExplain(args[1:])
 	case "tools":
 		return runTools(args[1:])
+	case "pins":
+		return runPins(args[1:])
 	case "keys":
 		return runKeys(args[1:])
 	case "demo-orders":

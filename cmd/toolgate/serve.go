@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -86,7 +87,13 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid authentication settings", err)
 		return nil, 2
 	}
-	set, err := upstreams.Start(ctx, cfg, log)
+	pinStore, err := openPins(cfg)
+	if err != nil {
+		auth.Close()
+		printProblems(os.Stderr, "invalid tool pins", err)
+		return nil, 2
+	}
+	set, err := upstreams.Start(ctx, cfg, log, upstreams.WithPins(pinStore))
 	if err != nil {
 		auth.Close()
 		printProblems(os.Stderr, "cannot build the tool catalog", err)
@@ -140,13 +147,28 @@ func dedupFrom(*config.Config) *proxy.Dedup {
 	}
 }
 
-// watchPolicy reloads the policy when its files change and on SIGHUP, until
-// ctx ends. A failed reload keeps the last good policy (authz.Store logs
-// and counts it).
+// openPins opens the tool-pin lock file in the configured mode; opts are
+// for read-only use by offline commands.
+func openPins(cfg *config.Config, opts ...pins.Option) (*pins.Store, error) {
+	mode, err := pins.ParseMode(cfg.PinningMode())
+	if err != nil {
+		return nil, err
+	}
+	return pins.Open(cfg.PinsPath(), mode, opts...)
+}
+
+// watchPolicy reloads the policy when its files change, and the tool pins
+// when an admin approves a tool, and both on SIGHUP, until ctx ends. A
+// failed reload keeps the last good policy (authz.Store logs and counts it).
 func watchPolicy(ctx context.Context, gw *gateway, log *slog.Logger) {
 	go func() {
 		if err := gw.policy.Watch(ctx); err != nil && ctx.Err() == nil {
 			log.Error("policy files are not watched; SIGHUP still reloads", "err", err)
+		}
+	}()
+	go func() {
+		if err := gw.set.WatchPins(ctx); err != nil && ctx.Err() == nil {
+			log.Error("the tool pin file is not watched; SIGHUP still reloads it", "err", err)
 		}
 	}()
 	hup := make(chan os.Signal, 1)
@@ -158,8 +180,11 @@ func watchPolicy(ctx context.Context, gw *gateway, log *slog.Logger) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				log.Info("SIGHUP: reloading the policy")
+				log.Info("SIGHUP: reloading the policy and the tool pins")
 				_ = gw.policy.Reload()
+				if err := gw.set.ReloadPins(); err != nil {
+					log.Error("tool pins not reloaded", "err", err)
+				}
 			}
 		}
 	}()

@@ -86,7 +86,7 @@ func waitCatalog(t *testing.T, set *upstreams.Set, what string, ok func(*upstrea
 func callable(name string) func(*upstreams.Catalog) bool {
 	return func(c *upstreams.Catalog) bool {
 		tool, ok := c.Resolve(name)
-		return ok && !tool.Unreachable
+		return ok && !tool.Unreachable && !tool.Changed
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -31,7 +32,12 @@ func tools(args []string, out io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	set, err := upstreams.Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	store, err := openPins(cfg, pins.WithoutRecording())
+	if err != nil {
+		printProblems(os.Stderr, "tool pins", err)
+		return 2
+	}
+	set, err := upstreams.Start(context.Background(), cfg, slog.New(slog.DiscardHandler), upstreams.WithPins(store))
 	if err != nil {
 		printProblems(os.Stderr, "tool catalog", err)
 		return 2

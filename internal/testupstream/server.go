@@ -239,6 +239,7 @@ func NewServer(o Options) *server.MCPServer {
 		}
 	}
 	tools = append(tools, modeTools(srv, rt)...)
+	tools = append(tools, rugTools(srv)...)
 	srv.AddTools(tools...)
 	return srv
 }
