@@ -55,6 +55,12 @@ const (
 	DefaultRetryBudgetRatio = 0.2
 	// DefaultRetryBudgetMinPerSecond: ...plus one retry per second, so a quiet upstream can still retry.
 	DefaultRetryBudgetMinPerSecond = 1.0
+	// DefaultDedupWindow: an identical call within a minute after the first finished gets its answer again.
+	DefaultDedupWindow = time.Minute
+	// DefaultDedupKeyWindow: a client idempotency key holds for a day.
+	DefaultDedupKeyWindow = 24 * time.Hour
+	// DefaultDedupMaxEntries bounds the finished answers kept for replay.
+	DefaultDedupMaxEntries = 10000
 	// DefaultPinningMode records each tool's definition on first sight and blocks a later change until an
 	// admin approves it.
 	DefaultPinningMode = PinningTOFU
@@ -88,6 +94,9 @@ var (
 	maxDelayRange       = durRange{min: time.Millisecond, max: time.Minute}      // retry.max_delay, also >= base_delay
 	budgetRatioRange    = numRange{min: 0, max: 1}                               // limits.retry_budget.ratio (0 is allowed)
 	budgetMinRange      = numRange{min: 0, max: 1000}                            // limits.retry_budget.min_per_second (0 is allowed)
+	dedupWindowRange    = durRange{min: 0, max: 24 * time.Hour}                  // limits.dedup.window (0 is allowed)
+	dedupKeyWindowRange = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // limits.dedup.key_window
+	dedupEntriesRange   = countRange{min: 1, max: 1000000}                       // limits.dedup.max_entries
 )
 
 // HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
@@ -351,3 +360,26 @@ func (s *Server) limits() Limits {
 		Retry:          s.Retry,
 	}
 }
+
+// DedupWindow is how long a finished call's answer is replayed for an identical call: limits.dedup.window,
+// else 1m. An explicit 0s keeps joining calls in flight but replays nothing.
+func (c *Config) DedupWindow() time.Duration {
+	if w := c.Limits.Dedup.Window; w != nil {
+		return time.Duration(*w)
+	}
+	return DefaultDedupWindow
+}
+
+// DedupKeyWindow is how long a client idempotency key holds: limits.dedup.key_window, else 24h.
+func (c *Config) DedupKeyWindow() time.Duration {
+	return cmp.Or(time.Duration(c.Limits.Dedup.KeyWindow), DefaultDedupKeyWindow)
+}
+
+// DedupMaxEntries bounds the finished answers kept: limits.dedup.max_entries, else 10000.
+func (c *Config) DedupMaxEntries() int {
+	return cmp.Or(c.Limits.Dedup.MaxEntries, DefaultDedupMaxEntries)
+}
+
+// DedupIncludeRetrySafe says whether retry-safe tools are deduplicated too (default false: repeating
+// them is harmless by definition).
+func (c *Config) DedupIncludeRetrySafe() bool { return c.Limits.Dedup.IncludeRetrySafe }

@@ -133,6 +133,16 @@ func (l *loader) limitsFields(x *Limits) fields {
 		"breaker":          func(n ast.Node, p string) { l.object(n, p, l.breakerFields(&x.Breaker)) },
 		"retry":            func(n ast.Node, p string) { l.object(n, p, l.retryFields(&x.Retry)) },
 		"retry_budget":     func(n ast.Node, p string) { l.object(n, p, l.retryBudgetFields(&x.RetryBudget)) },
+		"dedup":            func(n ast.Node, p string) { l.object(n, p, l.dedupFields(&x.Dedup)) },
+	}
+}
+
+func (l *loader) dedupFields(x *Dedup) fields {
+	return fields{
+		"window":             set(&x.Window, l.optDuration),
+		"key_window":         set(&x.KeyWindow, l.duration),
+		"max_entries":        set(&x.MaxEntries, l.count),
+		"include_retry_safe": set(&x.IncludeRetrySafe, l.boolean),
 	}
 }
 

@@ -82,6 +82,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkAuth(c)
 	l.checkLimits("limits", c.Limits, Limits{})
 	l.checkBudget("limits.retry_budget", c.Limits.RetryBudget)
+	l.checkDedup("limits.dedup", c.Limits.Dedup)
 	l.checkPinning(&c.Pinning)
 	l.checkDescriptionScan("description_scan", c.DescriptionScan)
 	for _, name := range c.ServerNames() {

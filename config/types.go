@@ -99,6 +99,17 @@ type Limits struct {
 	// RetryBudget bounds retries across all calls to one upstream. Gateway-wide only: every server gets its
 	// own budget with these settings.
 	RetryBudget RetryBudget `yaml:"retry_budget"`
+	// Dedup configures duplicate suppression. Gateway-wide only.
+	Dedup Dedup `yaml:"dedup"`
+}
+
+// Dedup configures duplicate suppression of calls to tools that are not retry-safe; read it through
+// DedupWindow, DedupKeyWindow, DedupMaxEntries and DedupIncludeRetrySafe.
+type Dedup struct {
+	Window           *Duration `yaml:"window"`             // how long a finished call's answer is replayed; 0s: only join calls in flight
+	KeyWindow        Duration  `yaml:"key_window"`         // the same for a client idempotency key
+	MaxEntries       int       `yaml:"max_entries"`        // finished answers kept at most
+	IncludeRetrySafe bool      `yaml:"include_retry_safe"` // deduplicate retry-safe tools too
 }
 
 // Breaker configures one upstream's circuit breaker. Each key falls back on its own, from the server to

@@ -129,6 +129,15 @@ func (l *loader) checkBudget(path string, x RetryBudget) {
 	l.checkNumber(child(path, "min_per_second"), x.MinPerSecond, budgetMinRange)
 }
 
+func (l *loader) checkDedup(path string, x Dedup) {
+	if w := x.Window; w != nil && (time.Duration(*w) < dedupWindowRange.min || time.Duration(*w) > dedupWindowRange.max) {
+		l.reportAt(child(path, "window"), "expected a duration from %s to %s, got %s",
+			fmtDur(dedupWindowRange.min), fmtDur(dedupWindowRange.max), fmtDur(time.Duration(*w)))
+	}
+	l.checkDuration(child(path, "key_window"), x.KeyWindow, dedupKeyWindowRange)
+	l.checkCount(child(path, "max_entries"), x.MaxEntries, dedupEntriesRange)
+}
+
 func (l *loader) checkListen(x *Listen) {
 	l.checkAddr("listen.http", x.HTTP)
 	l.checkBytes("listen.max_body_bytes", x.MaxBodyBytes, maxBodyRange)

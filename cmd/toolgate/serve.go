@@ -130,20 +130,13 @@ func resilienceFrom(cfg *config.Config, log *slog.Logger) proxy.Resilience {
 	return r
 }
 
-// Duplicate suppression defaults. They are fixed in this release; config
-// keys for them are the next step (issue 5).
-const (
-	dedupWindow     = time.Minute    // an identical call within a minute replays the answer
-	dedupKeyWindow  = 24 * time.Hour // a client idempotency key holds for a day
-	dedupMaxEntries = 10000          // finished answers kept at most
-)
-
-// dedupFrom builds duplicate suppression for tools that are not retry-safe.
-func dedupFrom(*config.Config) *proxy.Dedup {
+// dedupFrom builds duplicate suppression (limits.dedup).
+func dedupFrom(cfg *config.Config) *proxy.Dedup {
 	return &proxy.Dedup{
-		Table:     dedup.NewTable[proxy.Recorded](dedupMaxEntries, time.Now),
-		Window:    dedupWindow,
-		KeyWindow: dedupKeyWindow,
+		Table:        dedup.NewTable[proxy.Recorded](cfg.DedupMaxEntries(), time.Now),
+		Window:       cfg.DedupWindow(),
+		KeyWindow:    cfg.DedupKeyWindow(),
+		RetrySafeToo: cfg.DedupIncludeRetrySafe(),
 	}
 }
 
