@@ -374,6 +374,10 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 		down = c.life.Done()
 	}
 	done := make(chan answer, 1)
+	var mark int64
+	if c.stdin != nil {
+		mark = c.stdin.mark()
+	}
 	if !c.goTracked(func() {
 		resp, err := c.tr.SendRequest(reqCtx, req)
 		done <- answer{resp, err}
@@ -397,7 +401,7 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 		case <-progressed:
 			route.deliver(onProgress)
 		case <-ctx.Done():
-			if c.stdin != nil && c.stdin.blocked() {
+			if c.stdin != nil && c.stdin.stuckSince(mark) {
 				c.log.Error("upstream stopped reading its input; stopping it")
 				c.markDown(errors.New("upstream stopped reading its input"))
 				if !c.hooks.supervised {
@@ -588,22 +592,35 @@ func (c *Conn) ExitStatus() string {
 	return strings.TrimPrefix(c.proc.err.Error(), "exit status ")
 }
 
-// watchedWriter is a stdio child's stdin that knows when a write is stuck.
+// watchedWriter is a stdio child's stdin that knows when writing is
+// stuck. Writes are serialised by the transport, so counting the writes
+// begun and completed is enough to tell "no write has finished since this
+// call started, and one is waiting" (the child is not reading) from "a
+// write happens to be in progress right now" (the normal case, even under
+// load).
 type watchedWriter struct {
-	w       io.WriteCloser
-	writing atomic.Int32
+	w                  io.WriteCloser
+	started, completed atomic.Int64
 }
 
 func (w *watchedWriter) Write(p []byte) (int, error) {
-	w.writing.Add(1)
-	defer w.writing.Add(-1)
+	w.started.Add(1)
+	defer w.completed.Add(1)
 	return w.w.Write(p)
 }
 
 func (w *watchedWriter) Close() error { return w.w.Close() }
 
-// blocked reports whether a write is in progress right now.
-func (w *watchedWriter) blocked() bool { return w.writing.Load() > 0 }
+// mark is taken before a call writes; stuckSince tests against it.
+func (w *watchedWriter) mark() int64 { return w.started.Load() }
+
+// stuckSince reports whether no write that began after mark was taken has
+// completed while a write is pending: for the whole life of the call the
+// child has not taken a single message.
+func (w *watchedWriter) stuckSince(mark int64) bool {
+	done := w.completed.Load()
+	return done <= mark && w.started.Load() > done
+}
 
 // endNoticer calls onEnd when its reader fails (EOF included): the child's
 // stdout is gone, so nothing more can be answered. The transport is told

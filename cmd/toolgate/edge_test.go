@@ -240,3 +240,24 @@ func TestBreakerOpensEndToEnd(t *testing.T) {
 		t.Fatalf("live upstream hurt: %v", env)
 	}
 }
+
+// A stdio upstream that stops reading its input cannot hold a call past its
+// deadline: the blocked write is abandoned, the upstream is stopped, and
+// its later calls answer upstream_unavailable at once.
+func TestUpstreamThatStopsReadingIsStopped(t *testing.T) {
+	url, logs := httpGateway(t, writeConfig(t, stdioUpstream(t, "stuck", "    timeout: 300ms\n")))
+	c := connectHTTP(t, url, aliceKey)
+	if _, env := callE2E(t, c, "stuck__stop_reading", `{}`); env["ok"] != true {
+		t.Fatalf("stop_reading: %v", env)
+	}
+	big := `{"pad":"` + strings.Repeat("x", 1<<20) + `"}` // far more than a pipe buffer
+	if _, env := callE2E(t, c, "stuck__echo", big); env["error_code"] != "tool_timeout" {
+		t.Fatalf("blocked write: %v, want tool_timeout", env)
+	}
+	if _, env := callE2E(t, c, "stuck__echo", `{}`); env["error_code"] != "upstream_unavailable" {
+		t.Fatalf("after the stuck upstream was stopped: %v", env)
+	}
+	if !strings.Contains(logs.String(), "stopped reading its input") {
+		t.Errorf("not logged:\n%s", logs)
+	}
+}
