@@ -220,7 +220,10 @@ func TestBreakerOpensEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n", liveURL, deadURL)
+	// echo on dead is declared retry-safe so that duplicate suppression
+	// leaves it alone: a recorded "outcome unknown" would otherwise be
+	// replayed and the breaker would never see the later calls.
+	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", liveURL, deadURL)
 	url, logs := httpGateway(t, writeConfig(t, servers))
 	c := connectHTTP(t, url, aliceKey)
 	stopDead()
