@@ -13,6 +13,7 @@ import (
 func TestDuplicateCallsRunOnceEndToEnd(t *testing.T) {
 	servers := stdioUpstream(t, "hostile", "")
 	cfg := writeConfig(t, servers)
+	write(t, cfg, strings.Replace(mustRead(t, cfg), "dedup: {window: 0s}", "dedup: {window: 1m}", 1))
 	write(t, strings.TrimSuffix(cfg, "toolgate.yaml")+"policy.csv", testPolicy(servers)+"p, reader, hostile/tick, call, allow\n")
 	url, _ := httpGateway(t, cfg)
 	alice := connectHTTP(t, url, aliceKey)

@@ -89,7 +89,12 @@ func writeConfig(t testing.TB, servers string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`auth:
+	// Duplicate suppression only joins calls in flight here (window 0s):
+	// most tests repeat identical calls on purpose and mean them to run.
+	// The duplicate-suppression tests set a window of their own.
+	cfg := fmt.Sprintf(`limits:
+  dedup: {window: 0s}
+auth:
   stdio_principal: local
   api_keys:
     - {principal: alice, sha256: %q}
