@@ -22,6 +22,7 @@ const (
 	ToolNotAllowed      Code = "tool_not_allowed"
 	InvalidArguments    Code = "invalid_arguments"
 	ApprovalRequired    Code = "approval_required"
+	ApprovalDenied      Code = "approval_denied"
 	RateLimited         Code = "rate_limited"
 	UpstreamUnavailable Code = "upstream_unavailable"
 	ToolTimeout         Code = "tool_timeout"
@@ -47,6 +48,7 @@ var table = map[Code]retryPolicy{
 	ToolNotAllowed:      never,
 	InvalidArguments:    never,
 	ApprovalRequired:    always,
+	ApprovalDenied:      never,
 	RateLimited:         always,
 	UpstreamUnavailable: always,
 	ToolTimeout:         ifRetrySafe,
@@ -60,7 +62,7 @@ var table = map[Code]retryPolicy{
 
 // Codes lists every code in table order, for documentation and tests.
 func Codes() []Code {
-	return []Code{ToolNotFound, ToolNotAllowed, InvalidArguments, ApprovalRequired, RateLimited,
+	return []Code{ToolNotFound, ToolNotAllowed, InvalidArguments, ApprovalRequired, ApprovalDenied, RateLimited,
 		UpstreamUnavailable, ToolTimeout, UpstreamError, ToolFailed, ResultTooLarge, InvalidResult,
 		ToolChanged, InternalError}
 }

@@ -15,6 +15,7 @@ func TestRetryableComesFromTheTable(t *testing.T) {
 		{ToolNotAllowed, false, false},
 		{InvalidArguments, false, false},
 		{ApprovalRequired, true, true},
+		{ApprovalDenied, false, false},
 		{RateLimited, true, true},
 		{UpstreamUnavailable, true, true},
 		{ToolTimeout, true, false},
