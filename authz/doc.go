@@ -88,6 +88,32 @@
 // the arguments can go either way (visible.go), so "allow, region == principal.region" lists
 // the tool only for principals with a region attribute; a tool it hides is never allowed.
 //
+// # Approvals
+//
+// An "a" line in policy.csv marks calls that need a human approval before they run:
+//
+//	a, support_agent, orders/refund_order, call, amount > 50
+//	a, <role or principal>, <server>/<tool>, call[, <condition>]
+//
+// Its fields mean what the same fields of a p line mean, and are matched the same way: the
+// subject through the principal's name, its g-line roles and the credential's accepted roles
+// (same principal/role namespace rules; an a line's subject counts for [Policy.IsRole] like a p
+// line's); the object by keyMatch (regexMatch if the model uses it) on the canonical ID; the
+// action by equality; the condition with the same strict evaluation. A condition that cannot be
+// evaluated FAILS CLOSED: approval is needed. [Policy.ApprovalRule] names the first matching a
+// line ("file:line"); it only matters for a call [Policy.Decide] allowed (an approval never
+// turns a deny into an allow). [Policy.Explain] lists the matching a lines
+// ([Explanation.ApprovalLines]) and says "allowed by X, but needs approval (Y)".
+//
+// Why a lines are outside Casbin and model.conf: an approval is not an effect. Deny-override
+// combines allow and deny into one boolean; a third outcome ("allowed, but ask first") would
+// need a custom effector and a different policy_effect, and any change to the model's matcher
+// or effect is exactly what the model check refuses (it could open access). Casbin's loader also
+// refuses a line type the model has no section for ("missing required section a"). So
+// [LoadPolicy] lints a lines exactly like p lines, keeps them out of the lines its adapter hands
+// to Casbin, and evaluates them itself, reusing the p-line role resolution, object match and
+// compiled conditions. The allow/deny decision is untouched by them.
+//
 // # Lint
 //
 // Loading refuses, naming file:line and what to write instead, and listing EVERY problem: a
@@ -98,7 +124,8 @@
 // the model uses regexMatch) that do not compile or are not anchored as a whole (^...$); objects
 // that do not name a configured server ("<server>/<tool>", "<server>/*"); unknown actions and
 // line types; wrong field counts; invalid CSV; conditions that do not compile; role cycles; role
-// chains deeper than Casbin's 10 levels; a configured principal given as a role. In the model:
+// chains deeper than Casbin's 10 levels; a configured principal given as a role. The field
+// checks apply to a lines exactly as to p lines (an a line with an effect is refused). In the model:
 // anything but r = sub, obj, act, args; p = sub, obj, act, eft, cond; g = _, _; deny-override;
 // and the matcher (g(r.sub, p.sub) || hasRole(r.args, p.sub)) && keyMatch(r.obj, p.obj) &&
 // r.act == p.act && cond(r.args, p.cond, p.eft), its parts in any order, keyMatch or regexMatch.

@@ -36,6 +36,14 @@ type Explanation struct {
 	// DecidedBy are the line(s) that decided, "file:line": every deny line that applied, else
 	// every allow line that applied. Empty when nothing applied (denied by default).
 	DecidedBy []string
+	// ApprovalLines are every approval (a) line whose subject, object and action match this
+	// request, in file order, whether or not its condition held (Effect "approval"; Applied: its
+	// condition held or could not be evaluated, which fails closed; Decisive: it is Approval).
+	ApprovalLines []ExplainedLine
+	// Approval is the a line ("file:line") that makes this allowed call need a human approval,
+	// as [Policy.ApprovalRule] answers; "" when none applies or the call is denied (an approval
+	// never turns a deny into an allow).
+	Approval string
 	// Summary is one sentence for a human.
 	Summary string
 	// Internal is an evaluation failure (for the log only, as in Decision); Allowed is false.
@@ -46,7 +54,7 @@ type Explanation struct {
 type ExplainedLine struct {
 	Rule      string // "file:line"
 	Text      string // the line as written
-	Effect    string // allow or deny
+	Effect    string // allow or deny; "approval" for an a line (Explanation.ApprovalLines)
 	Condition string // "" when the line has none
 	// CondResult is "" (no condition), "true", "false", or "error: ..." (fails closed: an allow
 	// line does not apply, a deny line does).
@@ -148,6 +156,9 @@ func (p *Policy) Explain(req Request) (x Explanation) {
 		if err == nil {
 			err = p.walk(&x, c, real, stub)
 		}
+	}
+	if err == nil {
+		p.explainApprovals(&x, c)
 	}
 	if err != nil {
 		x.Allowed = false

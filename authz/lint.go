@@ -65,9 +65,12 @@ func (l *linter) lineRule(pl policyLine) (fields []string, cond *condition, ok b
 		l.add(pl.num, "%s", reason)
 		return nil, nil, false
 	}
+	if ptype == approvalType {
+		return l.approvalRule(pl, fields, before)
+	}
 	sec := ptype[:1]
 	if sec != "p" && sec != "g" {
-		l.add(pl.num, "line type %q is neither a permission (p) nor a role (g) line; write p, <subject>, <server>/<tool>, call, allow or g, <principal>, <role> instead", ptype)
+		l.add(pl.num, "line type %q is neither a permission (p) nor a role (g) line, nor an approval (a) line; write p, <subject>, <server>/<tool>, call, allow, g, <principal>, <role> or a, <subject>, <server>/<tool>, call instead", ptype)
 		return nil, nil, false
 	}
 	if sec == "p" && ptype != "p" {
@@ -125,8 +128,20 @@ func (l *linter) lineRule(pl policyLine) (fields []string, cond *condition, ok b
 		return nil, nil, false
 	}
 
+	cond = l.checkRuleFields(pl, l.info.pNames, l.info.regex, rule, padded)
+	if len(l.ps.list) > before {
+		return nil, nil, false
+	}
+	return fields, cond, l.unique(pl.num, fields)
+}
+
+// checkRuleFields checks the fields of a p or a line (rule, without the line type), named by
+// names ("sub", "obj", ...; regex marks the regexMatch patterns), and returns the compiled
+// condition. Problems go to l.ps. padded: the condition field was added because the line had
+// none.
+func (l *linter) checkRuleFields(pl policyLine, names []string, regex map[int]bool, rule []string, padded bool) (cond *condition) {
 	for i, v := range rule {
-		name := l.info.pNames[i]
+		name := names[i]
 		what := describeField("p", i, name)
 		if name == "cond" {
 			if v == "" {
@@ -148,7 +163,7 @@ func (l *linter) lineRule(pl policyLine) (fields []string, cond *condition, ok b
 			continue
 		}
 		check := v
-		if l.info.regex[i] {
+		if regex[i] {
 			check = strings.TrimSuffix(v, "$") // the end anchor is the one "$" a pattern may have
 		}
 		if reason := checkField(what, check); reason != "" {
@@ -159,7 +174,7 @@ func (l *linter) lineRule(pl policyLine) (fields []string, cond *condition, ok b
 			l.add(pl.num, "%s", reason)
 			continue
 		}
-		if l.info.regex[i] && !l.opts.skipRegexLint {
+		if regex[i] && !l.opts.skipRegexLint {
 			if reason := checkPattern(what, v); reason != "" {
 				l.add(pl.num, "%s", reason)
 				continue
@@ -179,17 +194,14 @@ func (l *linter) lineRule(pl policyLine) (fields []string, cond *condition, ok b
 				l.add(pl.num, "action %q is unknown; write %s instead", v, ActCall)
 			}
 		case "obj":
-			if reason := l.checkObject(what, v, l.info.regex[i]); reason != "" {
+			if reason := l.checkObject(what, v, regex[i]); reason != "" {
 				l.add(pl.num, "%s", reason)
 			}
 		case "sub":
 			l.subjects[v] = true
 		}
 	}
-	if len(l.ps.list) > before {
-		return nil, nil, false
-	}
-	return fields, cond, l.unique(pl.num, fields)
+	return cond
 }
 
 func (l *linter) hasG(ptype string) bool {

@@ -56,6 +56,7 @@ type Policy struct {
 	nrules                int
 	info                  *modelInfo
 	prules                []*rule             // p lines in file order (Casbin's order)
+	arules                []*arule            // a (approval) lines in file order; never in Casbin
 	byKey                 map[string]*rule    // ruleKey -> line, to name the line Casbin chose
 	roles                 map[string][]string // g: member -> roles
 	roleNames             map[string]bool     // see IsRole
@@ -191,6 +192,12 @@ func build(modelPath string, modelText []byte, policyPath string, policyText []b
 		if !ok {
 			continue
 		}
+		if fields[0] == approvalType {
+			// Never handed to Casbin (its loader refuses a line type the model does not define):
+			// a lines are evaluated by ApprovalRule.
+			p.arules = append(p.arules, newARule(info, pl, fields, cond))
+			continue
+		}
 		r := &rule{ptype: fields[0], line: pl.num, text: pl.text, fields: fields[1:], cond: cond}
 		key := ruleKey(r.ptype, r.fields)
 		if _, dup := p.byKey[key]; dup {
@@ -261,7 +268,8 @@ func (p *Policy) Version() string {
 	return p.version
 }
 
-// Rules is the number of rules (p and g lines) loaded, duplicates counted once.
+// Rules is the number of rules (p and g lines) loaded, duplicates counted once. Approval (a)
+// lines are counted by [Policy.Approvals].
 func (p *Policy) Rules() int {
 	if p == nil {
 		return 0
