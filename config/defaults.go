@@ -69,6 +69,12 @@ const (
 	// DefaultDescriptionScan removes hidden characters from tool descriptions and flags instruction-like
 	// text without blocking the tool.
 	DefaultDescriptionScan = ScanStrip
+	// DefaultAdminAddr is the admin API listener: loopback only, beside the default MCP port.
+	DefaultAdminAddr = "127.0.0.1:8081"
+	// DefaultApprovalsFile is the approvals store, looked for beside the config file.
+	DefaultApprovalsFile = "toolgate.approvals.json"
+	// DefaultApprovalTTL is how long a pending or approved request lives: 1 hour.
+	DefaultApprovalTTL = time.Hour
 )
 
 // DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
@@ -97,6 +103,7 @@ var (
 	dedupWindowRange    = durRange{min: 0, max: 24 * time.Hour}                  // limits.dedup.window (0 is allowed)
 	dedupKeyWindowRange = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // limits.dedup.key_window
 	dedupEntriesRange   = countRange{min: 1, max: 1000000}                       // limits.dedup.max_entries
+	approvalTTLRange    = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // approvals.ttl
 )
 
 // HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
@@ -383,3 +390,22 @@ func (c *Config) DedupMaxEntries() int {
 // DedupIncludeRetrySafe says whether retry-safe tools are deduplicated too (default false: repeating
 // them is harmless by definition).
 func (c *Config) DedupIncludeRetrySafe() bool { return c.Limits.Dedup.IncludeRetrySafe }
+
+// AdminAddr is the host:port of the admin API listener: admin.listen, else 127.0.0.1:8081.
+func (c *Config) AdminAddr() string {
+	return cmp.Or(c.Admin.Listen, DefaultAdminAddr)
+}
+
+// AdminKeySHA256 is the SHA-256 hex of the admin key, lowercase; "" (the default) means the admin API is
+// disabled.
+func (c *Config) AdminKeySHA256() string { return c.Admin.KeySHA256 }
+
+// ApprovalsPath is the approvals store: approvals.file, else toolgate.approvals.json beside the config file.
+func (c *Config) ApprovalsPath() string {
+	return cmp.Or(c.Approvals.File, filepath.Join(c.Dir(), DefaultApprovalsFile))
+}
+
+// ApprovalTTL is how long a pending or approved request lives: approvals.ttl, else 1h.
+func (c *Config) ApprovalTTL() time.Duration {
+	return time.Duration(cmp.Or(c.Approvals.TTL, Duration(DefaultApprovalTTL)))
+}

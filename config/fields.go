@@ -17,6 +17,22 @@ func (l *loader) configFields(c *Config) fields {
 		"pinning":    func(n ast.Node, p string) { l.object(n, p, l.pinningFields(&c.Pinning)) },
 		// description_scan is gateway-wide (not under limits): it is a security setting, not a call limit.
 		"description_scan": set(&c.DescriptionScan, l.str),
+		"admin":            func(n ast.Node, p string) { l.object(n, p, l.adminFields(&c.Admin)) },
+		"approvals":        func(n ast.Node, p string) { l.object(n, p, l.approvalsFields(&c.Approvals)) },
+	}
+}
+
+func (l *loader) adminFields(x *Admin) fields {
+	return fields{
+		"listen":     set(&x.Listen, l.str),
+		"key_sha256": set(&x.KeySHA256, l.str),
+	}
+}
+
+func (l *loader) approvalsFields(x *Approvals) fields {
+	return fields{
+		"file": set(&x.File, l.str),
+		"ttl":  set(&x.TTL, l.duration),
 	}
 }
 

@@ -85,6 +85,8 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkDedup("limits.dedup", c.Limits.Dedup)
 	l.checkPinning(&c.Pinning)
 	l.checkDescriptionScan("description_scan", c.DescriptionScan)
+	l.checkAdmin(c)
+	l.checkApprovals(&c.Approvals)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}

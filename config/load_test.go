@@ -328,6 +328,8 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Retry{}, l.retryFields(&Retry{})},
 		{RetryBudget{}, l.retryBudgetFields(&RetryBudget{})},
 		{Pinning{}, l.pinningFields(&Pinning{})},
+		{Admin{}, l.adminFields(&Admin{})},
+		{Approvals{}, l.approvalsFields(&Approvals{})},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.typ)

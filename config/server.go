@@ -165,6 +165,7 @@ func resolvePaths(c *Config, dir string) {
 	c.Authz.Model = abs(c.Authz.Model)
 	c.Authz.Policy = abs(c.Authz.Policy)
 	c.Pinning.File = abs(c.Pinning.File)
+	c.Approvals.File = abs(c.Approvals.File)
 	if c.Auth.JWT != nil {
 		c.Auth.JWT.JWKSFile = abs(c.Auth.JWT.JWKSFile)
 	}

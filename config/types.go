@@ -16,7 +16,22 @@ type Config struct {
 	// characters (ANSI escapes, zero-width, bidi, tag characters) or instruct the model about other tools:
 	// off, strip or quarantine (ScanOff, ScanStrip, ScanQuarantine). A server may override it. Read it
 	// through DescriptionScanMode.
-	DescriptionScan string `yaml:"description_scan"`
+	DescriptionScan string    `yaml:"description_scan"`
+	Admin           Admin     `yaml:"admin"`     // the admin API listener and its credential
+	Approvals       Approvals `yaml:"approvals"` // the store of calls that need a human approval
+}
+
+// Admin configures the admin API (approvals; later metrics), served on its own listener with its own
+// credential. Read it through AdminAddr and AdminKeySHA256. The API is off while key_sha256 is empty.
+type Admin struct {
+	Listen    string `yaml:"listen"`     // host:port; loopback by default
+	KeySHA256 string `yaml:"key_sha256"` // SHA-256 hex of the admin key; 64 lowercase hex characters after Load
+}
+
+// Approvals configures the approvals store; read it through ApprovalsPath and ApprovalTTL.
+type Approvals struct {
+	File string   `yaml:"file"` // the store file; absolute after Load (relative to the config file as written)
+	TTL  Duration `yaml:"ttl"`  // how long pending and approved requests live
 }
 
 // Pinning configures tool pinning: a lock file records a hash of every tool's definition, and a tool

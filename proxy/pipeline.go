@@ -55,6 +55,9 @@ type Pipeline struct {
 	Upstreams Upstreams
 	// Resilience is applied by execute: breakers, retries, in-flight limits.
 	Resilience Resilience
+	// Approvals holds calls that policy says need a human approval; nil
+	// requires none.
+	Approvals *Approvals
 	// Dedup suppresses duplicate calls of tools that are not retry-safe;
 	// nil suppresses nothing.
 	Dedup *Dedup
@@ -84,7 +87,8 @@ func init() {
 		{"authorize", (*Pipeline).authorize},
 		{"validate", (*Pipeline).validate},
 		{"conditions", (*Pipeline).checkConditions},
-		// guards: rate limits and approvals go here, before deduplicate.
+		// guards: rate limits go here.
+		{"approve", (*Pipeline).approve},         // a call that needs a human approval waits for one
 		{"deduplicate", (*Pipeline).deduplicate}, // runs the stages after it at most once per identical call
 		{"execute", (*Pipeline).execute},
 		{"normalize", (*Pipeline).normalize},
@@ -103,6 +107,7 @@ type exchange struct {
 
 	tool     *upstreams.Tool     // set by resolve
 	rule     string              // the policy line that allowed the call (file:line), when known
+	approval string              // the approval request this call used up, if any
 	raw      json.RawMessage     // the upstream's raw result, set by execute
 	outcome  breaker.Outcome     // how the upstream attempt ended
 	attempts int                 // upstream attempts made

@@ -29,6 +29,9 @@ func (p *Pipeline) record(x *exchange) {
 	if x.rule != "" {
 		attrs = append(attrs, slog.String("rule", x.rule))
 	}
+	if x.approval != "" {
+		attrs = append(attrs, slog.String("approval", x.approval))
+	}
 	if x.sharing != 0 && x.sharing != dedup.Executed {
 		attrs = append(attrs, slog.String("dedup", x.sharing.String()))
 	}

@@ -24,7 +24,9 @@ Usage:
   toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
   toolgate pins diff | approve <tool>|--all          review and approve tools whose definition changed
+  toolgate approvals list | approve ID | deny ID     decide calls that wait for a human approval
   toolgate keys new <principal>                      mint an API key and print its config line
+  toolgate keys new --admin                          mint the admin API key (admin.key_sha256)
   toolgate demo-orders                               run the built-in demo upstream on stdio
   toolgate version
 `
@@ -64,6 +66,8 @@ func run(args []string) int {
 		return runTools(args[1:])
 	case "pins":
 		return runPins(args[1:])
+	case "approvals":
+		return runApprovals(args[1:])
 	case "keys":
 		return runKeys(args[1:])
 	case "demo-orders":

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
@@ -55,11 +56,12 @@ func runServe(args []string) int {
 
 // gateway is everything serve builds before it accepts clients.
 type gateway struct {
-	cfg    *config.Config
-	auth   *authn.Authenticator
-	policy *authz.Store
-	set    *upstreams.Set
-	server *proxy.Server
+	cfg       *config.Config
+	auth      *authn.Authenticator
+	policy    *authz.Store
+	approvals *approvals.Store
+	set       *upstreams.Set
+	server    *proxy.Server
 }
 
 // close releases what startGateway started: upstream processes and
@@ -87,6 +89,12 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid authentication settings", err)
 		return nil, 2
 	}
+	approvalStore, err := approvals.Open(cfg.ApprovalsPath(), cfg.ApprovalTTL(), time.Now)
+	if err != nil {
+		auth.Close()
+		printProblems(os.Stderr, "invalid approvals file", err)
+		return nil, 2
+	}
 	pinStore, err := openPins(cfg)
 	if err != nil {
 		auth.Close()
@@ -100,14 +108,15 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		return nil, 2
 	}
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilienceFrom(cfg, log), Dedup: dedupFrom(cfg)}
+		Resilience: resilienceFrom(cfg, log), Dedup: dedupFrom(cfg),
+		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	srv := proxy.NewServer(pipe, version, log)
 	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
 	// Restarts, reconnects and upstream list changes rebuild the catalog;
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	set.OnCatalogChange(srv.SyncTools)
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
-	return &gateway{cfg: cfg, auth: auth, policy: policy, set: set, server: srv}, 0
+	return &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv}, 0
 }
 
 // resilienceFrom builds the per-upstream breakers, retry settings and
@@ -193,6 +202,23 @@ func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
 	return 0
 }
 
+// serveAdmin starts the admin API (approvals) on its own listener, loopback
+// by default, when an admin key is configured; nil when it is not.
+func serveAdmin(gw *gateway, log *slog.Logger, errc chan<- error) (*http.Server, error) {
+	if gw.cfg.AdminKeySHA256() == "" {
+		log.Info("admin API disabled (no admin.key_sha256): approvals cannot be decided")
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", gw.cfg.AdminAddr())
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), log), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serving the admin API", "url", "http://"+ln.Addr().String())
+	go func() { errc <- srv.Serve(ln) }()
+	return srv, nil
+}
+
 // httpOptions resolves the HTTP endpoint's settings from config.
 func httpOptions(gw *gateway, log *slog.Logger) proxy.HTTPOptions {
 	if anonymous := gw.cfg.Auth.AllowAnonymous; anonymous != "" {
@@ -222,8 +248,17 @@ func serveHTTP(ctx context.Context, gw *gateway, log *slog.Logger) int {
 		_ = endpoint.Shutdown(ctx)
 	})
 	log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	admin, err := serveAdmin(gw, log, errc)
+	if err != nil {
+		log.Error("cannot listen for the admin API", "addr", gw.cfg.AdminAddr(), "err", err)
+		_ = srv.Close()
+		return 1
+	}
+	if admin != nil {
+		defer admin.Close()
+	}
 	select {
 	case err := <-errc:
 		log.Error("HTTP server stopped", "err", err)

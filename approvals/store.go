@@ -1,0 +1,374 @@
+// Package approvals keeps the calls that policy says need a human approval: a pending request per
+// (principal, tool, canonical arguments), which an approver approves or denies through the admin API, and
+// which the gateway consumes once when the agent repeats the call.
+//
+// The store is one JSON file (see fileFormat), rewritten atomically on every change under an flock, so
+// pending requests survive a restart and two processes sharing the file never lose each other's writes. A
+// file was chosen over bbolt or SQLite because the data is small (a bounded number of records), must be
+// readable by an operator, and needs no new dependency.
+package approvals
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// State is where a request is in its life.
+type State string
+
+// The states of a request. Pending and approved requests expire at ExpiresAt; a denied one keeps
+// answering Denied until its ExpiresAt and then no longer counts.
+const (
+	StatePending  State = "pending"  // waiting for an approver
+	StateApproved State = "approved" // the next identical call runs, once
+	StateDenied   State = "denied"   // identical calls are refused until ExpiresAt
+	StateUsed     State = "used"     // the approved call ran
+	StateExpired  State = "expired"  // nobody decided (or the approved call was not repeated) in time
+)
+
+var states = []State{StatePending, StateApproved, StateDenied, StateUsed, StateExpired}
+
+// ParseState checks a state name.
+func ParseState(s string) (State, error) {
+	if slices.Contains(states, State(s)) {
+		return State(s), nil
+	}
+	return "", fmt.Errorf("unknown state %q (expected pending, approved, denied, used or expired)", s)
+}
+
+// Request is one call awaiting, or having had, an approval.
+type Request struct {
+	ID        string          `json:"id"`        // "apr_" + 22 base64url characters (16 random bytes)
+	Principal string          `json:"principal"` // who made the call
+	Tool      string          `json:"tool"`      // canonical tool ID <server>/<tool>
+	ArgsHash  string          `json:"args_hash"` // hex SHA-256 of the canonical arguments; opaque here
+	Args      json.RawMessage `json:"args,omitempty"`
+	Rule      string          `json:"rule,omitempty"` // the policy line that required approval, e.g. "policy.csv:31"
+	State     State           `json:"state"`
+	Reason    string          `json:"reason,omitempty"` // why it was denied
+	CreatedAt time.Time       `json:"created_at"`
+	DecidedAt time.Time       `json:"decided_at,omitzero"` // approved, denied, used or expired
+	ExpiresAt time.Time       `json:"expires_at"`
+	DecidedBy string          `json:"decided_by,omitempty"`
+}
+
+// Outcome is what Check tells the gateway to do with a call.
+type Outcome int
+
+// The outcomes of Check. The zero value is none of them, so an Outcome returned with an error can never
+// be mistaken for Proceed.
+const (
+	Proceed Outcome = iota + 1 // an approval was consumed: run the call
+	Pending                    // the call waits for an approver: answer approval_required
+	Denied                     // an approver refused it: answer approval_denied
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Proceed:
+		return "proceed"
+	case Pending:
+		return "pending"
+	case Denied:
+		return "denied"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Errors of Approve and Deny; the admin API maps ErrNotFound to 404 and the others to 409.
+var (
+	ErrNotFound   = errors.New("no such approval request")
+	ErrNotPending = errors.New("approval request is not pending")
+	ErrExpired    = errors.New("approval request has expired")
+	ErrTooMany    = errors.New("too many pending approval requests")
+)
+
+// Bounds on what the file holds.
+const (
+	// MaxFinished is how many finished records (used, expired, denied past expiry) are kept at most.
+	MaxFinished = 10000
+	// FinishedRetention: finished records older than this are dropped even below MaxFinished.
+	FinishedRetention = 24 * time.Hour
+	// MaxActive bounds pending, approved and denied-in-force records, so an agent varying its arguments
+	// cannot grow the file without end; beyond it Check fails with ErrTooMany.
+	MaxActive = 10000
+	// maxReason caps a deny reason, in bytes.
+	maxReason = 1024
+)
+
+// Store is the set of approval requests of one file. It is safe for concurrent use, and several
+// processes may share the file: every operation re-reads it under an exclusive file lock.
+type Store struct {
+	path string
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu   sync.Mutex
+	reqs []Request // as last read or written, oldest first
+}
+
+// Open reads the file at path; a missing file is an empty store. A file that is not a complete,
+// consistent approvals file is an error naming it, never an empty store. ttl is how long pending and
+// approved requests live; now is the clock (nil: time.Now).
+func Open(path string, ttl time.Duration, now func() time.Time) (*Store, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("approvals: ttl must be positive, got %s", ttl)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	reqs, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{path: path, ttl: ttl, now: now, reqs: reqs}, nil
+}
+
+// Path is the file.
+func (s *Store) Path() string { return s.path }
+
+// TTL is how long a pending or approved request lives.
+func (s *Store) TTL() time.Duration { return s.ttl }
+
+// Check is what the gateway calls for a call that policy says needs approval:
+//   - an approved, unexpired request for exactly (principal, tool, argsHash) is consumed (state used) and
+//     Check returns Proceed with it: the call runs once, and the next identical call needs a new approval;
+//   - a denied one still in force returns Denied with it (Reason says why);
+//   - a pending one returns Pending with it, so repeating the call does not create duplicates;
+//   - otherwise a new pending request is created (expiring after the ttl) and returned with Pending.
+//
+// An error means nothing was decided and the call must not run.
+func (s *Store) Check(principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error) {
+	var (
+		out Outcome
+		got Request
+	)
+	err := s.update(func(reqs []Request, now time.Time) ([]Request, error) {
+		if i := active(reqs, principal, tool, argsHash, now); i >= 0 {
+			r := &reqs[i]
+			switch r.State {
+			case StateApproved:
+				r.State, r.DecidedAt = StateUsed, now
+				out = Proceed
+			case StateDenied:
+				out = Denied
+			default:
+				out = Pending
+			}
+			got = *r
+			return reqs, nil
+		}
+		if countActive(reqs, now) >= MaxActive {
+			return nil, ErrTooMany
+		}
+		id, err := newID()
+		if err != nil {
+			return nil, err
+		}
+		got = Request{
+			ID: id, Principal: principal, Tool: tool, ArgsHash: argsHash, Args: slices.Clone(args), Rule: rule,
+			State: StatePending, CreatedAt: now, ExpiresAt: now.Add(s.ttl),
+		}
+		out = Pending
+		return append(reqs, got), nil
+	})
+	if err != nil {
+		return 0, Request{}, err
+	}
+	return out, got, nil
+}
+
+// List returns the requests in the given states (all when none is given), oldest first, with expiry
+// applied as of now. It reads the file again so that it sees other processes' changes; when that fails
+// it answers from the last copy read.
+func (s *Store) List(states ...State) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if unlock, err := lockFile(s.path); err == nil {
+		if reqs, err := readFile(s.path); err == nil {
+			s.reqs = reqs
+		}
+		unlock()
+	}
+	now := s.now()
+	out := []Request{}
+	for _, r := range s.reqs {
+		expire(&r, now)
+		if len(states) == 0 || slices.Contains(states, r.State) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Get returns the request with that id, with expiry applied, or ErrNotFound.
+func (s *Store) Get(id string) (Request, error) {
+	for _, r := range s.List() {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return Request{}, ErrNotFound
+}
+
+// Approve lets the next identical call run once. Only a pending request can be approved; the approval
+// then lives for the ttl from now, so the agent has the whole ttl to repeat the call.
+func (s *Store) Approve(id, by string) (Request, error) {
+	return s.decide(id, func(r *Request, now time.Time) {
+		r.State, r.DecidedAt, r.DecidedBy, r.ExpiresAt = StateApproved, now, by, now.Add(s.ttl)
+	})
+}
+
+// Deny refuses a pending request: identical calls answer Denied with reason for the ttl from now.
+func (s *Store) Deny(id, by, reason string) (Request, error) {
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	return s.decide(id, func(r *Request, now time.Time) {
+		r.State, r.DecidedAt, r.DecidedBy, r.Reason, r.ExpiresAt = StateDenied, now, by, reason, now.Add(s.ttl)
+	})
+}
+
+func (s *Store) decide(id string, apply func(*Request, time.Time)) (Request, error) {
+	var got Request
+	err := s.update(func(reqs []Request, now time.Time) ([]Request, error) {
+		i := slices.IndexFunc(reqs, func(r Request) bool { return r.ID == id })
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		switch r := &reqs[i]; r.State {
+		case StatePending:
+			apply(r, now)
+			got = *r
+			return reqs, nil
+		case StateExpired:
+			return nil, ErrExpired
+		default:
+			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, r.State)
+		}
+	})
+	return got, err
+}
+
+// update is the one write path: under the file lock it re-reads the file, applies expiry, lets fn change
+// the records, prunes, and writes the file. The in-memory copy changes only when the write succeeded, so
+// a consumed approval is never reported as Proceed unless it is recorded as used.
+func (s *Store) update(fn func(reqs []Request, now time.Time) ([]Request, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	unlock, err := lockFile(s.path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	reqs, err := readFile(s.path)
+	if err != nil {
+		return err
+	}
+	removeStaleTemps(s.path)
+	now := s.now()
+	for i := range reqs {
+		expire(&reqs[i], now)
+	}
+	s.reqs = slices.Clone(reqs)
+	reqs, err = fn(reqs, now)
+	if err != nil {
+		return err
+	}
+	reqs = prune(reqs, now)
+	data, err := encodeFile(reqs)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(followLinks(s.path), data); err != nil {
+		return fmt.Errorf("approvals file %s: %w", s.path, err)
+	}
+	s.reqs = reqs
+	return nil
+}
+
+// expire turns a pending or approved request past its ExpiresAt into an expired one.
+func expire(r *Request, now time.Time) {
+	if (r.State == StatePending || r.State == StateApproved) && !now.Before(r.ExpiresAt) {
+		r.State, r.DecidedAt = StateExpired, r.ExpiresAt
+	}
+}
+
+// inForce reports whether a record still decides identical calls.
+func inForce(r *Request, now time.Time) bool {
+	switch r.State {
+	case StatePending, StateApproved, StateDenied:
+		return now.Before(r.ExpiresAt)
+	}
+	return false
+}
+
+// active is the index of the latest record in force for the triple, or -1.
+func active(reqs []Request, principal, tool, argsHash string, now time.Time) int {
+	for i := len(reqs) - 1; i >= 0; i-- {
+		r := &reqs[i]
+		if r.Principal == principal && r.Tool == tool && r.ArgsHash == argsHash && inForce(r, now) {
+			return i
+		}
+	}
+	return -1
+}
+
+func countActive(reqs []Request, now time.Time) int {
+	n := 0
+	for i := range reqs {
+		if inForce(&reqs[i], now) {
+			n++
+		}
+	}
+	return n
+}
+
+// prune drops finished records older than FinishedRetention, then the oldest finished ones beyond
+// MaxFinished. Records in force are always kept.
+func prune(reqs []Request, now time.Time) []Request {
+	finishedAt := func(r *Request) time.Time {
+		if r.State == StateDenied {
+			return r.ExpiresAt
+		}
+		return r.DecidedAt
+	}
+	out := reqs[:0]
+	for i := range reqs {
+		if inForce(&reqs[i], now) || now.Sub(finishedAt(&reqs[i])) < FinishedRetention {
+			out = append(out, reqs[i])
+		}
+	}
+	finished := 0
+	for i := range out {
+		if !inForce(&out[i], now) {
+			finished++
+		}
+	}
+	if excess := finished - MaxFinished; excess > 0 {
+		kept := out[:0]
+		for i := range out {
+			if excess > 0 && !inForce(&out[i], now) {
+				excess--
+				continue
+			}
+			kept = append(kept, out[i])
+		}
+		out = kept
+	}
+	return out
+}
+
+func newID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "apr_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,265 @@
+package approvals
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a settable clock for the store.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+const ttl = time.Hour
+
+func open(t *testing.T) (*Store, *clock, string) {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "toolgate.approvals.json")
+	s, err := Open(path, ttl, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, clk, path
+}
+
+var args = json.RawMessage(`{"amount":20,"order_id":4821}`)
+
+func check(t *testing.T, s *Store, hash string, want Outcome) Request {
+	t.Helper()
+	out, r, err := s.Check("alice", "orders/refund_order", hash, args, "policy.csv:31")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != want {
+		t.Fatalf("Check = %v (%s), want %v", out, r.State, want)
+	}
+	return r
+}
+
+func TestPendingCreatedOncePerTriple(t *testing.T) {
+	s, _, _ := open(t)
+	a := check(t, s, "h1", Pending)
+	if !strings.HasPrefix(a.ID, "apr_") || len(a.ID) != 26 || a.State != StatePending || a.Rule != "policy.csv:31" {
+		t.Fatalf("unexpected request %+v", a)
+	}
+	if string(a.Args) != string(args) {
+		t.Errorf("args %s", a.Args)
+	}
+	b := check(t, s, "h1", Pending)
+	if b.ID != a.ID {
+		t.Errorf("repeat created %s, want the same %s", b.ID, a.ID)
+	}
+	if n := len(s.List(StatePending)); n != 1 {
+		t.Errorf("%d pending, want 1", n)
+	}
+	// Changed arguments, another principal or another tool: separate requests.
+	c := check(t, s, "h2", Pending)
+	_, d, _ := s.Check("bob", "orders/refund_order", "h1", args, "")
+	_, e, _ := s.Check("alice", "orders/cancel_order", "h1", args, "")
+	ids := map[string]bool{a.ID: true, c.ID: true, d.ID: true, e.ID: true}
+	if len(ids) != 4 {
+		t.Errorf("want 4 distinct requests, got %v", ids)
+	}
+}
+
+func TestApproveRunsOnce(t *testing.T) {
+	s, _, _ := open(t)
+	p := check(t, s, "h1", Pending)
+	if _, err := s.Approve(p.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	// Approving covers exactly these arguments.
+	if other := check(t, s, "h2", Pending); other.ID == p.ID {
+		t.Fatal("other arguments share the approval")
+	}
+	got := check(t, s, "h1", Proceed)
+	if got.ID != p.ID || got.State != StateUsed || got.DecidedBy != "carol" {
+		t.Errorf("consumed %+v", got)
+	}
+	again := check(t, s, "h1", Pending)
+	if again.ID == p.ID {
+		t.Error("second call reused the used approval")
+	}
+	if _, err := s.Approve(p.ID, "carol"); !errors.Is(err, ErrNotPending) {
+		t.Errorf("approving a used request: %v, want ErrNotPending", err)
+	}
+}
+
+func TestConcurrentChecksConsumeOnce(t *testing.T) {
+	s, _, _ := open(t)
+	p := check(t, s, "h1", Pending)
+	if _, err := s.Approve(p.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	proceeded := 0
+	for range 8 {
+		wg.Go(func() {
+			out, _, err := s.Check("alice", "orders/refund_order", "h1", args, "")
+			if err != nil {
+				t.Error(err)
+			}
+			if out == Proceed {
+				mu.Lock()
+				proceeded++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if proceeded != 1 {
+		t.Errorf("%d calls proceeded, want 1", proceeded)
+	}
+}
+
+func TestDeny(t *testing.T) {
+	s, clk, _ := open(t)
+	p := check(t, s, "h1", Pending)
+	if _, err := s.Deny(p.ID, "carol", "refunds over 10 need a ticket"); err != nil {
+		t.Fatal(err)
+	}
+	d := check(t, s, "h1", Denied)
+	if d.ID != p.ID || d.Reason != "refunds over 10 need a ticket" || d.DecidedBy != "carol" {
+		t.Errorf("denied %+v", d)
+	}
+	check(t, s, "h1", Denied) // stays denied
+	if _, err := s.Approve(p.ID, "x"); !errors.Is(err, ErrNotPending) {
+		t.Errorf("approving a denied request: %v", err)
+	}
+	clk.add(ttl)
+	if n := check(t, s, "h1", Pending); n.ID == p.ID {
+		t.Error("denial did not lapse after the ttl")
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	s, clk, _ := open(t)
+	p := check(t, s, "h1", Pending)
+	clk.add(ttl - time.Second)
+	check(t, s, "h1", Pending)
+	clk.add(time.Second)
+	if got := s.List(StateExpired); len(got) != 1 || got[0].ID != p.ID {
+		t.Fatalf("expired = %+v", got)
+	}
+	if _, err := s.Approve(p.ID, "carol"); !errors.Is(err, ErrExpired) {
+		t.Errorf("approving an expired request: %v, want ErrExpired", err)
+	}
+	if _, err := s.Deny(p.ID, "carol", ""); !errors.Is(err, ErrExpired) {
+		t.Errorf("denying an expired request: %v, want ErrExpired", err)
+	}
+	q := check(t, s, "h1", Pending)
+	if q.ID == p.ID {
+		t.Fatal("expired request returned again")
+	}
+
+	// An approval not used within the ttl expires too.
+	if _, err := s.Approve(q.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(ttl)
+	if r := check(t, s, "h1", Pending); r.ID == q.ID {
+		t.Error("expired approval consumed")
+	}
+}
+
+func TestUnknownID(t *testing.T) {
+	s, _, _ := open(t)
+	if _, err := s.Approve("apr_nope", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Approve: %v", err)
+	}
+	if _, err := s.Deny("apr_nope", "x", ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Deny: %v", err)
+	}
+}
+
+func TestRestartKeepsRequests(t *testing.T) {
+	s, clk, path := open(t)
+	p := check(t, s, "h1", Pending)
+	q := check(t, s, "h2", Pending)
+	if _, err := s.Approve(q.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(path, ttl, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := check(t, s2, "h1", Pending); got.ID != p.ID || !got.CreatedAt.Equal(p.CreatedAt) {
+		t.Errorf("after reopen got %+v, want %s", got, p.ID)
+	}
+	if got := check(t, s2, "h2", Proceed); got.ID != q.ID {
+		t.Errorf("approval lost on reopen: %+v", got)
+	}
+	// The first store sees the second's change (shared file): the approval is used.
+	if got := check(t, s, "h2", Pending); got.ID == q.ID {
+		t.Error("approval consumed twice across two stores")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestCorruptFile(t *testing.T) {
+	tests := []struct{ name, data, want string }{
+		{"empty", "", "the file is empty"},
+		{"not JSON", "{", "unexpected EOF"},
+		{"wrong version", `{"version":2,"requests":[]}`, "version 2"},
+		{"no requests", `{"version":1}`, `no "requests"`},
+		{"unknown field", `{"version":1,"requests":[],"x":1}`, "unknown field"},
+		{"bad state", `{"version":1,"requests":[{"id":"apr_abcdefgh","principal":"a","tool":"s/t","args_hash":"h","state":"maybe",` +
+			`"created_at":"2026-11-30T12:00:00Z","expires_at":"2026-11-30T13:00:00Z"}]}`, `unknown state "maybe"`},
+		{"no principal", `{"version":1,"requests":[{"id":"apr_abcdefgh","tool":"s/t","args_hash":"h","state":"pending",` +
+			`"created_at":"2026-11-30T12:00:00Z","expires_at":"2026-11-30T13:00:00Z"}]}`, "no principal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "a.json")
+			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, ttl, nil)
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open = %v, want an error naming %s and containing %q", err, path, tt.want)
+			}
+		})
+	}
+}
+
+func TestPrune(t *testing.T) {
+	s, clk, _ := open(t)
+	p := check(t, s, "h1", Pending)
+	if _, err := s.Approve(p.ID, "c"); err != nil {
+		t.Fatal(err)
+	}
+	check(t, s, "h1", Proceed)
+	clk.add(FinishedRetention + time.Second)
+	check(t, s, "h2", Pending) // a write prunes
+	for _, r := range s.List() {
+		if r.ID == p.ID {
+			t.Errorf("used request older than a day kept: %+v", r)
+		}
+	}
+}

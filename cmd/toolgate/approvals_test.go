@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/authz"
+)
+
+const adminKey = "tg_test_admin"
+
+// approvalGateway: alice may call hostile/tick, but a tick labelled
+// "refund" needs a human approval; the admin API runs beside it.
+func approvalGateway(t *testing.T) (url string, admin *approvals.Client, gw *gateway) {
+	t.Helper()
+	servers := stdioUpstream(t, "hostile", "")
+	cfg := writeConfig(t, servers)
+	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authz.HashKey(adminKey)))
+	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
+	url, _, gw = httpGatewayFull(t, cfg)
+	srv := httptest.NewServer(approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), slog.New(slog.DiscardHandler)))
+	t.Cleanup(srv.Close)
+	return url, &approvals.Client{URL: srv.URL, Key: adminKey}, gw
+}
+
+func pendingIDs(t *testing.T, admin *approvals.Client) []string {
+	t.Helper()
+	reqs, err := admin.List(context.Background(), approvals.StatePending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range reqs {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// Through a real client and a real upstream that counts its executions: an
+// approval-required call never runs; approved, the same call runs exactly
+// once; the next repeat needs a new approval; other arguments need their
+// own; a denial is final; calls without the condition run freely.
+func TestApprovalFlowEndToEnd(t *testing.T) {
+	url, admin, _ := approvalGateway(t)
+	c := connectHTTP(t, url, aliceKey)
+	refund := `{"label":"refund","ms":1}`
+	executions := func() string {
+		_, env := callE2E(t, c, "hostile__tick", fmt.Sprintf(`{"label":"count-%d"}`, time.Now().UnixNano()))
+		return fmt.Sprint(env["data"].(map[string]any)["executions"])
+	}
+	if got := executions(); got != "1" {
+		t.Fatalf("a call without the condition: executions %s", got)
+	}
+	_, env := callE2E(t, c, "hostile__tick", refund)
+	ids := pendingIDs(t, admin)
+	if env["error_code"] != "approval_required" || env["retryable"] != true || len(ids) != 1 || !strings.Contains(fmt.Sprint(env["message"]), ids[0]) {
+		t.Fatalf("first call: %v, pending %v", env, ids)
+	}
+	callE2E(t, c, "hostile__tick", refund) // repeating before approval creates no second request
+	if again := pendingIDs(t, admin); len(again) != 1 {
+		t.Fatalf("pending after a repeat: %v", again)
+	}
+	if got := executions(); got != "2" {
+		t.Fatalf("the approval-required call ran: executions %s", got)
+	}
+	if _, err := admin.Approve(context.Background(), ids[0], "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if _, env = callE2E(t, c, "hostile__tick", refund); env["ok"] != true {
+		t.Fatalf("approved call: %v", env)
+	}
+	if _, env = callE2E(t, c, "hostile__tick", refund); env["error_code"] != "approval_required" {
+		t.Fatalf("second repeat after one approval: %v", env)
+	}
+	if got := executions(); got != "4" {
+		t.Fatalf("executions %s, want the approved call counted once", got)
+	}
+	_, env = callE2E(t, c, "hostile__tick", `{"label":"refund","ms":2}`)
+	if env["error_code"] != "approval_required" || len(pendingIDs(t, admin)) != 2 {
+		t.Fatalf("changed arguments need their own approval: %v", env)
+	}
+	if code := run([]string{"approvals", "list", "--url", admin.URL, "--key", adminKey}); code != 0 {
+		t.Fatalf("toolgate approvals list: exit %d", code)
+	}
+	if code := run([]string{"approvals", "list", "--url", admin.URL, "--key", "wrong"}); code == 0 {
+		t.Fatal("toolgate approvals list with a wrong key succeeded")
+	}
+	for _, id := range pendingIDs(t, admin) {
+		if code := run([]string{"approvals", "deny", id, "--reason", "not this one", "--url", admin.URL, "--key", adminKey}); code != 0 {
+			t.Fatalf("toolgate approvals deny: exit %d", code)
+		}
+	}
+	if _, env = callE2E(t, c, "hostile__tick", refund); env["error_code"] != "approval_denied" || !strings.Contains(fmt.Sprint(env["message"]), "not this one") {
+		t.Fatalf("denied call: %v", env)
+	}
+}
+
+// Pending approvals survive a restart: they live in the approvals file.
+func TestPendingApprovalsSurviveRestart(t *testing.T) {
+	url, _, gw := approvalGateway(t)
+	callE2E(t, connectHTTP(t, url, aliceKey), "hostile__tick", `{"label":"refund"}`)
+	reopened, err := approvals.Open(gw.cfg.ApprovalsPath(), time.Hour, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reqs := reopened.List(approvals.StatePending); len(reqs) != 1 || reqs[0].Principal != "alice" || reqs[0].Tool != "hostile/tick" {
+		t.Fatalf("after reopening: %+v", reqs)
+	}
+}

@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/sanitize"
+)
+
+// Approvals makes calls that policy marks (a lines) wait for a human: such
+// a call does not run; it answers approval_required naming a request an
+// approver can approve or deny. The approval binds to the principal, the
+// tool and the exact canonical arguments, and is used up by the one call
+// it lets through. A nil *Approvals requires nothing.
+type Approvals struct {
+	Store *approvals.Store
+	Rules interface {
+		ApprovalRule(authz.Request) (rule string, needed bool)
+	}
+}
+
+// approve is the approval guard. It runs after the policy allowed the call
+// and before duplicate suppression, so an approved call runs once and its
+// repeat needs a new approval.
+func (p *Pipeline) approve(_ context.Context, x *exchange) *envelope.Error {
+	a := p.Approvals
+	if a == nil || a.Store == nil || a.Rules == nil {
+		return nil
+	}
+	rule, needed := a.Rules.ApprovalRule(authz.Request{Subject: x.call.Subject, Object: x.tool.ID, Action: authz.ActCall, Args: x.call.Args})
+	if !needed {
+		return nil
+	}
+	args := x.call.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	canonical, err := dedup.Canonical(args)
+	if err != nil {
+		return envelope.Errorf(envelope.InvalidArguments, "arguments could not be put in canonical form for approval").WithDetail(err.Error())
+	}
+	sum := sha256.Sum256(canonical)
+	outcome, req, err := a.Store.Check(x.call.Subject.Principal, x.tool.ID, hex.EncodeToString(sum[:]), canonical, rule)
+	switch {
+	case err != nil:
+		return envelope.Errorf(envelope.InternalError, "the approval store failed; the call was not run").WithDetail(err.Error())
+	case outcome == approvals.Proceed:
+		x.approval = req.ID
+		return nil
+	case outcome == approvals.Denied:
+		msg := "an approver denied this call (request " + req.ID + ")"
+		if req.Reason != "" {
+			msg += ": " + sanitize.Clip(sanitize.Text(req.Reason), 300)
+		}
+		return (&envelope.Error{Code: envelope.ApprovalDenied, Message: msg}).WithDetail("approval rule " + rule)
+	}
+	return envelope.Errorf(envelope.ApprovalRequired,
+		"this call needs a human approval first: request %s for %s with arguments %s awaits an approver "+
+			"(toolgate approvals approve %s); repeat exactly the same call once it is approved",
+		req.ID, x.tool.Name, sanitize.Clip(string(canonical), 300), req.ID).WithDetail("approval rule " + rule)
+}
