@@ -17,6 +17,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/statefile"
 )
 
 // State is where a request is in its life.
@@ -190,7 +192,7 @@ func (s *Store) Check(principal, tool, argsHash string, args json.RawMessage, ru
 func (s *Store) List(states ...State) []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if unlock, err := lockFile(s.path); err == nil {
+	if unlock, err := statefile.Lock(s.path, 0o600); err == nil {
 		if reqs, err := readFile(s.path); err == nil {
 			s.reqs = reqs
 		}
@@ -262,16 +264,16 @@ func (s *Store) decide(id string, apply func(*Request, time.Time)) (Request, err
 func (s *Store) update(fn func(reqs []Request, now time.Time) ([]Request, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	unlock, err := lockFile(s.path)
+	unlock, err := statefile.Lock(s.path, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("approvals %w", err)
 	}
 	defer unlock()
 	reqs, err := readFile(s.path)
 	if err != nil {
 		return err
 	}
-	removeStaleTemps(s.path)
+	statefile.CleanStale(s.path)
 	now := s.now()
 	for i := range reqs {
 		expire(&reqs[i], now)
@@ -286,7 +288,7 @@ func (s *Store) update(fn func(reqs []Request, now time.Time) ([]Request, error)
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(followLinks(s.path), data); err != nil {
+	if err := statefile.WriteAtomic(statefile.FollowLinks(s.path), data, 0o600); err != nil {
 		return fmt.Errorf("approvals file %s: %w", s.path, err)
 	}
 	s.reqs = reqs

@@ -5,27 +5,19 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/canonjson"
 )
 
 // typicalArgs is a 5-field tools/call argument object.
 var typicalArgs = json.RawMessage(`{"status": "shipped", "order_id": 4821, "note": "left at the door \u2014 signed", "amount": 150.50, "tags": ["priority", "gift"]}`)
-
-func BenchmarkCanonical(b *testing.B) {
-	b.ReportAllocs()
-	b.SetBytes(int64(len(typicalArgs)))
-	for b.Loop() {
-		if _, err := Canonical(typicalArgs); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkKey is what the guard does per call before the table: canonical
 // arguments and their key.
 func BenchmarkKey(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := Canonical(typicalArgs)
+		c, err := canonjson.Canonical(typicalArgs)
 		if err != nil {
 			b.Fatal(err)
 		}

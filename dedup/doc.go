@@ -2,11 +2,11 @@
 // "the same" and lets such a call run upstream at most once, sharing its
 // result with identical calls in flight and replaying it for a window after.
 //
-// It has three parts, used by the guard stage of the call pipeline:
+// It has two parts, used by the guard stage of the call pipeline, on top of
+// the canonical argument bytes from canonjson.Canonical (so that key order,
+// whitespace, string escapes and number spelling do not make two calls
+// different, while numbers keep their exact value):
 //
-//   - Canonical turns argument bytes into a canonical form, so that key
-//     order, whitespace, string escapes and number spelling do not make two
-//     calls different, while numbers keep their exact value.
 //   - Key names a call: ArgsKey (principal, canonical tool ID, canonical
 //     arguments) or IdempotencyKey (principal, canonical tool ID, the
 //     client's key from _meta["io.toolgate/idempotency-key"], see

@@ -39,7 +39,7 @@ const (
 const keyDomain = "toolgate/dedup/key/v1\x00"
 
 // ArgsKey names the call of tool (its canonical ID, "<server>/<tool>") by
-// principal with canonicalArgs (the output of Canonical).
+// principal with canonicalArgs (the output of canonjson.Canonical).
 func ArgsKey(principal, tool string, canonicalArgs []byte) Key {
 	return newKey(kindArgs, principal, tool, canonicalArgs)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/canonjson"
 )
 
 func TestKeySeparation(t *testing.T) {
@@ -60,7 +62,7 @@ func TestKeySeparation(t *testing.T) {
 // arguments give one key.
 func TestKeyCanonicalArgs(t *testing.T) {
 	key := func(raw string) Key {
-		c, err := Canonical(json.RawMessage(raw))
+		c, err := canonjson.Canonical(json.RawMessage(raw))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/canonjson"
 )
 
 // clock is a manual clock for the table.
@@ -325,7 +327,7 @@ func TestDoRecord(t *testing.T) {
 // (or idempotency key) share a result.
 func TestDoSeparation(t *testing.T) {
 	canon := func(raw string) []byte {
-		c, err := Canonical([]byte(raw))
+		c, err := canonjson.Canonical([]byte(raw))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/toolgate/toolgate/canonjson"
 )
 
 // diffContext is how many unchanged lines surround each change.
@@ -67,7 +69,7 @@ func jsonLines(raw json.RawMessage) []string {
 	if isNullRaw(raw) {
 		return []string{none}
 	}
-	canon, err := CanonicalJSON(raw)
+	canon, err := canonjson.Canonical(raw)
 	if err != nil {
 		return append([]string{"(not canonical JSON: " + err.Error() + ")"}, strings.Split(visible(string(raw)), "\n")...)
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/statefile"
 )
 
 // Mode is how tools without a matching pin are treated.
@@ -108,7 +110,7 @@ type Store struct {
 	record bool
 	now    func() time.Time
 
-	// beforeRename is a test hook; see writeAtomic.
+	// beforeRename is a test hook; see statefile.WriteAtomicHook.
 	beforeRename func(tmp string) error
 
 	mu   sync.Mutex       // guards pins and unsaved; held across writes
@@ -333,12 +335,12 @@ func (s *Store) ApproveAll(defs map[string]Definition) error {
 // The in-memory pins become what the file holds: the new content on
 // success, the re-read content on failure. s.mu is held.
 func (s *Store) updateLocked(change func(file map[string]Entry)) error {
-	unlock, err := lockFile(s.path)
+	unlock, err := statefile.Lock(s.path, 0o644)
 	if err != nil {
-		return err
+		return fmt.Errorf("pins %w", err)
 	}
 	defer unlock()
-	removeStaleTemps(followLinks(s.path))
+	statefile.CleanStale(statefile.FollowLinks(s.path))
 	current, err := readFile(s.path)
 	if err != nil {
 		return err // never overwrite a file we cannot read: it may hold approvals
@@ -355,7 +357,7 @@ func (s *Store) updateLocked(change func(file map[string]Entry)) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(followLinks(s.path), data, s.beforeRename); err != nil {
+	if err := statefile.WriteAtomicHook(statefile.FollowLinks(s.path), data, 0o644, s.beforeRename); err != nil {
 		return fmt.Errorf("pins file %s: %w", s.path, err)
 	}
 	s.pins = next

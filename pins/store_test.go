@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/canonjson"
+	"github.com/toolgate/toolgate/internal/statefile"
 )
 
 var fixed = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -133,7 +136,7 @@ func TestInvalidDefinition(t *testing.T) {
 	d := base()
 	d.Annotations = raw(`{"readOnlyHint":true,"readOnlyHint":false}`)
 	v, err := s.Check("orders/get_order", d)
-	if v != Invalid || err == nil || !strings.Contains(err.Error(), "duplicate key") {
+	if v != Invalid || err == nil || !errors.Is(err, canonjson.ErrDuplicateKey) {
 		t.Fatalf("got %s, %v", v, err)
 	}
 	if _, ok := s.Pin("orders/get_order"); ok {
@@ -191,7 +194,7 @@ func TestCorruptFile(t *testing.T) {
 			i := strings.Index(g, `"orders/get_order"`)
 			j := strings.LastIndex(g, "\n  }")
 			return g[:j] + "," + g[i:j] + g[j:]
-		}, `duplicate key "orders/get_order"`},
+		}, `duplicate object key "orders/get_order"`},
 		{"hash edited", func(g string) string { return strings.Replace(g, `"hash": "sha256:`, `"hash": "sha256:0`, 1)[:len(g)] }, "hash"},
 		{"definition edited", func(g string) string { return strings.Replace(g, "Returns one order", "Returns all orders", 1) }, "does not match its definition"},
 		{"bad ID", func(g string) string { return strings.Replace(g, `"orders/get_order"`, `"get_order"`, 1) }, "expected a tool ID"},
@@ -256,9 +259,9 @@ func TestAtomicWrite(t *testing.T) {
 		if _, err := parseFile(data); err != nil {
 			t.Errorf("temporary file incomplete: %v", err)
 		}
-		return errCrash
+		return statefile.ErrCrash
 	}
-	if err := s.Approve("orders/get_order", changed()); !errors.Is(err, errCrash) {
+	if err := s.Approve("orders/get_order", changed()); !errors.Is(err, statefile.ErrCrash) {
 		t.Fatalf("Approve: %v", err)
 	}
 	if after, _ := os.ReadFile(path); string(after) != string(before) {

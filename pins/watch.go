@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/toolgate/toolgate/internal/statefile"
 )
 
 // watchDebounce is how long the lock file must be quiet after a change
@@ -38,7 +40,7 @@ func (s *Store) Watch(ctx context.Context, onReload func(error)) error {
 	defer w.Close()
 	names := map[string]bool{}
 	// The file, and the target of a symlinked one (writes replace the target).
-	for _, p := range []string{s.path, followLinks(s.path)} {
+	for _, p := range []string{s.path, statefile.FollowLinks(s.path)} {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return fmt.Errorf("pins: cannot watch %s: %w", p, err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
-	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/sanitize"
 )
@@ -41,7 +41,7 @@ func (p *Pipeline) approve(_ context.Context, x *exchange) *envelope.Error {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	canonical, err := dedup.Canonical(args)
+	canonical, err := canonjson.Canonical(args)
 	if err != nil {
 		return envelope.Errorf(envelope.InvalidArguments, "arguments could not be put in canonical form for approval").WithDetail(err.Error())
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 )
@@ -78,7 +79,7 @@ func (d *Dedup) keys(x *exchange) (argsKey, key dedup.Key, window time.Duration,
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	canonical, err := dedup.Canonical(args)
+	canonical, err := canonjson.Canonical(args)
 	if err != nil {
 		return argsKey, key, 0, err
 	}

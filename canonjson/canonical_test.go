@@ -1,4 +1,4 @@
-package dedup
+package canonjson
 
 import (
 	"encoding/json"

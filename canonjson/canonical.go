@@ -1,8 +1,7 @@
-package dedup
+package canonjson
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -15,17 +14,19 @@ import (
 
 // ErrInvalidJSON is wrapped by every error Canonical returns for input that
 // is not one well-formed JSON value (RFC 8259), including invalid UTF-8, lone
-// UTF-16 surrogate escapes and nesting deeper than maxDepth.
+// UTF-16 surrogate escapes and nesting deeper than 256 levels.
 var ErrInvalidJSON = errors.New("invalid JSON")
 
 // ErrDuplicateKey is wrapped by the error Canonical returns for an object
 // with two members of the same name (compared after decoding escapes).
 var ErrDuplicateKey = errors.New("duplicate object key")
 
-// maxDepth bounds the nesting of arrays and objects, as encoding/json does.
-const maxDepth = 10000
+// maxDepth bounds the nesting of arrays and objects. Tool arguments,
+// schemas, annotations and lock files never come close; a bound keeps a
+// hostile value from exhausting the stack.
+const maxDepth = 256
 
-// Canonical returns the canonical form of JSON arguments: object keys sorted, no insignificant whitespace,
+// Canonical returns the canonical form of one JSON value: object keys sorted, no insignificant whitespace,
 // numbers by exact value (1, 1.0 and 1e0 are equal; 9007199254740993 stays distinct from 9007199254740992 — use
 // math/big, never float64), strings by their decoded value (escapes normalised). Duplicate keys or invalid JSON → error.
 //
@@ -53,14 +54,15 @@ const maxDepth = 10000
 //     grows by more than 21 zeros, so the output stays about as long as the
 //     input.
 //   - Literals true, false and null are kept.
+//   - Arrays and objects may nest at most 256 deep (ErrInvalidJSON).
 //
 // Any top-level JSON value is accepted. Empty input is not JSON and is an
 // error: a caller that treats absent tool arguments as {} (as validation
 // does) passes {}.
-func Canonical(args json.RawMessage) ([]byte, error) {
+func Canonical(raw []byte) ([]byte, error) {
 	c := scratchPool.Get().(*canonicalizer)
 	defer c.release()
-	c.in, c.pos, c.out = args, 0, make([]byte, 0, len(args))
+	c.in, c.pos, c.out = raw, 0, make([]byte, 0, len(raw))
 	c.skipSpace()
 	if err := c.value(0); err != nil {
 		return nil, err
@@ -412,12 +414,17 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
+// AppendString appends s, which must be valid UTF-8, to dst as a canonical
+// JSON string (the form Canonical writes strings in).
+func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte { return appendString(dst, s) }
+
 // appendString writes s, valid UTF-8, as a canonical JSON string.
-func appendString(dst, s []byte) []byte {
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	run := 0
-	for i, b := range s {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
 		if b >= 0x20 && b != '"' && b != '\\' {
 			continue
 		}
