@@ -20,9 +20,13 @@ import (
 // it lets through. A nil *Approvals requires nothing.
 type Approvals struct {
 	Store *approvals.Store
-	Rules interface {
-		ApprovalRule(authz.Request) (rule string, needed bool)
-	}
+	// Rules is used when the call's policy snapshot has no approval rules
+	// of its own (authz.Policy has them).
+	Rules approvalRules
+}
+
+type approvalRules interface {
+	ApprovalRule(authz.Request) (rule string, needed bool)
 }
 
 // approve is the approval guard. It runs after the policy allowed the call
@@ -30,10 +34,17 @@ type Approvals struct {
 // repeat needs a new approval.
 func (p *Pipeline) approve(_ context.Context, x *exchange) *envelope.Error {
 	a := p.Approvals
-	if a == nil || a.Store == nil || a.Rules == nil {
+	if a == nil || a.Store == nil {
 		return nil
 	}
-	rule, needed := a.Rules.ApprovalRule(authz.Request{Subject: x.call.Subject, Object: x.tool.ID, Action: authz.ActCall, Args: x.call.Args})
+	rules := a.Rules
+	if own, ok := x.policy.(approvalRules); ok {
+		rules = own // the same policy snapshot the call was authorized by
+	}
+	if rules == nil {
+		return nil
+	}
+	rule, needed := rules.ApprovalRule(authz.Request{Subject: x.call.Subject, Object: x.tool.ID, Action: authz.ActCall, Args: x.call.Args})
 	if !needed {
 		return nil
 	}

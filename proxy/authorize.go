@@ -13,7 +13,7 @@ import (
 // are decided later, on the validated arguments (checkConditions), so that
 // a caller who may not call the tool never learns its schema.
 func (p *Pipeline) authorize(_ context.Context, x *exchange) *envelope.Error {
-	if p.Policy.Visible(x.call.Subject, x.tool.ID) {
+	if x.policy.Visible(x.call.Subject, x.tool.ID) {
 		return nil
 	}
 	return notAllowed(x).WithDetail("no policy line lets " + x.call.Subject.Principal + " call " + x.tool.ID)
@@ -23,7 +23,7 @@ func (p *Pipeline) authorize(_ context.Context, x *exchange) *envelope.Error {
 // on the arguments validate accepted. An evaluation error denies; its text
 // goes to the log only.
 func (p *Pipeline) checkConditions(_ context.Context, x *exchange) *envelope.Error {
-	d := p.Policy.Decide(authz.Request{Subject: x.call.Subject, Object: x.tool.ID, Action: authz.ActCall, Args: x.call.Args})
+	d := x.policy.Decide(authz.Request{Subject: x.call.Subject, Object: x.tool.ID, Action: authz.ActCall, Args: x.call.Args})
 	if d.Allowed {
 		x.rule = d.Rule
 		return nil

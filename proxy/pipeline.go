@@ -104,6 +104,7 @@ func init() {
 type exchange struct {
 	call    Call
 	started time.Time
+	policy  Policy // the one policy every stage of this call is decided by
 
 	tool     *upstreams.Tool     // set by resolve
 	rule     string              // the policy line that allowed the call (file:line), when known
@@ -125,7 +126,7 @@ type exchange struct {
 // Handle runs one call through every stage and returns the client's answer.
 // It never returns a Go error: every failure is an envelope.
 func (p *Pipeline) Handle(ctx context.Context, call Call) *mcp.CallToolResult {
-	x := &exchange{call: call, started: p.now()}
+	x := &exchange{call: call, started: p.now(), policy: p.policySnapshot()}
 	p.runStages(ctx, x, 0)
 	p.record(x)
 	if x.failed != nil {
@@ -190,4 +191,15 @@ func mustJSON(v any) json.RawMessage {
 		panic(err) // only envelope values reach here; they always encode
 	}
 	return b
+}
+
+// policySnapshot is the policy one call is decided by. A hot-reloaded
+// policy (authz.Store) is read once per call, so that authorization, its
+// argument conditions and approval rules all come from the same version
+// even when a reload lands in between.
+func (p *Pipeline) policySnapshot() Policy {
+	if s, ok := p.Policy.(interface{ Current() *authz.Policy }); ok {
+		return s.Current()
+	}
+	return p.Policy
 }

@@ -286,3 +286,29 @@ func TestToolFailedMessageIsSanitisedAndBounded(t *testing.T) {
 		t.Fatalf("message not sanitised/bounded: %.60q… (%d bytes)", msg, len(msg))
 	}
 }
+
+// countingStore is a hot-reloaded policy that counts how often a call
+// reads it.
+type countingStore struct {
+	fakePolicy
+	reads int
+	cur   *authz.Policy
+}
+
+func (c *countingStore) Current() *authz.Policy { c.reads++; return c.cur }
+
+// One call is decided by one policy version: a hot-reloaded policy is read
+// once per call, not once per stage.
+func TestOnePolicySnapshotPerCall(t *testing.T) {
+	cur, err := authz.LoadPolicy("../model.conf", "../policy.csv", authz.Options{Servers: []string{"orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &countingStore{cur: cur}
+	p := newTestPipeline(t, &fakeUpstreams{fn: answer(okText)})
+	p.Policy = store
+	p.Handle(context.Background(), Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)})
+	if store.reads != 1 {
+		t.Fatalf("the policy was read %d times for one call", store.reads)
+	}
+}
