@@ -1,7 +1,8 @@
 package authn
 
 import (
-	"bytes"
+	"github.com/toolgate/toolgate/internal/testkit"
+
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -148,23 +149,8 @@ func jwtConfig(jwksURL string, mod func(*config.Config)) *config.Config {
 	return c
 }
 
-// logBuffer collects log output from any goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// logBuffer is the shared concurrent log sink.
+type logBuffer = testkit.LogBuffer
 
 // newAuth builds an Authenticator on the fixed clock, closed when the test ends, and returns its log.
 func newAuth(t testing.TB, cfg *config.Config, opts ...Option) (*Authenticator, *logBuffer) {

@@ -1,7 +1,8 @@
 package breaker
 
 import (
-	"bytes"
+	"github.com/toolgate/toolgate/internal/testkit"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,23 +16,8 @@ import (
 // Every test runs in a synctest bubble: gobreaker's time.Now is the bubble's fake clock, and time.Sleep
 // moves it forward at once.
 
-// logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// logBuffer is the shared concurrent log sink.
+type logBuffer = testkit.LogBuffer
 
 func newSet(st Settings) (*Set, *logBuffer) {
 	logs := &logBuffer{}
