@@ -208,7 +208,7 @@ g, bob, support_agent
 		has  string
 	}{
 		{2, `leading or trailing whitespace`},
-		{3, `action "cal" is unknown; write call instead`},
+		{3, `action "cal" is unknown; write call (tools), read (resources) or get (prompts) instead`},
 		{4, `names server "search", which is not configured`},
 		{5, `wildcard over every server`},
 		{6, `contains "$"`},

@@ -191,7 +191,7 @@ func (l *linter) checkRuleFields(pl policyLine, names []string, regex map[int]bo
 			}
 		case "act":
 			if !knownActs[v] {
-				l.add(pl.num, "action %q is unknown; write %s instead", v, ActCall)
+				l.add(pl.num, "action %q is unknown; write %s (tools), %s (resources) or %s (prompts) instead", v, ActCall, ActRead, ActGet)
 			}
 		case "obj":
 			if reason := l.checkObject(what, v, regex[i]); reason != "" {

@@ -41,7 +41,7 @@ p, viewer, orders/get_order, call, allow, amount <= 100
 		{2, `effect "Allow" must be exactly "allow" or "deny" (lower case); write allow instead`},
 		{3, `subject (field 2) "alice " has leading or trailing whitespace`},
 		{4, `line type is empty`},
-		{5, `action "cal" is unknown; write call instead`},
+		{5, `action "cal" is unknown; write call (tools), read (resources) or get (prompts) instead`},
 		{6, `names server "search", which is not configured (configured: orders)`},
 		{7, `object (field 3) "*" is a wildcard over every server; name the server: write orders/* instead`},
 		{8, `contains "$"`},

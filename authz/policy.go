@@ -595,11 +595,20 @@ func (p *Policy) Decide(req Request) Decision {
 // region attribute. A tool that is visible may still be denied for particular arguments by
 // [Policy.Decide]. A principal that is the name of a role sees nothing.
 func (p *Policy) Visible(s Subject, obj string) bool {
-	ok, _ := p.visible(s, obj)
+	ok, _ := p.visibleAct(s, obj, ActCall)
 	return ok
 }
 
-func (p *Policy) visible(s Subject, obj string) (bool, error) {
+// VisibleAct is Visible for another action: whether s may ever act on obj
+// (read a resource, get a prompt), which decides what its lists show.
+func (p *Policy) VisibleAct(s Subject, obj, act string) bool {
+	ok, _ := p.visibleAct(s, obj, act)
+	return ok
+}
+
+func (p *Policy) visible(s Subject, obj string) (bool, error) { return p.visibleAct(s, obj, ActCall) }
+
+func (p *Policy) visibleAct(s Subject, obj, act string) (bool, error) {
 	if p == nil || p.se == nil {
 		return false, errNoPolicy
 	}
@@ -609,7 +618,7 @@ func (p *Policy) visible(s Subject, obj string) (bool, error) {
 	if err := p.principalIsRole(s.Principal); err != nil {
 		return false, err
 	}
-	c := p.newCtx(Request{Subject: s, Object: obj, Action: ActCall}, true)
+	c := p.newCtx(Request{Subject: s, Object: obj, Action: act}, true)
 	ok, _, err := p.enforce(c)
 	return ok, err
 }

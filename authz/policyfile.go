@@ -13,12 +13,22 @@ import (
 	"github.com/casbin/casbin/v2/persist"
 )
 
-// ActCall is the action of a tools/call, the only action the gateway asks about today.
-const ActCall = "call"
+// The actions the gateway asks about. Each kind of object has its own, so that allowing a tool
+// call never allows reading a resource of the same server by accident (and default deny holds for
+// every kind):
+//   - call: a tools/call of "<server>/<tool>";
+//   - read: listing, reading, subscribing to or completing "<server>/<resource URI>" (templates:
+//     "<server>/<URI template>" for listing; a read is checked against the concrete URI);
+//   - get: listing, getting or completing the arguments of the prompt "<server>/<prompt>".
+const (
+	ActCall = "call"
+	ActRead = "read"
+	ActGet  = "get"
+)
 
 // knownActs are the actions a policy line may name. A deny line whose action is misspelled would
 // silently never apply, so an unknown action is a load error rather than a dead rule.
-var knownActs = map[string]bool{ActCall: true}
+var knownActs = map[string]bool{ActCall: true, ActRead: true, ActGet: true}
 
 // Effects a policy line may carry. Casbin compares them case-sensitively: "Allow" would silently
 // mean "not allow", and "Deny" would silently not deny.

@@ -226,3 +226,8 @@ func (s *Store) Decide(req Request) Decision { return s.Current().Decide(req) }
 
 // Visible answers on the current policy.
 func (s *Store) Visible(sub Subject, obj string) bool { return s.Current().Visible(sub, obj) }
+
+// VisibleAct answers Policy.VisibleAct on the current policy.
+func (s *Store) VisibleAct(sub Subject, obj, act string) bool {
+	return s.Current().VisibleAct(sub, obj, act)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -30,6 +31,10 @@ type Server struct {
 	pipe     *Pipeline
 	log      *slog.Logger
 	sessions sync.Map // session id -> authz.Subject, for per-client list_changed
+
+	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
+	subs   subscriptions
+	levels logLevels
 }
 
 // NewServer builds the client-facing MCP server around a pipeline and
@@ -44,9 +49,22 @@ func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.sessions.Delete(cs.SessionID())
+		s.dropSession(cs.SessionID())
+		s.applyLevel(s.levels.set(cs.SessionID(), ""))
 	})
+	hooks.AddAfterListResources(s.filterResources)
+	hooks.AddAfterListResourceTemplates(s.filterTemplates)
+	hooks.AddOnRequestInitialization(s.interceptSubscription)
+	hooks.AddAfterSetLevel(s.afterSetLevel)
 	s.mcp = server.NewMCPServer("toolgate", version,
 		server.WithToolCapabilities(true),
+		server.WithResourceCapabilities(true, true),
+		server.WithPromptCapabilities(true),
+		server.WithLogging(),
+		server.WithCompletions(),
+		server.WithPromptFilter(s.filterPrompts),
+		server.WithPromptCompletionProvider(completer{s}),
+		server.WithResourceCompletionProvider(completer{s}),
 		server.WithRecovery(),
 		server.WithHooks(hooks),
 		server.WithLogger(libraryLogger(log)),
@@ -63,6 +81,7 @@ func (s *Server) MCP() *server.MCPServer { return s.mcp }
 // SyncTools replaces the registered tools with the catalog's. mcp-go tells
 // connected clients (tools/list_changed) by itself.
 func (s *Server) SyncTools(cat *upstreams.Catalog) {
+	s.SyncFeatures(cat.Features())
 	tools := make([]server.ServerTool, 0, len(cat.Tools())+1)
 	for _, t := range cat.Tools() {
 		tools = append(tools, server.ServerTool{Tool: clientTool(t), Handler: s.handle})
@@ -98,6 +117,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if req.Params.Name == unresolvedTool {
 		call.Name = requestedName(req)
 	}
+	ctx = s.withClientRelay(ctx)
 	call.Progress = progressRelay(ctx, req)
 	if key, err := dedup.IdempotencyKeyFrom(req.Params.Meta); err != nil {
 		s.log.Info("idempotency key ignored", "tool", req.Params.Name, "reason", err.Error())

@@ -71,6 +71,8 @@ type Catalog struct {
 	changedByName map[string]*ChangedTool
 	findings      []Finding
 	warnings      []string
+
+	features *Features
 }
 
 // BuildOptions are what BuildWith needs beyond the listings.
@@ -79,6 +81,9 @@ type BuildOptions struct {
 	// no pinning. The description scan needs no option: its mode comes from
 	// the config (description_scan).
 	Pins *pins.Store
+	// Features are the servers' resources, templates and prompts as they
+	// listed them; nil means none.
+	Features map[string]*ServerFeatures
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -133,6 +138,8 @@ func BuildWith(cfg *config.Config, listed map[string][]Listed, down map[string]s
 	}
 	admitted = c.scan(cfg, admitted, claims)
 	c.pin(admitted, opts.Pins)
+	c.features = buildFeatures(cfg, opts.Features)
+	c.warnings = append(c.warnings, c.features.Warnings()...)
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].Name < c.tools[j].Name })
 	sort.Slice(c.changed, func(i, j int) bool { return c.changed[i].Name < c.changed[j].Name })
 	for i := range c.changed {
@@ -191,6 +198,14 @@ func entry(cfg *config.Config, srv *config.Server, l Listed) (*Tool, string) {
 
 // Tools returns every callable tool, sorted by name. Do not modify.
 func (c *Catalog) Tools() []*Tool { return c.tools }
+
+// Features are the resources, templates and prompts of every server.
+func (c *Catalog) Features() *Features {
+	if c.features == nil {
+		return buildFeatures(&config.Config{}, nil)
+	}
+	return c.features
+}
 
 // Quarantined returns the refused tools.
 func (c *Catalog) Quarantined() []Quarantined { return c.quarantined }

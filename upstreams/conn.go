@@ -49,8 +49,10 @@ type Conn struct {
 	seq     atomic.Int64
 	pending pendingSet
 	routes  progressRoutes
-	closed  atomic.Bool    // down or closing: no new requests
-	stdin   *watchedWriter // nil unless stdio
+	relays  relaySet
+	caps    mcp.ServerCapabilities // as declared in initialize
+	closed  atomic.Bool            // down or closing: no new requests
+	stdin   *watchedWriter         // nil unless stdio
 	closing sync.Once
 
 	// life ends, with the reason as its cause, when the connection is known
@@ -71,8 +73,10 @@ type Conn struct {
 // not block.
 type connHooks struct {
 	supervised  bool   // an owner watches Done and closes the connection
-	listChanged func() // the upstream sent notifications/tools/list_changed
-	streamEnded func() // an HTTP event stream (the GET listening stream) ended
+	listChanged func() // the upstream sent notifications/{tools,resources,prompts}/list_changed
+	// resourceUpdated: the upstream sent notifications/resources/updated.
+	resourceUpdated func(uri string)
+	streamEnded     func() // an HTTP event stream (the GET listening stream) ended
 }
 
 // ErrClosed is the cause when the gateway closed the connection itself.
@@ -264,13 +268,32 @@ func (c *Conn) handshake(ctx context.Context) error {
 	if err := c.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start transport: %w", err)
 	}
+	// The gateway answers the upstream's own requests itself, raw, so
+	// nothing is lost in mcp-go's typed handlers (Start installed those).
+	if bidi, ok := c.tr.(transport.BidirectionalInterface); ok {
+		bidi.SetRequestHandler(c.onRequest)
+	}
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = upstreamProtocol
 	req.Params.ClientInfo = mcp.Implementation{Name: "toolgate", Version: Version}
-	if _, err := c.client.Initialize(ctx, req); err != nil {
+	req.Params.Capabilities = relayedCapabilities()
+	res, err := c.client.Initialize(ctx, req)
+	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
+	c.caps = res.Capabilities
 	return nil
+}
+
+// relayedCapabilities are what the gateway declares as a client: it can
+// pass sampling, elicitation and roots requests on to the client whose
+// request is in flight (see relaySet for when it cannot).
+func relayedCapabilities() mcp.ClientCapabilities {
+	caps := mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}, Elicitation: &mcp.ElicitationCapability{}}
+	caps.Roots = &struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	}{}
+	return caps
 }
 
 // Name is the configured server name.
@@ -297,6 +320,10 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 	id := mcp.NewRequestId(fmt.Sprintf("gw-%d", c.seq.Add(1)))
 	key := idKey(id)
 	c.pending.add(key)
+	if r := relayFrom(ctx); r != nil {
+		c.relays.add(key, r)
+		defer c.relays.remove(key)
+	}
 	resp, err := c.send(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	}, route, onProgress)
@@ -548,10 +575,17 @@ func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 	switch n.Method {
 	case string(mcp.MethodNotificationProgress):
 		c.routes.route(n.Params.AdditionalFields)
-	case string(mcp.MethodNotificationToolsListChanged):
+	case string(mcp.MethodNotificationToolsListChanged), string(mcp.MethodNotificationResourcesListChanged),
+		string(mcp.MethodNotificationPromptsListChanged):
 		if c.hooks.listChanged != nil {
 			c.hooks.listChanged()
 		}
+	case string(mcp.MethodNotificationResourceUpdated):
+		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok && c.hooks.resourceUpdated != nil {
+			c.hooks.resourceUpdated(uri)
+		}
+	case "notifications/message":
+		c.relayLog(n.Params.AdditionalFields)
 	}
 }
 

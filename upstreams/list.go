@@ -3,7 +3,6 @@ package upstreams
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -25,35 +24,18 @@ const maxListPages = 100
 // ListTools pages through tools/list.
 func (c *Conn) ListTools(ctx context.Context) ([]Listed, error) {
 	var all []Listed
-	cursor := ""
-	seen := map[string]bool{}
-	for page := 0; page < maxListPages; page++ {
-		var params any
-		if cursor != "" {
-			params = map[string]string{"cursor": cursor}
+	err := c.pages(ctx, string(mcp.MethodToolsList), "tools", func(raw []byte) error {
+		var page []Listed // strict: a tool that does not decode fails the list
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
 		}
-		raw, err := c.request(ctx, string(mcp.MethodToolsList), params)
-		if err != nil {
-			return nil, err
-		}
-		var res struct {
-			Tools      []Listed `json:"tools"`
-			NextCursor string   `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, malformed("tools/list result", raw, err)
-		}
-		all = append(all, res.Tools...)
-		if res.NextCursor == "" {
-			return all, nil
-		}
-		if seen[res.NextCursor] {
-			return nil, fmt.Errorf("tools/list: cursor %q repeated", res.NextCursor)
-		}
-		seen[res.NextCursor] = true
-		cursor = res.NextCursor
+		all = append(all, page...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("tools/list: more than %d pages", maxListPages)
+	return all, nil
 }
 
 // annotations decodes a tool's hints; a malformed object counts as none.

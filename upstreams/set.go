@@ -32,14 +32,17 @@ type Set struct {
 	sups    map[string]*supervisor // enabled servers; fixed after Start
 	catalog atomic.Pointer[Catalog]
 
-	mu      sync.Mutex // guards listed, down and started
-	listed  map[string][]Listed
-	down    map[string]string // servers with no known tool list, and why
-	started bool              // the first catalog is built; later changes rebuild it
+	mu       sync.Mutex // guards listed, features, down and started
+	listed   map[string][]Listed
+	features map[string]*ServerFeatures
+	down     map[string]string // servers with no known tool list, and why
+	started  bool              // the first catalog is built; later changes rebuild it
 
 	cbMu     sync.Mutex
 	onChange []func(*Catalog)
 	onStatus []func(server string, up bool, why string)
+	onUpdate []func(server, uri string)
+	logLevel atomic.Pointer[string] // the level last set for upstream logging; nil: never set
 	notifyMu sync.Mutex
 	notified *Catalog // the last catalog handed to the callbacks
 
@@ -81,7 +84,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Op
 	o.backoff = o.backoff.withDefaults()
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Set{cfg: cfg, log: log, opts: o, sups: map[string]*supervisor{},
-		listed: map[string][]Listed{}, down: map[string]string{}, stop: stop}
+		listed: map[string][]Listed{}, features: map[string]*ServerFeatures{}, down: map[string]string{}, stop: stop}
 	var booted []chan struct{}
 	for _, name := range cfg.ServerNames() {
 		srv := cfg.Servers[name]
@@ -117,20 +120,21 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Op
 
 // buildLocked builds a catalog from the current listings. s.mu is held.
 func (s *Set) buildLocked() (*Catalog, error) {
-	return BuildWith(s.cfg, s.listed, s.down, BuildOptions{Pins: s.opts.pins})
+	return BuildWith(s.cfg, s.listed, s.down, BuildOptions{Pins: s.opts.pins, Features: s.features})
 }
 
 // listedTools records what a server listed after it (re)connected or told
 // of a change, and rebuilds the catalog unless nothing changed.
-func (s *Set) listedTools(server string, tools []Listed) {
+func (s *Set) listedTools(server string, tools []Listed, feats *ServerFeatures) {
 	s.mu.Lock()
 	_, wasDown := s.down[server]
 	prev, had := s.listed[server]
-	if had && !wasDown && reflect.DeepEqual(prev, tools) {
+	if had && !wasDown && reflect.DeepEqual(prev, tools) && reflect.DeepEqual(s.features[server], feats) {
 		s.mu.Unlock()
 		return
 	}
 	s.listed[server] = tools
+	s.features[server] = feats
 	delete(s.down, server)
 	if !s.started {
 		s.mu.Unlock()
@@ -266,6 +270,52 @@ func (s *Set) CallToolProgress(ctx context.Context, server, tool string, args js
 		return nil, &CallError{Where: NotSent, Err: fmt.Errorf("%w: %s", ErrNotConnected, sv.why())}
 	}
 	return conn.CallToolProgress(ctx, tool, args, onProgress)
+}
+
+// Forward sends one request other than tools/call (resources/read,
+// prompts/get, completion/complete, resources/subscribe, ...) to a server
+// over its current connection, failing like CallToolProgress when it is
+// down. Requests the upstream makes meanwhile go to the Relay in ctx.
+func (s *Set) Forward(ctx context.Context, server, method string, params any) (json.RawMessage, error) {
+	sv := s.sups[server]
+	if sv == nil {
+		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
+	}
+	conn := sv.conn.Load()
+	if conn == nil {
+		return nil, &CallError{Where: NotSent, Err: fmt.Errorf("%w: %s", ErrNotConnected, sv.why())}
+	}
+	return conn.Forward(ctx, method, params)
+}
+
+// SetLogLevel sets the level of the log messages upstreams send
+// (logging/setLevel) on every connected server that supports logging, now
+// and whenever one (re)connects. It returns at once; failures are logged.
+func (s *Set) SetLogLevel(level string) {
+	s.logLevel.Store(&level)
+	for _, sv := range s.sups {
+		if conn := sv.conn.Load(); conn != nil {
+			s.wg.Go(func() { sv.applyLogLevel(conn) })
+		}
+	}
+}
+
+// OnResourceUpdated registers fn to be called when a server sends
+// notifications/resources/updated. It runs on the transport's read loop:
+// fn must not block.
+func (s *Set) OnResourceUpdated(fn func(server, uri string)) {
+	s.cbMu.Lock()
+	defer s.cbMu.Unlock()
+	s.onUpdate = append(s.onUpdate, fn)
+}
+
+func (s *Set) resourceUpdated(server, uri string) {
+	s.cbMu.Lock()
+	fns := slices.Clone(s.onUpdate)
+	s.cbMu.Unlock()
+	for _, fn := range fns {
+		fn(server, uri)
+	}
 }
 
 // Close stops every supervisor and the upstream it runs, in parallel (each

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/sanitize"
 )
@@ -108,7 +110,7 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 	attempt := first
 	failures := 0
 	for {
-		conn, tools, err := sv.connect(attempt, life)
+		conn, tools, feats, err := sv.connect(attempt, life)
 		attempt = life
 		if life.Err() != nil {
 			if conn != nil {
@@ -136,7 +138,7 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 		}
 		sv.conn.Store(conn)
 		sv.log.Info("upstream connected", "tools", len(tools))
-		sv.set.listedTools(sv.srv.Name, tools)
+		sv.set.listedTools(sv.srv.Name, tools, feats)
 		bootDone()
 		sv.set.statusChanged(sv.srv.Name, true, "")
 		upSince := time.Now()
@@ -192,16 +194,16 @@ func (sv *supervisor) logDown(conn *Conn, why string, delay time.Duration) {
 
 // connect dials the server and lists its tools, within its init_timeout.
 // ctx bounds the attempt; life ends it too.
-func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, error) {
+func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *ServerFeatures, error) {
 	cfg, srv := sv.set.cfg, sv.srv
 	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout(srv.Name))
 	defer cancel()
 	stop := context.AfterFunc(life, cancel)
 	defer stop()
-	conn, err := dial(ctx, srv, sv.maxMessage, sv.log,
-		connHooks{supervised: true, listChanged: sv.poke, streamEnded: sv.poke})
+	conn, err := dial(ctx, srv, sv.maxMessage, sv.log, connHooks{supervised: true, listChanged: sv.poke, streamEnded: sv.poke,
+		resourceUpdated: func(uri string) { sv.set.resourceUpdated(srv.Name, uri) }})
 	if err != nil {
-		return nil, nil, boundErr(ctx, cfg, srv, err)
+		return nil, nil, nil, boundErr(ctx, cfg, srv, err)
 	}
 	// The list read now is current: an older announcement is moot.
 	select {
@@ -211,9 +213,25 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, error
 	tools, err := conn.ListTools(ctx)
 	if err != nil {
 		conn.Close()
-		return nil, nil, boundErr(ctx, cfg, srv, fmt.Errorf("tools/list: %w", err))
+		return nil, nil, nil, boundErr(ctx, cfg, srv, fmt.Errorf("tools/list: %w", err))
 	}
-	return conn, tools, nil
+	feats := conn.listFeatures(ctx)
+	sv.applyLogLevel(conn)
+	return conn, tools, feats, nil
+}
+
+// applyLogLevel passes the level clients last set on to the upstream, if
+// it supports logging. Best effort: a failure is logged.
+func (sv *supervisor) applyLogLevel(conn *Conn) {
+	level := sv.set.logLevel.Load()
+	if level == nil || conn.caps.Logging == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(conn.life, sv.set.cfg.InitTimeout(sv.srv.Name))
+	defer cancel()
+	if _, err := conn.Forward(ctx, string(mcp.MethodSetLogLevel), map[string]string{"level": *level}); err != nil {
+		sv.log.Warn("logging/setLevel failed", "err", sanitize.Text(err.Error()))
+	}
 }
 
 // serve watches a live connection until it goes down or life ends,
@@ -277,7 +295,7 @@ func (sv *supervisor) relist(life context.Context, conn *Conn) {
 		}
 		return
 	}
-	sv.set.listedTools(sv.srv.Name, tools)
+	sv.set.listedTools(sv.srv.Name, tools, conn.listFeatures(ctx))
 }
 
 // wait sleeps d, or until ctx ends (then it reports false).

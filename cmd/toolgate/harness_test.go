@@ -70,6 +70,7 @@ func testPolicy(servers string) string {
 	var b strings.Builder
 	for _, m := range serverName.FindAllStringSubmatch(servers, -1) {
 		fmt.Fprintf(&b, "p, caller, %s/*, call, allow\n", m[1])
+		fmt.Fprintf(&b, "p, caller, %s/*, read, allow\np, caller, %s/*, get, allow\n", m[1], m[1])
 		if m[1] == "hostile" {
 			b.WriteString("p, caller, hostile/headers, call, deny\np, reader, hostile/echo, call, allow\n")
 		}

@@ -111,6 +111,8 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		Resilience: resilienceFrom(cfg, log), Dedup: dedupFrom(cfg),
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	srv := proxy.NewServer(pipe, version, log)
+	srv.SetFeatureRelay(proxy.FeatureRelay{Upstreams: set, Timeout: func(server string) time.Duration { return cfg.CallTimeout(server, "") }})
+	set.OnResourceUpdated(srv.ResourceUpdated)
 	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
 	// Restarts, reconnects and upstream list changes rebuild the catalog;
 	// the client-facing tools follow (mcp-go sends tools/list_changed).

@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// Everything an upstream offers besides tools is relayed here: resources
+// and resource templates, subscriptions, prompts, completions and logging.
+// Tools go through the pipeline and answer envelopes; these answer in
+// their own MCP shapes, and an error is a JSON-RPC error whose message
+// never carries internals.
+//
+// Policy applies to them with their own actions (see authz.ActRead and
+// authz.ActGet): lists show only what the caller may read or get, and every
+// read, get, subscription and completion is decided like a call, by the
+// policy snapshot of the moment. Default deny holds: no line, no access.
+
+// Forwarder is what the relay needs of the upstreams (upstreams.Set).
+type Forwarder interface {
+	Forward(ctx context.Context, server, method string, params any) (json.RawMessage, error)
+	SetLogLevel(level string)
+}
+
+// FeatureRelay connects the server to the upstreams for everything that is
+// not a tool call.
+type FeatureRelay struct {
+	Upstreams Forwarder
+	// Timeout bounds one forwarded request to server (for the gateway: the
+	// server's call timeout).
+	Timeout func(server string) time.Duration
+}
+
+// visibleActPolicy is a policy that can say what a subject may ever do with
+// an object; a policy without it shows no resources or prompts.
+type visibleActPolicy interface {
+	VisibleAct(s authz.Subject, obj, act string) bool
+}
+
+// errNotAllowed and the other client-facing errors say what happened and
+// nothing of how (no policy lines, paths or upstream internals).
+var (
+	errNotAllowed  = errors.New("not allowed by the gateway's policy")
+	errUnavailable = errors.New("the upstream server is unavailable; try again later")
+	errUpstream    = errors.New("the upstream server failed to answer")
+	errTimeout     = errors.New("the upstream server did not answer in time")
+	errNoRelay     = errors.New("not available through this gateway")
+)
+
+// SetFeatureRelay turns on relaying of resources, prompts, completions and
+// logging; until it is called their requests fail.
+func (s *Server) SetFeatureRelay(r FeatureRelay) {
+	s.relay.Store(&r)
+}
+
+// SyncFeatures registers the catalog's resources, templates and prompts;
+// mcp-go tells clients of the changes (list_changed) itself.
+func (s *Server) SyncFeatures(f *upstreams.Features) {
+	res := make([]server.ServerResource, 0, len(f.Resources()))
+	for _, r := range f.Resources() {
+		res = append(res, server.ServerResource{Resource: r.Resource, Handler: s.readResource(r.Server)})
+	}
+	s.mcp.SetResources(res...)
+	tmpls := make([]server.ServerResourceTemplate, 0, len(f.Templates()))
+	for _, t := range f.Templates() {
+		tmpls = append(tmpls, server.ServerResourceTemplate{Template: t.Template, Handler: server.ResourceTemplateHandlerFunc(s.readResource(t.Server))})
+	}
+	s.mcp.SetResourceTemplates(tmpls...)
+	prompts := make([]server.ServerPrompt, 0, len(f.Prompts()))
+	for _, p := range f.Prompts() {
+		prompts = append(prompts, server.ServerPrompt{Prompt: p.Prompt, Handler: s.getPrompt})
+	}
+	s.mcp.SetPrompts(prompts...)
+}
+
+// features is the current catalog's non-tool part.
+func (s *Server) features() *upstreams.Features { return s.pipe.Catalog().Features() }
+
+// permit decides one non-tool request. args are what conditions read.
+func (s *Server) permit(ctx context.Context, obj, act string, args any) error {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return errNotAllowed
+	}
+	d := s.pipe.policySnapshot().Decide(authz.Request{Subject: SubjectFrom(ctx), Object: obj, Action: act, Args: raw})
+	if d.Internal != nil {
+		s.log.Error("authorization failed", "object", obj, "action", act, "err", d.Internal)
+	}
+	if !d.Allowed {
+		s.log.Info("denied", "principal", SubjectFrom(ctx).Principal, "object", obj, "action", act, "rule", d.Rule)
+		return errNotAllowed
+	}
+	return nil
+}
+
+// visible reports whether the caller may ever act on obj, for lists.
+func (s *Server) visible(ctx context.Context, obj, act string) bool {
+	p, ok := s.pipe.policySnapshot().(visibleActPolicy)
+	return ok && p.VisibleAct(SubjectFrom(ctx), obj, act)
+}
+
+// forward sends one request upstream within the server's timeout, with
+// requests the upstream makes meanwhile relayed to this client.
+func (s *Server) forward(ctx context.Context, srv, method string, params any) (json.RawMessage, error) {
+	r := s.relay.Load()
+	if r == nil {
+		return nil, errNoRelay
+	}
+	if r.Timeout != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout(srv))
+		defer cancel()
+	}
+	raw, err := r.Upstreams.Forward(s.withClientRelay(ctx), srv, method, params)
+	if err != nil {
+		return nil, s.clientError(ctx, srv, method, err)
+	}
+	return raw, nil
+}
+
+// clientError turns an upstream failure into what the client is told: the
+// upstream's own JSON-RPC error (sanitised) when it answered one, else a
+// fixed sentence. The cause goes to the log.
+func (s *Server) clientError(ctx context.Context, srv, method string, err error) error {
+	s.log.Info("upstream request failed", "server", srv, "method", method, "err", sanitize.Text(err.Error()))
+	var ce *upstreams.CallError
+	switch {
+	case errors.As(err, &ce) && ce.RPC != nil:
+		return fmt.Errorf("upstream error %d: %s", ce.RPC.Code, sanitize.Clip(sanitize.Text(ce.RPC.Message), 500))
+	case errors.As(err, &ce) && ce.Where == upstreams.NotSent:
+		return errUnavailable
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return errTimeout
+	}
+	return errUpstream
+}
+
+// readResource reads a resource (listed, or matching one of the server's
+// templates) from its server.
+func (s *Server) readResource(srv string) server.ResourceHandlerFunc {
+	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		uri := req.Params.URI
+		if err := s.permit(ctx, srv+"/"+uri, authz.ActRead, map[string]any{"uri": uri}); err != nil {
+			return nil, err
+		}
+		raw, err := s.forward(ctx, srv, string(mcp.MethodResourcesRead), map[string]any{"uri": uri})
+		if err != nil {
+			return nil, err
+		}
+		res, err := mcp.ParseReadResourceResult(&raw)
+		if err != nil {
+			s.log.Info("malformed resources/read result", "server", srv, "err", sanitize.Text(err.Error()))
+			return nil, errUpstream
+		}
+		out := make([]mcp.ResourceContents, 0, len(res.Contents))
+		for _, c := range res.Contents {
+			out = append(out, cleanResource(c))
+		}
+		return out, nil
+	}
+}
+
+// getPrompt gets a prompt from its server, arguments as the client gave
+// them.
+func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p, ok := s.features().Prompt(req.Params.Name)
+	if !ok {
+		return nil, fmt.Errorf("prompt %q not found", sanitize.Clip(req.Params.Name, 200))
+	}
+	args := req.Params.Arguments
+	if args == nil {
+		args = map[string]string{}
+	}
+	if err := s.permit(ctx, p.ID, authz.ActGet, args); err != nil {
+		return nil, err
+	}
+	raw, err := s.forward(ctx, p.Server, string(mcp.MethodPromptsGet), map[string]any{"name": p.Upstream, "arguments": args})
+	if err != nil {
+		return nil, err
+	}
+	res, err := mcp.ParseGetPromptResult(&raw)
+	if err != nil {
+		s.log.Info("malformed prompts/get result", "server", p.Server, "err", sanitize.Text(err.Error()))
+		return nil, errUpstream
+	}
+	return cleanPrompt(res)
+}
+
+// cleanPrompt builds the client's result fresh (no upstream _meta), with
+// every text sanitised like a tool's content.
+func cleanPrompt(res *mcp.GetPromptResult) (*mcp.GetPromptResult, error) {
+	out := &mcp.GetPromptResult{Description: sanitize.Text(res.Description)}
+	for _, m := range res.Messages {
+		c, err := cleanBlock(m.Content)
+		if err != nil {
+			return nil, errUpstream
+		}
+		out.Messages = append(out.Messages, mcp.PromptMessage{Role: m.Role, Content: c})
+	}
+	return out, nil
+}
+
+// filterResources leaves in resources/list what the caller may read.
+func (s *Server) filterResources(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
+	if result == nil {
+		return
+	}
+	f := s.features()
+	kept := result.Resources[:0:0]
+	for _, r := range result.Resources {
+		if e, ok := f.Resource(r.URI); ok && s.visible(ctx, e.ID, authz.ActRead) {
+			kept = append(kept, r)
+		}
+	}
+	result.Resources = kept
+}
+
+// filterTemplates leaves in resources/templates/list the templates the
+// caller may read through.
+func (s *Server) filterTemplates(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
+	if result == nil {
+		return
+	}
+	f := s.features()
+	kept := result.ResourceTemplates[:0:0]
+	for _, t := range result.ResourceTemplates {
+		if t.URITemplate == nil || t.URITemplate.Template == nil {
+			continue
+		}
+		raw := t.URITemplate.Raw()
+		if srv, ok := f.TemplateOwner(raw); ok && s.visible(ctx, srv+"/"+raw, authz.ActRead) {
+			kept = append(kept, t)
+		}
+	}
+	result.ResourceTemplates = kept
+}
+
+// filterPrompts leaves in prompts/list (and gettable, mcp-go applies it to
+// prompts/get too) the prompts the caller may get.
+func (s *Server) filterPrompts(ctx context.Context, prompts []mcp.Prompt) []mcp.Prompt {
+	f := s.features()
+	kept := make([]mcp.Prompt, 0, len(prompts))
+	for _, p := range prompts {
+		if e, ok := f.Prompt(p.Name); ok && s.visible(ctx, e.ID, authz.ActGet) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}

@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// clientRelay passes an upstream's requests (sampling, elicitation, roots)
+// and log messages to the client whose request caused them, over that
+// client's own MCP session. It is bound to the client request's context: once
+// the client's request is over, nothing more reaches the client through it.
+type clientRelay struct {
+	srv     *server.MCPServer
+	ctx     context.Context // the client request's
+	session string
+}
+
+// withClientRelay marks ctx so upstream requests made for it reach this
+// client.
+func (s *Server) withClientRelay(ctx context.Context) context.Context {
+	r := &clientRelay{srv: s.mcp, ctx: ctx}
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		r.session = cs.SessionID()
+	}
+	return upstreams.WithRelay(ctx, r)
+}
+
+func (r *clientRelay) Session() string { return r.session }
+
+// Request asks the client. The upstream's params are decoded into mcp-go's
+// types (which is how mcp-go sends them); what the client answers is
+// passed back as the result. A client that cannot or will not answer
+// becomes a JSON-RPC error for the upstream, with no gateway internals.
+func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	var res any
+	var err error
+	switch method {
+	case string(mcp.MethodSamplingCreateMessage):
+		var req mcp.CreateMessageRequest
+		if json.Unmarshal(params, &req.Params) != nil {
+			return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "invalid sampling/createMessage params"}
+		}
+		res, err = r.srv.RequestSampling(r.ctx, req)
+	case string(mcp.MethodElicitationCreate):
+		var req mcp.ElicitationRequest
+		if json.Unmarshal(params, &req.Params) != nil {
+			return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "invalid elicitation/create params"}
+		}
+		res, err = r.srv.RequestElicitation(r.ctx, req)
+	default: // roots/list
+		res, err = r.srv.RequestRoots(r.ctx, mcp.ListRootsRequest{})
+	}
+	if err != nil {
+		return nil, &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the client did not answer " + method + ": " + sanitize.Clip(sanitize.Text(err.Error()), 300)}
+	}
+	return json.Marshal(res)
+}
+
+// Log passes one notifications/message on, at the client's chosen level,
+// with every string in it sanitised.
+func (r *clientRelay) Log(params json.RawMessage) {
+	clean, err := sanitize.JSON(params)
+	if err != nil {
+		return
+	}
+	var n mcp.LoggingMessageNotification
+	if json.Unmarshal(clean, &n.Params) != nil {
+		return
+	}
+	n.Method = string(mcp.MethodNotificationMessage)
+	_ = r.srv.SendLogMessageToClient(r.ctx, n)
+}

@@ -1,0 +1,146 @@
+package upstreams
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Relay is the client a request to an upstream was made for: where the
+// upstream's own requests (sampling/createMessage, elicitation/create,
+// roots/list) and its log messages go while that request is in flight.
+// The proxy implements it over the client's MCP session.
+type Relay interface {
+	// Session identifies the client session; relays of one session are
+	// interchangeable.
+	Session() string
+	// Request asks the client and returns its raw result. A *RelayError
+	// is passed to the upstream as the JSON-RPC error it carries.
+	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// Log delivers one notifications/message. It runs on the transport's
+	// read loop and must not block.
+	Log(params json.RawMessage)
+}
+
+// RelayError is a JSON-RPC error to answer an upstream's request with.
+type RelayError struct {
+	Code    int
+	Message string
+}
+
+func (e *RelayError) Error() string { return e.Message }
+
+type relayKey struct{}
+
+// WithRelay returns a context whose upstream requests relay to r.
+func WithRelay(ctx context.Context, r Relay) context.Context {
+	return context.WithValue(ctx, relayKey{}, r)
+}
+
+func relayFrom(ctx context.Context) Relay {
+	r, _ := ctx.Value(relayKey{}).(Relay)
+	return r
+}
+
+// relaySet holds the relays of the requests in flight on one connection.
+//
+// Which client a server-to-client request belongs to is known exactly
+// only over Streamable HTTP, where it arrives on the response stream of the
+// request that caused it. Over stdio and on HTTP's listening stream nothing
+// ties it to a request: it goes to the one client session with requests in
+// flight, and is refused when there are several (or none). Sending one
+// client's sampling request or log line to another client would leak
+// between tenants; refusing only costs the upstream an error it must
+// handle anyway (the client may decline too).
+type relaySet struct {
+	mu sync.Mutex
+	m  map[string]Relay // request id key -> relay
+}
+
+func (s *relaySet) add(key string, r Relay) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]Relay{}
+	}
+	s.m[key] = r
+}
+
+func (s *relaySet) remove(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
+}
+
+// sole is the relay when every request in flight with one belongs to the
+// same client session, else nil.
+func (s *relaySet) sole() Relay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found Relay
+	for _, r := range s.m {
+		if found != nil && found.Session() != r.Session() {
+			return nil
+		}
+		found = r
+	}
+	return found
+}
+
+// relayedMethods are the server-to-client requests passed on to clients.
+var relayedMethods = map[string]bool{
+	string(mcp.MethodSamplingCreateMessage): true,
+	string(mcp.MethodElicitationCreate):     true,
+	string(mcp.MethodListRoots):             true,
+}
+
+// onRequest answers a request the upstream sends the gateway. mcp-go runs
+// it on a goroutine of its own; ctx is the context of the gateway request
+// whose response stream carried it (Streamable HTTP) or the transport's.
+func (c *Conn) onRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	if req.Method == string(mcp.MethodPing) {
+		return &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: req.ID, Result: json.RawMessage(`{}`)}, nil
+	}
+	if !relayedMethods[req.Method] {
+		return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND, "method not supported by the gateway", nil), nil
+	}
+	r := relayFrom(ctx)
+	if r == nil {
+		r = c.relays.sole()
+	}
+	if r == nil {
+		c.log.Info("upstream request refused: no single client call in flight to relay it to", "method", req.Method)
+		return transport.NewJSONRPCErrorResponse(req.ID, mcp.INVALID_REQUEST,
+			"toolgate relays this request only while exactly one client has a request in flight on this server", nil), nil
+	}
+	params, err := json.Marshal(req.Params)
+	if err != nil {
+		return transport.NewJSONRPCErrorResponse(req.ID, mcp.INVALID_PARAMS, "params cannot be encoded", nil), nil
+	}
+	res, err := r.Request(c.life, req.Method, params)
+	if err != nil {
+		code, msg := mcp.INTERNAL_ERROR, "the client did not answer"
+		if re, ok := err.(*RelayError); ok {
+			code, msg = re.Code, re.Message
+		}
+		return transport.NewJSONRPCErrorResponse(req.ID, code, msg, nil), nil
+	}
+	return &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: req.ID, Result: res}, nil
+}
+
+// relayLog passes a log message on to the client whose request is in
+// flight; with none, or several, it is dropped (see relaySet).
+func (c *Conn) relayLog(params map[string]any) {
+	r := c.relays.sole()
+	if r == nil {
+		return
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return
+	}
+	r.Log(raw)
+}
