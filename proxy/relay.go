@@ -42,8 +42,8 @@ func (r *clientRelay) Request(_ context.Context, method string, params json.RawM
 	var err error
 	switch method {
 	case string(mcp.MethodSamplingCreateMessage):
-		var req mcp.CreateMessageRequest
-		if json.Unmarshal(params, &req.Params) != nil {
+		var req mcp.CreateMessageRequest // its params are the embedded CreateMessageParams
+		if json.Unmarshal(params, &req.CreateMessageParams) != nil {
 			return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "invalid sampling/createMessage params"}
 		}
 		res, err = r.srv.RequestSampling(r.ctx, req)

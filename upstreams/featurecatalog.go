@@ -58,7 +58,7 @@ func buildFeatures(cfg *config.Config, listed map[string]*ServerFeatures) *Featu
 			continue
 		}
 		prefix := cfg.Servers[server].ToolPrefix()
-		f.servers[server] = ServerFeatures{Subscribe: sf.Subscribe, Logging: sf.Logging, Completions: sf.Completions}
+		f.servers[server] = ServerFeatures{HasResources: sf.HasResources, Subscribe: sf.Subscribe, Logging: sf.Logging, Completions: sf.Completions}
 		for _, r := range sf.Resources {
 			f.addResource(server, prefix, r)
 		}
@@ -149,7 +149,9 @@ func (f *Features) Server(server string) (ServerFeatures, bool) {
 func (f *Features) Warnings() []string { return f.warnings }
 
 // Owner is the server a URI belongs to: the one that lists it, else the
-// first (in config order) with a template that matches it.
+// first (in config order) with a template that matches it, else the only
+// server that offers resources at all (servers may accept URIs they do not
+// list; with several candidates the gateway cannot tell, and says no).
 func (f *Features) Owner(uri string) (server string, ok bool) {
 	if r, ok := f.byURI[uri]; ok {
 		return r.Server, true
@@ -159,7 +161,15 @@ func (f *Features) Owner(uri string) (server string, ok bool) {
 			return t.Server, true
 		}
 	}
-	return "", false
+	for name, sf := range f.servers {
+		if sf.HasResources {
+			if server != "" {
+				return "", false
+			}
+			server = name
+		}
+	}
+	return server, server != ""
 }
 
 // TemplateOwner is the server whose template is exactly raw.

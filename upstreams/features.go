@@ -12,9 +12,10 @@ import (
 // when it (re)connected or announced a change: the capabilities it declared
 // in initialize, and its resources, resource templates and prompts.
 type ServerFeatures struct {
-	Subscribe   bool // resources/subscribe is supported
-	Logging     bool // logging/setLevel is supported
-	Completions bool // completion/complete is supported
+	HasResources bool // the server declared resources
+	Subscribe    bool // resources/subscribe is supported
+	Logging      bool // logging/setLevel is supported
+	Completions  bool // completion/complete is supported
 
 	Resources []mcp.Resource
 	Templates []mcp.ResourceTemplate
@@ -28,7 +29,7 @@ func (c *Conn) listFeatures(ctx context.Context) *ServerFeatures {
 	caps := c.caps
 	f := &ServerFeatures{Logging: caps.Logging != nil, Completions: caps.Completions != nil}
 	if caps.Resources != nil {
-		f.Subscribe = caps.Resources.Subscribe
+		f.HasResources, f.Subscribe = true, caps.Resources.Subscribe
 		c.listOrWarn(ctx, string(mcp.MethodResourcesList), "resources", func(raw []byte) error {
 			return appendDecoded(raw, &f.Resources)
 		})

@@ -40,6 +40,9 @@ func everythingServer(t *testing.T) string {
 type clientAnswers struct{ asked chan string }
 
 func (a *clientAnswers) CreateMessage(_ context.Context, req mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("sampling request without messages")
+	}
 	a.asked <- "sampling"
 	return &mcp.CreateMessageResult{
 		SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.NewTextContent("sampled answer 42")},
