@@ -304,6 +304,18 @@ func (c *Config) PinsPath() string {
 	return cmp.Or(c.Pinning.File, filepath.Join(c.Dir(), DefaultPinsFile))
 }
 
+// UpstreamProtocols are the protocol versions toolgate can speak to an upstream, the default first.
+var UpstreamProtocols = []string{"2025-11-25", "2026-07-28"}
+
+// UpstreamProtocol is the protocol version toolgate speaks to server: its protocol, else 2025-11-25
+// (the initialize handshake, which every server released before 2026 understands).
+func (c *Config) UpstreamProtocol(server string) string {
+	if s := c.Servers[server]; s != nil && s.Protocol != "" {
+		return s.Protocol
+	}
+	return UpstreamProtocols[0]
+}
+
 // DescriptionScanMode is what happens to server's tools when their descriptions hide characters or instruct
 // the model: the server's description_scan, else the gateway-wide one, else strip. Unknown server names
 // get the gateway-wide value.

@@ -205,6 +205,7 @@ func (l *loader) serverFields(x *Server) fields {
 		"trusted":          set(&x.Trusted, l.boolean),
 		"retry_safe":       set(&x.RetrySafe, l.optBool),
 		"description_scan": set(&x.DescriptionScan, l.str),
+		"protocol":         set(&x.Protocol, l.str),
 		"tools":            set(&x.Tools, l.tools),
 	}
 }

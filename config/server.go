@@ -34,6 +34,7 @@ func (l *loader) checkServer(path string, s *Server, limits Limits) {
 	l.checkTransportFields(path, s)
 	l.checkLimits(path, s.limits(), limits)
 	l.checkDescriptionScan(path+".description_scan", s.DescriptionScan)
+	l.checkOneOf(path+".protocol", s.Protocol, UpstreamProtocols)
 	for name, t := range s.Tools {
 		tp := child(path+".tools", name)
 		if name == "" {

@@ -198,6 +198,10 @@ type Server struct {
 	RetrySafe *bool `yaml:"retry_safe"`
 	// DescriptionScan overrides the gateway-wide description_scan for this server's tools.
 	DescriptionScan string `yaml:"description_scan"`
+	// Protocol is the MCP protocol era toolgate speaks to this server: "2025-11-25" (the initialize
+	// handshake; the default) or "2026-07-28" (stateless requests, server/discover, multi-round-trip
+	// input requests). Read it through UpstreamProtocol.
+	Protocol string `yaml:"protocol"`
 
 	Tools map[string]*Tool `yaml:"tools"` // keyed by the upstream's own tool name
 }

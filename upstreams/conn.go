@@ -1,6 +1,7 @@
 package upstreams
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,11 +25,11 @@ import (
 	"github.com/toolgate/toolgate/sanitize"
 )
 
-// upstreamProtocol is the protocol version toolgate speaks to upstreams.
-// Pinning the initialize-handshake era keeps raw requests valid as they are
-// (the 2026-07-28 era wants per-request _meta that only mcp-go's typed
-// client adds) and skips the server/discover probe that costs seconds
-// against servers that ignore it.
+// upstreamProtocol is the protocol version toolgate speaks to upstreams
+// unless their config says protocol: 2026-07-28. The initialize-handshake
+// era is the default: every server released before 2026 speaks it, and it
+// skips the server/discover probe that costs seconds against servers that
+// ignore it. (2026-07-28 requests carry per-request _meta: modern.go.)
 const upstreamProtocol = "2025-11-25"
 
 // Version is reported to upstreams as the client version.
@@ -50,7 +51,9 @@ type Conn struct {
 	pending pendingSet
 	routes  progressRoutes
 	relays  relaySet
-	caps    mcp.ServerCapabilities // as declared in initialize
+	caps    mcp.ServerCapabilities // as declared in initialize (or server/discover)
+	proto   string                 // the protocol version asked for (config: protocol)
+	modern  bool                   // the 2026-07-28 era was negotiated (see modern.go)
 	closed  atomic.Bool            // down or closing: no new requests
 	stdin   *watchedWriter         // nil unless stdio
 	closing sync.Once
@@ -76,6 +79,8 @@ type connHooks struct {
 	listChanged func() // the upstream sent notifications/{tools,resources,prompts}/list_changed
 	// resourceUpdated: the upstream sent notifications/resources/updated.
 	resourceUpdated func(uri string)
+	// logLevel is the level 2026-07-28 requests declare ("" for none).
+	logLevel func() string
 	streamEnded     func() // an HTTP event stream (the GET listening stream) ended
 }
 
@@ -96,13 +101,13 @@ func Dial(ctx context.Context, srv *config.Server, maxMessage int, log *slog.Log
 }
 
 func dial(ctx context.Context, srv *config.Server, maxMessage int, log *slog.Logger, hooks connHooks) (*Conn, error) {
-	c := &Conn{name: srv.Name, log: log, hooks: hooks}
+	c := &Conn{name: srv.Name, log: log, hooks: hooks, proto: cmp.Or(srv.Protocol, upstreamProtocol)}
 	c.life, c.kill = context.WithCancelCause(context.Background())
 	if err := c.openTransport(srv, maxMessage); err != nil {
 		c.kill(err)
 		return nil, err
 	}
-	c.client = client.NewClient(c.tr, client.WithProtocolVersion(upstreamProtocol))
+	c.client = client.NewClient(c.tr, client.WithProtocolVersion(c.proto))
 	c.client.OnNotification(c.onNotification)
 	// Legacy SSE: the event stream carries every answer, so its end is the
 	// connection's end.
@@ -213,9 +218,13 @@ func (c *Conn) openTransport(srv *config.Server, maxMessage int) error {
 	default:
 		// Continuous listening opens the GET stream on which the server
 		// sends what is not an answer to a request: tools/list_changed.
-		tr, err := transport.NewStreamableHTTP(srv.URL, transport.WithHTTPHeaders(srv.Headers),
-			transport.WithHTTPBasicClient(c.httpClient(maxMessage)), transport.WithContinuousListening(),
-			transport.WithHTTPLogger(libraryLogger(c.log)))
+		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(srv.Headers),
+			transport.WithHTTPBasicClient(c.httpClient(maxMessage)), transport.WithHTTPLogger(libraryLogger(c.log))}
+		if !mcp.IsModernProtocol(c.proto) {
+			// 2026-07-28 has no listening stream (mcp-go refuses it there).
+			opts = append(opts, transport.WithContinuousListening())
+		}
+		tr, err := transport.NewStreamableHTTP(srv.URL, opts...)
 		c.tr = tr
 		return err
 	}
@@ -274,7 +283,7 @@ func (c *Conn) handshake(ctx context.Context) error {
 		bidi.SetRequestHandler(c.onRequest)
 	}
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = upstreamProtocol
+	req.Params.ProtocolVersion = c.proto
 	req.Params.ClientInfo = mcp.Implementation{Name: "toolgate", Version: Version}
 	req.Params.Capabilities = relayedCapabilities()
 	res, err := c.client.Initialize(ctx, req)
@@ -282,6 +291,9 @@ func (c *Conn) handshake(ctx context.Context) error {
 		return fmt.Errorf("initialize: %w", err)
 	}
 	c.caps = res.Capabilities
+	// A server that does not speak 2026-07-28 answers the discover probe
+	// with an error, and mcp-go falls back to initialize.
+	c.modern = mcp.IsModernProtocol(c.client.ProtocolVersion())
 	return nil
 }
 
@@ -305,7 +317,7 @@ func (c *Conn) Alive() bool { return !c.closed.Load() && (c.proc == nil || c.pro
 
 // request sends one raw JSON-RPC request and returns its raw result.
 func (c *Conn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	return c.roundTrip(ctx, method, params, nil, nil)
+	return c.requestWithInput(ctx, method, params, nil, nil)
 }
 
 // roundTrip sends one request; while it waits, progress queued on route is
@@ -318,15 +330,19 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 		return nil, &CallError{Where: NotSent, Err: c.downErr()}
 	}
 	id := mcp.NewRequestId(fmt.Sprintf("gw-%d", c.seq.Add(1)))
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params}
+	if c.modern {
+		if err := c.modernize(&req); err != nil {
+			return nil, &CallError{Where: NotSent, Err: fmt.Errorf("encode request: %w", err)}
+		}
+	}
 	key := idKey(id)
 	c.pending.add(key)
 	if r := relayFrom(ctx); r != nil {
 		c.relays.add(key, r)
 		defer c.relays.remove(key)
 	}
-	resp, err := c.send(ctx, transport.JSONRPCRequest{
-		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
-	}, route, onProgress)
+	resp, err := c.send(ctx, req, route, onProgress)
 	oversize := c.pending.remove(key)
 	switch {
 	case errors.Is(err, errNotStarted):
@@ -556,7 +572,7 @@ func (c *Conn) CallToolProgress(ctx context.Context, tool string, args json.RawM
 		defer c.routes.remove(token)
 		params.Meta = &callMeta{ProgressToken: token}
 	}
-	return c.roundTrip(ctx, string(mcp.MethodToolsCall), params, route, onProgress)
+	return c.requestWithInput(ctx, string(mcp.MethodToolsCall), params, route, onProgress)
 }
 
 type toolCallParams struct {

@@ -300,6 +300,14 @@ func (s *Set) SetLogLevel(level string) {
 	}
 }
 
+// currentLogLevel is the level last set, or "".
+func (s *Set) currentLogLevel() string {
+	if l := s.logLevel.Load(); l != nil {
+		return *l
+	}
+	return ""
+}
+
 // OnResourceUpdated registers fn to be called when a server sends
 // notifications/resources/updated. It runs on the transport's read loop:
 // fn must not block.

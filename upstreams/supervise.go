@@ -201,7 +201,7 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *Serv
 	stop := context.AfterFunc(life, cancel)
 	defer stop()
 	conn, err := dial(ctx, srv, sv.maxMessage, sv.log, connHooks{supervised: true, listChanged: sv.poke, streamEnded: sv.poke,
-		resourceUpdated: func(uri string) { sv.set.resourceUpdated(srv.Name, uri) }})
+		resourceUpdated: func(uri string) { sv.set.resourceUpdated(srv.Name, uri) }, logLevel: sv.set.currentLogLevel})
 	if err != nil {
 		return nil, nil, nil, boundErr(ctx, cfg, srv, err)
 	}
@@ -224,8 +224,8 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *Serv
 // it supports logging. Best effort: a failure is logged.
 func (sv *supervisor) applyLogLevel(conn *Conn) {
 	level := sv.set.logLevel.Load()
-	if level == nil || conn.caps.Logging == nil {
-		return
+	if level == nil || conn.caps.Logging == nil || conn.modern {
+		return // (2026-07-28 declares the level on each request instead)
 	}
 	ctx, cancel := context.WithTimeout(conn.life, sv.set.cfg.InitTimeout(sv.srv.Name))
 	defer cancel()
