@@ -80,8 +80,8 @@ type connHooks struct {
 	// resourceUpdated: the upstream sent notifications/resources/updated.
 	resourceUpdated func(uri string)
 	// logLevel is the level 2026-07-28 requests declare ("" for none).
-	logLevel func() string
-	streamEnded     func() // an HTTP event stream (the GET listening stream) ended
+	logLevel    func() string
+	streamEnded func() // an HTTP event stream (the GET listening stream) ended
 }
 
 // ErrClosed is the cause when the gateway closed the connection itself.
