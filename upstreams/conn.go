@@ -47,16 +47,17 @@ type Conn struct {
 	log    *slog.Logger
 	hooks  connHooks
 
-	seq     atomic.Int64
-	pending pendingSet
-	routes  progressRoutes
-	relays  relaySet
-	caps    mcp.ServerCapabilities // as declared in initialize (or server/discover)
-	proto   string                 // the protocol version asked for (config: protocol)
-	modern  bool                   // the 2026-07-28 era was negotiated (see modern.go)
-	closed  atomic.Bool            // down or closing: no new requests
-	stdin   *watchedWriter         // nil unless stdio
-	closing sync.Once
+	seq      atomic.Int64
+	pending  pendingSet
+	routes   progressRoutes
+	relays   relaySet
+	caps     mcp.ServerCapabilities // as declared in initialize (or server/discover)
+	proto    string                 // the protocol version asked for (config: protocol)
+	modern   bool                   // the 2026-07-28 era was negotiated (see modern.go)
+	listener listener               // the subscriptions/listen request of a modern connection
+	closed   atomic.Bool            // down or closing: no new requests
+	stdin    *watchedWriter         // nil unless stdio
+	closing  sync.Once
 
 	// life ends, with the reason as its cause, when the connection is known
 	// to be down: the process exited, its output ended, the session ended,
@@ -294,6 +295,9 @@ func (c *Conn) handshake(ctx context.Context) error {
 	// A server that does not speak 2026-07-28 answers the discover probe
 	// with an error, and mcp-go falls back to initialize.
 	c.modern = mcp.IsModernProtocol(c.client.ProtocolVersion())
+	if c.modern {
+		c.listen()
+	}
 	return nil
 }
 

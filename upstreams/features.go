@@ -116,5 +116,8 @@ func (c *Conn) pages(ctx context.Context, method, field string, each func([]byte
 // as given, and returns the raw result. Errors are classified like a tool
 // call's (*CallError, *RPCError).
 func (c *Conn) Forward(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if c.modern && (method == string(mcp.MethodResourcesSubscribe) || method == string(mcp.MethodResourcesUnsubscribe)) {
+		return c.modernSubscription(method, params)
+	}
 	return c.request(ctx, method, params)
 }
