@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/internal/conformanceserver"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
 
@@ -37,6 +38,10 @@ func TestMain(m *testing.M) {
 		os.Exit(testupstream.Main(os.Args[1:]))
 	case "toolgate":
 		os.Exit(run(os.Args[1:]))
+	case "conformance":
+		os.Exit(conformanceserver.Main(os.Args[1:]))
+	case "conformance-client":
+		os.Exit(conformanceClientMain(os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m,
 		// net/http keeps idle client connections' loops alive briefly after a test.
