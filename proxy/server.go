@@ -35,6 +35,7 @@ type Server struct {
 	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
 	subs   subscriptions
 	levels logLevels
+	parked parkedCalls // 2026-07-28 calls waiting for their client's input
 }
 
 // NewServer builds the client-facing MCP server around a pipeline and
@@ -126,6 +127,9 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	if session := server.ClientSessionFromContext(ctx); session != nil {
 		call.Session = session.SessionID()
+	}
+	if modernClient(ctx) {
+		return s.handleModern(ctx, req, call), nil
 	}
 	return s.pipe.Handle(ctx, call), nil
 }

@@ -66,8 +66,13 @@ func connectVersion(t *testing.T, url, key, version string, answers *clientAnswe
 	t.Helper()
 	// mcp-go's server sends its own requests (sampling, elicitation,
 	// roots) on the client's GET listening stream only: open it.
-	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}),
-		transport.WithContinuousListening())
+	// (2026-07-28 has no listening stream: those requests come back as
+	// input_required results instead.)
+	trOpts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key})}
+	if !mcp.IsModernProtocol(version) {
+		trOpts = append(trOpts, transport.WithContinuousListening())
+	}
+	tr, err := transport.NewStreamableHTTP(url, trOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +92,9 @@ func connectVersion(t *testing.T, url, key, version string, answers *clientAnswe
 	req.Params.ClientInfo = mcp.Implementation{Name: "features-e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		t.Fatalf("initialize %s: %v", version, err)
+	}
+	if got := c.ProtocolVersion(); got != version {
+		t.Fatalf("negotiated protocol %s, want %s", got, version)
 	}
 	return c
 }
@@ -236,7 +244,7 @@ func TestServerRequestsRelayedToCaller(t *testing.T) {
 			t.Log(logs)
 		}
 	}()
-	for _, version := range []string{"2025-06-18", "2025-11-25"} {
+	for _, version := range protocolEras {
 		t.Run(version, func(t *testing.T) {
 			answers := &clientAnswers{asked: make(chan string, 8)}
 			c := connectVersion(t, url, aliceKey, version, answers)
