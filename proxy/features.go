@@ -121,18 +121,23 @@ func (s *Server) forward(ctx context.Context, srv, method string, params any) (j
 		ctx, cancel = context.WithTimeout(ctx, r.Timeout(srv))
 		defer cancel()
 	}
+	start := time.Now()
 	raw, err := r.Upstreams.Forward(s.withClientRelay(ctx), srv, method, params)
+	// One line per forwarded request, like the record stage's for calls.
+	attrs := []any{"principal", SubjectFrom(ctx).Principal, "server", srv, "session", sessionID(ctx),
+		"duration_ms", time.Since(start).Milliseconds()}
 	if err != nil {
-		return nil, s.clientError(ctx, srv, method, err)
+		s.log.Info(method, append(attrs, "outcome", "error", "reason", sanitize.Text(err.Error()))...)
+		return nil, s.clientError(ctx, err)
 	}
+	s.log.Info(method, append(attrs, "outcome", "ok")...)
 	return raw, nil
 }
 
 // clientError turns an upstream failure into what the client is told: the
 // upstream's own JSON-RPC error (sanitised) when it answered one, else a
-// fixed sentence. The cause goes to the log.
-func (s *Server) clientError(ctx context.Context, srv, method string, err error) error {
-	s.log.Info("upstream request failed", "server", srv, "method", method, "err", sanitize.Text(err.Error()))
+// fixed sentence. (The cause is in the request's log line.)
+func (s *Server) clientError(ctx context.Context, err error) error {
 	var ce *upstreams.CallError
 	switch {
 	case errors.As(err, &ce) && ce.RPC != nil:

@@ -99,7 +99,7 @@ func connectVersion(t *testing.T, url, key, version string, answers *clientAnswe
 	return c
 }
 
-var protocolEras = []string{"2025-06-18", "2025-11-25", mcp.LATEST_PROTOCOL_VERSION}
+var protocolEras = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", mcp.LATEST_PROTOCOL_VERSION}
 
 func TestResourcesAndPromptsPassThrough(t *testing.T) {
 	url, _ := httpGateway(t, writeConfig(t, everythingServer(t)))
