@@ -1,0 +1,107 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// callKey is the label set of one toolgate_calls_total series.
+type callKey struct{ tool, outcome, code string }
+
+// callSeries are the children CallFinished updates for one callKey.
+type callSeries struct {
+	calls    prometheus.Counter
+	duration prometheus.Observer // shared by every callKey of the tool
+}
+
+// children caches the vector children of the per-call methods, so the hot path is one read-locked map
+// lookup instead of hashing the label values and looking them up in each vector: about half the cost
+// (see BenchmarkCallFinished and BenchmarkCallFinishedUncached). It holds exactly the series the
+// vectors hold, so the label rules bound it too. The zero value is ready to use.
+type children[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]V
+}
+
+// get returns the cached child for k, making it with create on first use.
+func (c *children[K, V]) get(k K, create func() V) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.m[k]; ok {
+		return v // another caller made it meanwhile
+	}
+	if c.m == nil {
+		c.m = map[K]V{}
+	}
+	v = create()
+	c.m[k] = v
+	return v
+}
+
+// CallFinished counts one finished tools/call and observes how long it took from arrival to answer.
+// tool is the canonical "<server>/<tool>" (Unresolved when resolve found none), outcome "ok" or
+// "error", errorCode the envelope error code ("" when ok). The record stage calls it once per call.
+func (m *Metrics) CallFinished(tool, outcome, errorCode string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	k := callKey{tool, outcome, errorCode}
+	s := m.callCache.get(k, func() callSeries {
+		return callSeries{
+			calls:    m.calls.WithLabelValues(labels(k.tool, k.outcome, k.code)...),
+			duration: m.callDuration.WithLabelValues(labels(k.tool)...),
+		}
+	})
+	s.calls.Inc()
+	s.duration.Observe(d.Seconds())
+}
+
+// StageDuration observes how long one pipeline stage ("resolve", "authorize", ..., "normalize") took.
+func (m *Metrics) StageDuration(stage string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	h := m.stageCache.get(stage, func() prometheus.Observer {
+		return m.stageDuration.WithLabelValues(labels(stage)...)
+	})
+	h.Observe(d.Seconds())
+}
+
+// UpstreamAttempt observes one upstream tools/call attempt (a retried call makes several): server is
+// the configured server name, outcome how the attempt ended (breaker.Outcome.String()).
+func (m *Metrics) UpstreamAttempt(server, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	h := m.upstreamCache.get([2]string{server, outcome}, func() prometheus.Observer {
+		return m.upstreamTime.WithLabelValues(labels(server, outcome)...)
+	})
+	h.Observe(d.Seconds())
+}
+
+// ForwardedRequest observes one request forwarded to an upstream that is not a tools/call
+// (resources/read, prompts/get, completion/complete, ...): method is the MCP method as the gateway
+// routes it, outcome "ok" or "error".
+func (m *Metrics) ForwardedRequest(method, server, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.forwardedTimes.WithLabelValues(labels(method, server, outcome)...).Observe(d.Seconds())
+}
+
+// DuplicateSuppressed counts a call answered without running upstream: how is "joined" (it waited
+// for an identical call in flight) or "replayed" (it got a recorded answer).
+func (m *Metrics) DuplicateSuppressed(tool, how string) {
+	if m == nil {
+		return
+	}
+	m.duplicates.WithLabelValues(labels(tool, how)...).Inc()
+}

@@ -1,0 +1,83 @@
+package metrics
+
+// BreakerState sets server's toolgate_breaker_state to the state breaker.Set.State names: 0 for
+// "closed", 1 for "half-open", 2 for "open", so that max_over_time shows the worst state in a range.
+// Any other state leaves the gauge as it was: a guess would be worse than a stale value.
+func (m *Metrics) BreakerState(server, state string) {
+	if m == nil {
+		return
+	}
+	if v, ok := breakerValues[state]; ok {
+		m.breakerState.WithLabelValues(labels(server)...).Set(v)
+	}
+}
+
+// UpstreamUp sets toolgate_upstream_up for server: 1 while it has a live connection, 0 otherwise.
+func (m *Metrics) UpstreamUp(server string, up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.upstreamUp.WithLabelValues(labels(server)...).Set(v)
+}
+
+// UpstreamRestart counts one live connection of server that was lost (a stdio child exited, an HTTP
+// session ended) and is being brought back. Failed attempts to start are not restarts.
+func (m *Metrics) UpstreamRestart(server string) {
+	if m == nil {
+		return
+	}
+	m.restarts.WithLabelValues(labels(server)...).Inc()
+}
+
+// CatalogSize sets the number of tools in the current catalog.
+func (m *Metrics) CatalogSize(tools int) {
+	if m == nil {
+		return
+	}
+	m.catalogTools.Set(float64(tools))
+}
+
+// PolicyReload counts one policy reload attempt: ok when a valid policy is in force afterwards (new or
+// unchanged), not ok when the reload was refused and the last good policy stayed.
+func (m *Metrics) PolicyReload(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "error"
+	if ok {
+		result = "ok"
+	}
+	m.policyReloads.WithLabelValues(result).Inc()
+}
+
+// PolicyInfo makes version the only series of toolgate_policy_info, with value 1. Join on it to tell
+// which policy was in force; the old version's series disappears.
+func (m *Metrics) PolicyInfo(version string) {
+	if m == nil {
+		return
+	}
+	m.policyMu.Lock()
+	defer m.policyMu.Unlock()
+	m.policyInfo.Reset()
+	m.policyInfo.WithLabelValues(labels(version)...).Set(1)
+}
+
+// ApprovalsPending sets the number of approval requests waiting for an approver.
+func (m *Metrics) ApprovalsPending(n int) {
+	if m == nil {
+		return
+	}
+	m.approvals.Set(float64(n))
+}
+
+// AuditWriteError counts one audit record that could not be written (or synced).
+func (m *Metrics) AuditWriteError() {
+	if m == nil {
+		return
+	}
+	m.auditErrors.Inc()
+}
