@@ -38,7 +38,7 @@ func TestProblems(t *testing.T) {
 		{"unknown top-level key", "listn: {http: ':1'}\n", nil, 1, "listn",
 			`unknown key; allowed keys here: admin, approvals, auth, authz, description_scan, limits, listen, mcpServers, pinning (did you mean "listen"?)`},
 		{"unknown key in server", stdio + "    timout: 8s\n", nil, 4, "mcpServers.orders.timout",
-			`allowed keys here: args, breaker, command, cwd, description_scan, disabled, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, protocol, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
+			`allowed keys here: args, breaker, command, cwd, description_scan, disabled, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, protocol, required, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
 		{"unknown upstream protocol", stdio + "    protocol: 2024-11-05\n", nil, 4, "mcpServers.orders.protocol",
 			`expected one of 2025-11-25, 2026-07-28, got "2024-11-05"`},
 		{"unknown key in tool", stdio + "    tools:\n      get_order: {retries: 3}\n", nil, 5, "mcpServers.orders.tools.get_order.retries",

@@ -304,6 +304,18 @@ func (c *Config) PinsPath() string {
 	return cmp.Or(c.Pinning.File, filepath.Join(c.Dir(), DefaultPinsFile))
 }
 
+// RequiredServers are the enabled servers marked required, in order: /readyz fails while any of them
+// is not connected.
+func (c *Config) RequiredServers() []string {
+	var out []string
+	for _, name := range c.ServerNames() {
+		if s := c.Servers[name]; s.Required && !s.Disabled {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // UpstreamProtocols are the protocol versions toolgate can speak to an upstream, the default first.
 var UpstreamProtocols = []string{"2025-11-25", "2026-07-28"}
 

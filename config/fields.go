@@ -206,6 +206,7 @@ func (l *loader) serverFields(x *Server) fields {
 		"retry_safe":       set(&x.RetrySafe, l.optBool),
 		"description_scan": set(&x.DescriptionScan, l.str),
 		"protocol":         set(&x.Protocol, l.str),
+		"required":         set(&x.Required, l.boolean),
 		"tools":            set(&x.Tools, l.tools),
 	}
 }

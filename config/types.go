@@ -202,6 +202,9 @@ type Server struct {
 	// handshake; the default) or "2026-07-28" (stateless requests, server/discover, multi-round-trip
 	// input requests). Read it through UpstreamProtocol.
 	Protocol string `yaml:"protocol"`
+	// Required makes the gateway report not ready (/readyz) while this server is not connected. Servers
+	// are optional by default: one that is down answers upstream_unavailable and the rest serve on.
+	Required bool `yaml:"required"`
 
 	Tools map[string]*Tool `yaml:"tools"` // keyed by the upstream's own tool name
 }
