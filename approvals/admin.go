@@ -48,18 +48,30 @@ type errorBody struct {
 // Handler serves the admin API for s. adminKeyHash is the SHA-256 hex of the admin key (admin.key_sha256);
 // when it is empty every request is refused. log records decisions and refused credentials.
 func Handler(s *Store, adminKeyHash string, log *slog.Logger) http.Handler {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	h := &handler{store: s, log: log}
-	if want, err := hex.DecodeString(strings.ToLower(adminKeyHash)); err == nil && len(want) == sha256.Size {
-		h.keyHash = want
-	}
+	h := newHandler(adminKeyHash, log)
+	h.store = s
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/approvals", h.list)
 	mux.HandleFunc("POST /v1/approvals/{id}/approve", h.decide(false))
 	mux.HandleFunc("POST /v1/approvals/{id}/deny", h.decide(true))
 	return h.auth(mux)
+}
+
+// RequireAdminKey serves next only to requests bearing the admin key (the same check as the
+// approvals API), for other admin endpoints such as /metrics.
+func RequireAdminKey(adminKeyHash string, log *slog.Logger, next http.Handler) http.Handler {
+	return newHandler(adminKeyHash, log).auth(next)
+}
+
+func newHandler(adminKeyHash string, log *slog.Logger) *handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{log: log}
+	if want, err := hex.DecodeString(strings.ToLower(adminKeyHash)); err == nil && len(want) == sha256.Size {
+		h.keyHash = want
+	}
+	return h
 }
 
 type handler struct {

@@ -55,8 +55,9 @@ type Store struct {
 
 	cur atomic.Pointer[Policy]
 
-	mu   sync.Mutex // serialises Reload
-	subs []func(old, new *Policy)
+	mu       sync.Mutex // serialises Reload
+	subs     []func(old, new *Policy)
+	reloaded []func(p *Policy, err error) // OnReload hooks
 
 	statsMu sync.Mutex
 	stats   ReloadStats
@@ -115,6 +116,15 @@ func (s *Store) Subscribe(fn func(old, new *Policy)) {
 	s.subs = append(s.subs, fn)
 }
 
+// OnReload registers fn, called after every reload attempt (watch, SIGHUP, Reload) with the policy
+// in force afterwards and the attempt's error (nil for a swap or byte-identical files). It runs like
+// a subscriber: synchronously, quick, never calling Reload. Metrics and the audit trail use it.
+func (s *Store) OnReload(fn func(p *Policy, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloaded = append(s.reloaded, fn)
+}
+
 // Stats returns a copy of the reload counters.
 func (s *Store) Stats() ReloadStats {
 	s.statsMu.Lock()
@@ -133,9 +143,14 @@ func (s *Store) loadScratch() (*Policy, error) {
 // last good policy stays in force, the error is logged at Error (with the files and every
 // problem) and counted, and it is returned. Byte-identical files change nothing. See the Store
 // doc for what happens when a policy shrinks. Reload is what SIGHUP should call.
-func (s *Store) Reload() error {
+func (s *Store) Reload() (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() {
+		for _, fn := range s.reloaded {
+			s.notifyReload(fn, err)
+		}
+	}()
 	old := s.cur.Load()
 	next, err := s.loadScratch()
 	if err != nil {
@@ -165,6 +180,15 @@ func (s *Store) Reload() error {
 		s.notify(fn, old, next)
 	}
 	return nil
+}
+
+func (s *Store) notifyReload(fn func(p *Policy, err error), err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("policy reload hook panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	fn(s.cur.Load(), err)
 }
 
 func (s *Store) notify(fn func(old, new *Policy), old, next *Policy) {

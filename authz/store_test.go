@@ -264,3 +264,30 @@ func TestReloadConcurrent(t *testing.T) {
 	}
 	_ = time.Now
 }
+
+// TestOnReloadHearsEveryAttempt: refused, unchanged and swapped reloads all reach the hook, with the
+// policy in force afterwards.
+func TestOnReloadHearsEveryAttempt(t *testing.T) {
+	f := rootFiles(t)
+	s, _ := newTestStore(t, f)
+	type heard struct {
+		version string
+		err     bool
+	}
+	var got []heard
+	s.OnReload(func(p *Policy, err error) { got = append(got, heard{p.Version(), err != nil}) })
+	first := s.Current().Version()
+	text := readRoot(t, rootPolicy)
+	replaceFile(t, f.policy, text+",\n")
+	_ = s.Reload() // refused
+	replaceFile(t, f.policy, text)
+	_ = s.Reload() // unchanged
+	replaceFile(t, f.policy, text+"p, viewer, orders/*, call, deny\n")
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	want := []heard{{first, true}, {first, false}, {s.Current().Version(), false}}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[2].version == first {
+		t.Errorf("heard %v, want %v", got, want)
+	}
+}

@@ -50,7 +50,13 @@ func (s Settings) WithDefaults() Settings {
 type Set struct {
 	log      *slog.Logger
 	breakers map[string]*upstream // fixed after NewSet
+	onChange atomic.Pointer[func(server, state string)]
 }
+
+// OnStateChange registers fn (replacing any earlier one) to be told every state change: server and the
+// new state, "closed", "half-open" or "open". It runs on the goroutine of the call that caused the
+// change and must be quick (metrics).
+func (s *Set) OnStateChange(fn func(server, state string)) { s.onChange.Store(&fn) }
 
 // upstream is the breaker of one server and what gobreaker does not tell: when it last opened.
 type upstream struct {
@@ -165,6 +171,9 @@ func (s *Set) changed(u *upstream, from, to gobreaker.State) {
 		attrs = append(attrs, "open_for", u.openFor)
 	}
 	s.log.Log(context.Background(), level, "upstream circuit breaker "+to.String(), attrs...)
+	if fn := s.onChange.Load(); fn != nil {
+		(*fn)(u.name, to.String())
+	}
 }
 
 // retryIn is the time until the next probe, for a refusal err from gobreaker. gobreaker turns half-open

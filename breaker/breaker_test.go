@@ -422,3 +422,18 @@ func TestOpenErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestStateChangeCallback: the callback hears every transition, in order, with gobreaker's state names.
+func TestStateChangeCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newSet(Settings{Failures: 1, OpenFor: time.Second, HalfOpenProbes: 1})
+		var seen []string
+		s.OnStateChange(func(server, state string) { seen = append(seen, server+":"+state) })
+		trip(t, s, 1)
+		time.Sleep(time.Second + time.Nanosecond)
+		attempt(t, s, Succeeded)
+		if got := strings.Join(seen, " "); got != "up:open up:half-open up:closed" {
+			t.Errorf("transitions %q", got)
+		}
+	})
+}

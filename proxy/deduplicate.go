@@ -62,6 +62,9 @@ func (p *Pipeline) deduplicate(ctx context.Context, x *exchange) *envelope.Error
 		return answerOf(x, argsKey, p.now())
 	}, func(a Recorded) bool { return a.reached })
 	x.finished, x.sharing = true, sharing
+	if sharing == dedup.Joined || sharing == dedup.Replayed {
+		p.Metrics.DuplicateSuppressed(x.tool.ID, sharing.String())
+	}
 	switch {
 	case sharing == dedup.Executed:
 		return nil // x already holds the outcome

@@ -78,9 +78,11 @@ func (p *Pipeline) attempt(ctx context.Context, x *exchange, out outbound) (json
 		return nil, nil, &breaker.OpenError{Server: out.server}
 	}
 	x.attempts++
+	start := p.now()
 	raw, err := p.Upstreams.CallToolProgress(ctx, out.server, out.tool, out.args, x.call.Progress)
 	x.outcome = breaker.Classify(ctx, err)
 	done(x.outcome)
+	p.Metrics.UpstreamAttempt(out.server, x.outcome.String(), p.now().Sub(start))
 	return raw, err, nil
 }
 

@@ -126,6 +126,11 @@ func (s *Server) forward(ctx context.Context, srv, method string, params any) (j
 	// One line per forwarded request, like the record stage's for calls.
 	attrs := []any{"principal", SubjectFrom(ctx).Principal, "server", srv, "session", sessionID(ctx),
 		"duration_ms", time.Since(start).Milliseconds()}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	s.pipe.Metrics.ForwardedRequest(method, srv, outcome, time.Since(start))
 	if err != nil {
 		s.log.Info(method, append(attrs, "outcome", "error", "reason", sanitize.Text(err.Error()))...)
 		return nil, s.clientError(ctx, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -61,8 +62,11 @@ type Pipeline struct {
 	// Dedup suppresses duplicate calls of tools that are not retry-safe;
 	// nil suppresses nothing.
 	Dedup *Dedup
-	Log   *slog.Logger
-	Now   func() time.Time // clock for durations; time.Now when nil
+	// Metrics counts calls and times stages and upstream attempts; nil
+	// counts nothing.
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	Now     func() time.Time // clock for durations; time.Now when nil
 }
 
 // stage is one step of the pipeline.
@@ -129,6 +133,7 @@ func (p *Pipeline) Handle(ctx context.Context, call Call) *mcp.CallToolResult {
 	x := &exchange{call: call, started: p.now(), policy: p.policySnapshot()}
 	p.runStages(ctx, x, 0)
 	p.record(x)
+	p.Metrics.CallFinished(x.metricTool(), x.outcomeLabel(), x.errorCode(), p.now().Sub(x.started))
 	if x.failed != nil {
 		return failureResult(x.failed, x.retrySafe(), x.replayed)
 	}
@@ -152,7 +157,9 @@ func (p *Pipeline) runStages(ctx context.Context, x *exchange, from int) {
 // runStage runs one stage, turning a panic into internal_error so that a
 // bug in one call never takes the gateway down.
 func (p *Pipeline) runStage(ctx context.Context, st stage, x *exchange) (err *envelope.Error) {
+	start := p.now()
 	defer func() {
+		p.Metrics.StageDuration(st.name, p.now().Sub(start))
 		if r := recover(); r != nil {
 			err = envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
 				WithDetail(fmt.Sprintf("panic in %s: %v\n%s", st.name, r, debug.Stack()))
@@ -166,6 +173,29 @@ func (p *Pipeline) now() time.Time {
 		return p.Now()
 	}
 	return time.Now()
+}
+
+// metricTool is the call's tool as metrics label it: the canonical ID,
+// never the client's string (unbounded label values).
+func (x *exchange) metricTool() string {
+	if x.tool == nil {
+		return metrics.Unresolved
+	}
+	return x.tool.ID
+}
+
+func (x *exchange) outcomeLabel() string {
+	if x.failed != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+func (x *exchange) errorCode() string {
+	if x.failed != nil {
+		return string(x.failed.Code)
+	}
+	return ""
 }
 
 // retrySafe reports whether the resolved tool may be repeated after an

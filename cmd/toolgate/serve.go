@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/upstreams"
@@ -62,6 +63,8 @@ type gateway struct {
 	approvals *approvals.Store
 	set       *upstreams.Set
 	server    *proxy.Server
+	metrics   *metrics.Metrics
+	health    *metrics.Health
 }
 
 // close releases what startGateway started: upstream processes and
@@ -107,8 +110,10 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "cannot build the tool catalog", err)
 		return nil, 2
 	}
+	m := metrics.New()
+	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilienceFrom(cfg, log), Dedup: dedupFrom(cfg),
+		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m,
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	srv := proxy.NewServer(pipe, version, log)
 	srv.SetFeatureRelay(proxy.FeatureRelay{Upstreams: set, Timeout: func(server string) time.Duration { return cfg.CallTimeout(server, "") }})
@@ -117,8 +122,11 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	// Restarts, reconnects and upstream list changes rebuild the catalog;
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	set.OnCatalogChange(srv.SyncTools)
+	gw := &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv,
+		metrics: m, health: &metrics.Health{}}
+	observe(gw, resilience.Breakers)
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
-	return &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv}, 0
+	return gw, 0
 }
 
 // resilienceFrom builds the per-upstream breakers, retry settings and
@@ -204,18 +212,17 @@ func serveStdio(ctx context.Context, gw *gateway, log *slog.Logger) int {
 	return 0
 }
 
-// serveAdmin starts the admin API (approvals) on its own listener, loopback
-// by default, when an admin key is configured; nil when it is not.
+// serveAdmin starts the admin listener, loopback by default: health probes
+// always; metrics and the approvals API only with an admin key configured.
 func serveAdmin(gw *gateway, log *slog.Logger, errc chan<- error) (*http.Server, error) {
 	if gw.cfg.AdminKeySHA256() == "" {
-		log.Info("admin API disabled (no admin.key_sha256): approvals cannot be decided")
-		return nil, nil
+		log.Info("no admin.key_sha256: the admin listener serves /healthz and /readyz only (no metrics, approvals cannot be decided)")
 	}
 	ln, err := net.Listen("tcp", gw.cfg.AdminAddr())
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: adminHandler(gw, log), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving the admin API", "url", "http://"+ln.Addr().String())
 	go func() { errc <- srv.Serve(ln) }()
 	return srv, nil

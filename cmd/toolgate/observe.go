@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// observe connects the gateway's parts to its metrics and readiness checks:
+// every callback that reports a state change also updates its gauge, and
+// the current state is published once at startup (the callbacks only report
+// changes).
+func observe(gw *gateway, breakers *breaker.Set) {
+	m := gw.metrics
+	for _, server := range gw.cfg.ServerNames() {
+		m.BreakerState(server, "closed")
+		up, _ := gw.set.Status(server)
+		m.UpstreamUp(server, up)
+	}
+	breakers.OnStateChange(m.BreakerState)
+	var wasUp sync.Map
+	gw.set.OnStatusChange(func(server string, up bool, _ string) {
+		m.UpstreamUp(server, up)
+		if prev, _ := wasUp.Swap(server, up); prev == true && !up {
+			m.UpstreamRestart(server)
+		}
+	})
+	m.CatalogSize(len(gw.set.Catalog().Tools()))
+	gw.set.OnCatalogChange(func(cat *upstreams.Catalog) { m.CatalogSize(len(cat.Tools())) })
+	m.PolicyInfo(gw.policy.Current().Version())
+	gw.policy.OnReload(func(p *authz.Policy, err error) {
+		m.PolicyReload(err == nil)
+		m.PolicyInfo(p.Version())
+	})
+	gw.health.AddReadiness("policy", func() error {
+		if gw.policy.Current() == nil {
+			return errors.New("no policy loaded")
+		}
+		return nil
+	})
+	for _, server := range gw.cfg.RequiredServers() {
+		gw.health.AddReadiness("upstream/"+server, func() error {
+			if up, _ := gw.set.Status(server); !up {
+				return errors.New("not connected")
+			}
+			return nil
+		})
+	}
+}
+
+// adminHandler is the admin listener: /healthz and /readyz for probes
+// (no credential: they say only whether the gateway is alive and ready,
+// and which check fails), and, with the admin key, /metrics and the
+// approvals API.
+func adminHandler(gw *gateway, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", gw.health.Healthz())
+	mux.Handle("GET /readyz", gw.health.Readyz())
+	scrape := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Approvals expire lazily: count them when asked.
+		gw.metrics.ApprovalsPending(len(gw.approvals.List(approvals.StatePending)))
+		gw.metrics.Handler().ServeHTTP(w, r)
+	})
+	mux.Handle("GET /metrics", approvals.RequireAdminKey(gw.cfg.AdminKeySHA256(), log, scrape))
+	mux.Handle("/", approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), log))
+	return mux
+}
