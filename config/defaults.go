@@ -75,6 +75,21 @@ const (
 	DefaultApprovalsFile = "toolgate.approvals.json"
 	// DefaultApprovalTTL is how long a pending or approved request lives: 1 hour.
 	DefaultApprovalTTL = time.Hour
+	// DefaultAuditFile is the audit trail, written beside the config file like the pins and approvals.
+	DefaultAuditFile = "toolgate.audit.log"
+	// DefaultAuditFsync flushes every record to disk before the call's answer goes out, so a record the
+	// gateway acted on survives a crash or power loss: the last seconds before an incident are the ones an
+	// investigation needs. The cost is one fsync per record (about 0.1 ms on an SSD, up to a few ms on
+	// network disks), shared by all records written meanwhile (group commit); next to an upstream tool
+	// call that is small. Choose interval (or never) when throughput matters more than the last second.
+	DefaultAuditFsync = AuditFsyncAlways
+	// DefaultAuditFsyncInterval is the longest a record stays unflushed with fsync: interval: 1 second.
+	DefaultAuditFsyncInterval = time.Second
+	// DefaultAuditMaxBytes rotates the trail at 100 MiB.
+	DefaultAuditMaxBytes int64 = 100 << 20
+	// DefaultAuditMaxFiles keeps 10 rotated files besides the current one: with the default size, at most
+	// about 1.1 GiB of trail.
+	DefaultAuditMaxFiles = 10
 )
 
 // DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
@@ -104,6 +119,10 @@ var (
 	dedupKeyWindowRange = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // limits.dedup.key_window
 	dedupEntriesRange   = countRange{min: 1, max: 1000000}                       // limits.dedup.max_entries
 	approvalTTLRange    = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // approvals.ttl
+
+	auditFsyncIntervalRange = durRange{min: 10 * time.Millisecond, max: time.Minute} // audit.fsync_interval
+	auditMaxBytesRange      = byteRange{min: 1 << 20, max: 16 << 30}                 // audit.max_bytes
+	auditMaxFilesRange      = countRange{min: 1, max: 1000}                          // audit.max_files
 )
 
 // HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
@@ -433,3 +452,48 @@ func (c *Config) ApprovalsPath() string {
 func (c *Config) ApprovalTTL() time.Duration {
 	return time.Duration(cmp.Or(c.Approvals.TTL, Duration(DefaultApprovalTTL)))
 }
+
+// AuditEnabled reports whether the audit trail is written: true unless audit.disabled.
+func (c *Config) AuditEnabled() bool { return !c.Audit.Disabled }
+
+// AuditPath is the audit trail: audit.file, else toolgate.audit.log beside the config file. Rotated files
+// are <path>.1 (the newest) to <path>.<AuditMaxFiles>.
+func (c *Config) AuditPath() string {
+	return cmp.Or(c.Audit.File, filepath.Join(c.Dir(), DefaultAuditFile))
+}
+
+// AuditFsync is when audit records are flushed to disk: always, interval or never. Default always.
+func (c *Config) AuditFsync() string {
+	return cmp.Or(c.Audit.Fsync, DefaultAuditFsync)
+}
+
+// AuditFsyncInterval is, with fsync: interval, the longest a record stays unflushed: audit.fsync_interval,
+// else 1s.
+func (c *Config) AuditFsyncInterval() time.Duration {
+	return time.Duration(cmp.Or(c.Audit.FsyncInterval, Duration(DefaultAuditFsyncInterval)))
+}
+
+// AuditMaxBytes is the size, in bytes, the trail is rotated before it would pass: audit.max_bytes, else
+// 100 MiB.
+func (c *Config) AuditMaxBytes() int64 {
+	return cmp.Or(c.Audit.MaxBytes, DefaultAuditMaxBytes)
+}
+
+// AuditMaxFiles is how many rotated files are kept besides the current one; older ones are deleted:
+// audit.max_files, else 10.
+func (c *Config) AuditMaxFiles() int {
+	return cmp.Or(c.Audit.MaxFiles, DefaultAuditMaxFiles)
+}
+
+// AuditIncludeArgs reports whether records carry the call's arguments (with AuditRedact applied) and not
+// only their digest. Default false: arguments can hold personal data and secrets, and the digest is
+// enough to match a record with an approval or a known call.
+func (c *Config) AuditIncludeArgs() bool { return c.Audit.IncludeArgs }
+
+// AuditRedact is the argument fields written as "[redacted]", as a new slice; empty by default.
+func (c *Config) AuditRedact() []string { return slices.Clone(c.Audit.Redact) }
+
+// AuditFailClosed reports whether calls are refused while the trail cannot be written. Default false:
+// a full disk is reported (error, metric, readiness) but does not take every tool offline unless the
+// operator chose that.
+func (c *Config) AuditFailClosed() bool { return c.Audit.FailClosed }

@@ -12,9 +12,9 @@
 //   - ${VAR} and ${VAR:-default} in string values are replaced from the environment; $${ is a literal ${.
 //     Expansion runs on decoded values, never on the file text, so a variable cannot add YAML structure.
 //     Keys are never expanded. Disabled servers are validated (and expanded) like any other.
-//   - Relative paths (cwd, authz.model, authz.policy, auth.jwt.jwks_file, pinning.file, and a command containing "/") are
-//     relative to the directory of the config file, not to the working directory of the process; use
-//     ${HOME} for home. The loader does not open them; their users do, and name the file on failure.
+//   - Relative paths (cwd, authz.model, authz.policy, auth.jwt.jwks_file, pinning.file, approvals.file,
+//     audit.file, and a command containing "/") are relative to the directory of the config file, not to
+//     the working directory of the process; use ${HOME} for home. The loader does not open them; their users do, and name the file on failure.
 //   - A listener reachable from the network (listen.http not on loopback) must have a credential
 //     configured (auth.api_keys or auth.jwt) or an explicit auth.allow_anonymous principal.
 //   - Anchors, aliases and merge keys (<<) work as in YAML; explicit keys win over merged ones.

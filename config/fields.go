@@ -19,6 +19,21 @@ func (l *loader) configFields(c *Config) fields {
 		"description_scan": set(&c.DescriptionScan, l.str),
 		"admin":            func(n ast.Node, p string) { l.object(n, p, l.adminFields(&c.Admin)) },
 		"approvals":        func(n ast.Node, p string) { l.object(n, p, l.approvalsFields(&c.Approvals)) },
+		"audit":            func(n ast.Node, p string) { l.object(n, p, l.auditFields(&c.Audit)) },
+	}
+}
+
+func (l *loader) auditFields(x *Audit) fields {
+	return fields{
+		"disabled":       set(&x.Disabled, l.boolean),
+		"file":           set(&x.File, l.str),
+		"fsync":          set(&x.Fsync, l.str),
+		"fsync_interval": set(&x.FsyncInterval, l.duration),
+		"max_bytes":      set(&x.MaxBytes, l.bytes),
+		"max_files":      set(&x.MaxFiles, l.count),
+		"include_args":   set(&x.IncludeArgs, l.boolean),
+		"redact":         set(&x.Redact, l.strList),
+		"fail_closed":    set(&x.FailClosed, l.boolean),
 	}
 }
 

@@ -87,6 +87,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkDescriptionScan("description_scan", c.DescriptionScan)
 	l.checkAdmin(c)
 	l.checkApprovals(&c.Approvals)
+	l.checkAudit(&c.Audit)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}

@@ -330,6 +330,7 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Pinning{}, l.pinningFields(&Pinning{})},
 		{Admin{}, l.adminFields(&Admin{})},
 		{Approvals{}, l.approvalsFields(&Approvals{})},
+		{Audit{}, l.auditFields(&Audit{})},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.typ)

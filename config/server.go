@@ -167,6 +167,7 @@ func resolvePaths(c *Config, dir string) {
 	c.Authz.Policy = abs(c.Authz.Policy)
 	c.Pinning.File = abs(c.Pinning.File)
 	c.Approvals.File = abs(c.Approvals.File)
+	c.Audit.File = abs(c.Audit.File)
 	if c.Auth.JWT != nil {
 		c.Auth.JWT.JWKSFile = abs(c.Auth.JWT.JWKSFile)
 	}

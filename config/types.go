@@ -19,6 +19,24 @@ type Config struct {
 	DescriptionScan string    `yaml:"description_scan"`
 	Admin           Admin     `yaml:"admin"`     // the admin API listener and its credential
 	Approvals       Approvals `yaml:"approvals"` // the store of calls that need a human approval
+	Audit           Audit     `yaml:"audit"`     // the hash-chained audit trail of every decision
+}
+
+// Audit configures the audit trail (package audit): one hash-chained JSON line per decision. It is on by
+// default. Read it through AuditEnabled, AuditPath, AuditFsync, AuditFsyncInterval, AuditMaxBytes,
+// AuditMaxFiles, AuditIncludeArgs, AuditRedact and AuditFailClosed.
+type Audit struct {
+	Disabled      bool     `yaml:"disabled"`       // true: no trail is written
+	File          string   `yaml:"file"`           // the trail; absolute after Load (relative to the config file as written)
+	Fsync         string   `yaml:"fsync"`          // always, interval or never (AuditFsyncAlways, …)
+	FsyncInterval Duration `yaml:"fsync_interval"` // with fsync: interval, the longest a record stays unflushed
+	MaxBytes      int64    `yaml:"max_bytes"`      // the file is rotated before it would grow past this
+	MaxFiles      int      `yaml:"max_files"`      // rotated files kept besides the current one
+	IncludeArgs   bool     `yaml:"include_args"`   // write the arguments (redacted), not only their digest
+	// Redact lists argument fields written as "[redacted]": top-level keys ("password") or dotted paths
+	// ("card.number"); a path continues through arrays.
+	Redact     []string `yaml:"redact"`
+	FailClosed bool     `yaml:"fail_closed"` // refuse calls while the trail cannot be written
 }
 
 // Admin configures the admin API (approvals; later metrics), served on its own listener with its own

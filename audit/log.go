@@ -1,0 +1,432 @@
+package audit
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/statefile"
+)
+
+// FsyncPolicy says when written records are flushed to disk.
+type FsyncPolicy string
+
+// The fsync policies.
+const (
+	// FsyncAlways: Append returns only after the record is on disk.
+	// Concurrent appends share one fsync (group commit).
+	FsyncAlways FsyncPolicy = "always"
+	// FsyncInterval: a background goroutine flushes at most every
+	// FsyncInterval; a crash loses at most that much.
+	FsyncInterval FsyncPolicy = "interval"
+	// FsyncNever leaves flushing to the operating system, even at rotation
+	// and Close.
+	FsyncNever FsyncPolicy = "never"
+)
+
+// Defaults for the zero Options fields.
+const (
+	DefaultFsync               = FsyncAlways
+	DefaultFsyncInterval       = time.Second
+	DefaultMaxBytes      int64 = 100 << 20 // 100 MiB
+	DefaultMaxFiles            = 10
+)
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("audit: log closed")
+
+// Options configure a Log. Zero values mean the defaults above.
+type Options struct {
+	Path          string        // the trail; rotated files are Path.1, Path.2, …
+	Fsync         FsyncPolicy   // always (default), interval or never
+	FsyncInterval time.Duration // with FsyncInterval: the longest a record stays unflushed
+	MaxBytes      int64         // rotate before a record would take the file past this
+	MaxFiles      int           // rotated files kept besides Path; older ones are deleted
+	IncludeArgs   bool          // write Record.Args (redacted), not only their digest
+	Redact        []string      // argument fields written as "[redacted]": "password", "card.number"
+	// FailClosed is carried for the caller, which refuses calls while
+	// Append fails (or Err is not nil) when it is set. The Log behaves the
+	// same either way: it never drops a record without returning an error.
+	FailClosed bool
+	// OnError, when set, is called with every failure: failed writes and
+	// fsyncs, and also problems that did not cost the record, such as a
+	// failed rotation or a file removed behind the Log's back. Metrics count
+	// them here. It runs outside the Log's lock (it may call Err, not
+	// Append) and may be called from several goroutines at once.
+	OnError func(error)
+	Now     func() time.Time // the clock for records without a Time; default time.Now
+}
+
+// file is what the Log needs of an open file; tests inject failing ones.
+type file interface {
+	Write([]byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Stat() (fs.FileInfo, error)
+	Close() error
+}
+
+// hooks are the seams tests use in place of the file system and the clock.
+type hooks struct {
+	open func(path string) (file, error)
+	// tick starts the interval flusher's ticker.
+	tick func(d time.Duration) (<-chan time.Time, func())
+}
+
+var realHooks = hooks{
+	open: func(path string) (file, error) {
+		return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	},
+	tick: func(d time.Duration) (<-chan time.Time, func()) {
+		t := time.NewTicker(d)
+		return t.C, t.Stop
+	},
+}
+
+// Log appends records to the trail. It is safe for concurrent use.
+type Log struct {
+	opts   Options
+	enc    encoder
+	hooks  hooks
+	unlock func() // releases Path.lock
+
+	mu   sync.Mutex
+	cond *sync.Cond // broadcast when an fsync outside mu ends
+	f    file       // nil after a failure closed it; the next Append reopens
+	id   fs.FileInfo
+	size int64
+	seq  uint64 // of the last record written
+	prev string // hash of the last line written
+	// broken: a failed write left bytes that could not be truncated away, so
+	// the file must be reopened (and its tail checked) before the next one.
+	broken  bool
+	dirty   bool   // written since the last fsync
+	syncing bool   // an fsync of f runs outside mu; f must not be closed meanwhile
+	pending *batch // FsyncAlways: records written and not yet flushed
+	closed  bool
+
+	syncMu sync.Mutex // one group-commit fsync at a time
+
+	health atomic.Pointer[error] // nil: the last write (or fsync) succeeded
+	stop   chan struct{}         // closes the interval flusher
+	done   chan struct{}         // closed when it has returned
+}
+
+// batch is a group of FsyncAlways records flushed by one fsync.
+type batch struct {
+	done chan struct{} // closed when err is set
+	err  error
+}
+
+// Open opens (or creates) the trail at o.Path and continues its chain from
+// the last record there. It takes an flock on o.Path + ".lock" for the
+// Log's lifetime, waiting up to 10 seconds for another process that holds
+// it (two writers would fork the chain).
+func Open(o Options) (*Log, error) { return open(o, realHooks) }
+
+func open(o Options, h hooks) (*Log, error) {
+	o, err := withDefaults(o)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := statefile.Lock(o.Path, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	l := &Log{opts: o, enc: newEncoder(o), hooks: h, unlock: unlock}
+	l.cond = sync.NewCond(&l.mu)
+	if l.seq, l.prev, err = chainHead(o.Path); err == nil {
+		err = l.openCurrent()
+	}
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if o.Fsync == FsyncInterval {
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		tick, stop := h.tick(o.FsyncInterval)
+		go l.flushLoop(tick, stop)
+	}
+	return l, nil
+}
+
+func withDefaults(o Options) (Options, error) {
+	if o.Path == "" {
+		return o, errors.New("audit: no file")
+	}
+	o.Fsync = cmp.Or(o.Fsync, DefaultFsync)
+	switch o.Fsync {
+	case FsyncAlways, FsyncInterval, FsyncNever:
+	default:
+		return o, fmt.Errorf("audit: fsync policy %q: expected always, interval or never", o.Fsync)
+	}
+	o.FsyncInterval = cmp.Or(o.FsyncInterval, DefaultFsyncInterval)
+	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultMaxBytes)
+	o.MaxFiles = cmp.Or(o.MaxFiles, DefaultMaxFiles)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// FailClosed reports Options.FailClosed: whether the caller should refuse
+// calls while the trail cannot be written.
+func (l *Log) FailClosed() bool { return l.opts.FailClosed }
+
+// Err is the trail's health: the error of the last failed write or fsync,
+// or nil once a later one succeeded. Readiness checks read it.
+func (l *Log) Err() error {
+	if p := l.health.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Append writes r as the next line of the chain. It returns nil once the
+// record is written, and with FsyncAlways once it is on disk. An error
+// means the record cannot be counted on: a failed write leaves nothing in
+// the file (and takes no seq), a failed fsync leaves a line that may not
+// survive a crash. Either way the caller should treat the decision as
+// unaudited (and, with FailClosed, refuse the call).
+func (l *Log) Append(r Record) error {
+	body, err := l.enc.body(r) // outside the lock: encoding is the slow part
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	b, warn, err := l.write(body)
+	l.mu.Unlock()
+	l.warn(warn)
+	if err == nil && b != nil {
+		err = l.commit(b)
+	}
+	l.report(err)
+	return err
+}
+
+// write appends one line under mu: reopening, rotating and checking the
+// file first as needed. It returns the batch to wait for (FsyncAlways), a
+// problem that did not cost the record, and the error that did.
+func (l *Log) write(body []byte) (b *batch, warn, err error) {
+	rotateFailed := false
+	for repairs := 0; ; {
+		if l.closed {
+			return nil, warn, ErrClosed
+		}
+		if repairs > maxRepairs {
+			return nil, warn, fmt.Errorf("audit: %s keeps being moved or removed; the record was not written", l.opts.Path)
+		}
+		if l.f == nil {
+			if err := l.openCurrent(); err != nil {
+				return nil, warn, err
+			}
+		}
+		ln := line(l.seq+1, l.prev, body)
+		replaced := l.replaced()
+		full := !rotateFailed && l.size > 0 && l.size+int64(len(ln)) > l.opts.MaxBytes
+		if !replaced && !full && !l.broken {
+			b, err := l.put(ln)
+			return b, warn, err
+		}
+		if l.syncing { // an fsync outside mu still uses l.f
+			l.cond.Wait()
+			continue
+		}
+		repairs++
+		switch {
+		case l.broken:
+			warn = errors.Join(warn, l.retire())
+		case replaced:
+			warn = errors.Join(warn, fmt.Errorf("audit: %s was moved, removed or replaced by something else; "+
+				"continuing the chain in a new file there", l.opts.Path), l.retire())
+		default:
+			if err := l.rotate(); err != nil {
+				warn, rotateFailed = errors.Join(warn, err), true
+			}
+		}
+	}
+}
+
+// maxRepairs bounds the reopens and rotations one Append may do, in case
+// something keeps removing the file as soon as it is created.
+const maxRepairs = 4
+
+// put writes one line; a failed write is undone so the file never holds a
+// partial line that the next one would be glued to.
+func (l *Log) put(ln []byte) (*batch, error) {
+	n, err := l.f.Write(ln)
+	if err != nil {
+		if n > 0 {
+			if terr := l.f.Truncate(l.size); terr != nil {
+				l.broken = true
+			}
+		}
+		return nil, fmt.Errorf("audit: write %s: %w", l.opts.Path, err)
+	}
+	l.size += int64(n)
+	l.seq++
+	l.prev = hashLine(ln[:len(ln)-1])
+	l.dirty = true
+	if l.opts.Fsync != FsyncAlways {
+		return nil, nil
+	}
+	if l.pending == nil {
+		l.pending = &batch{done: make(chan struct{})}
+	}
+	return l.pending, nil
+}
+
+// commit waits until b is on disk. The first waiter to get syncMu flushes
+// every record written so far, outside mu so that appends go on meanwhile;
+// the others find their batch already done.
+func (l *Log) commit(b *batch) error {
+	l.syncMu.Lock()
+	select {
+	case <-b.done:
+		l.syncMu.Unlock()
+		return b.err
+	default:
+	}
+	l.mu.Lock()
+	cur, f := l.pending, l.f
+	l.pending = nil
+	if cur != nil { // nil: rotation or Close flushed it under mu meanwhile
+		l.syncing, l.dirty = true, false
+	}
+	l.mu.Unlock()
+	if cur != nil {
+		err := f.Sync()
+		if err != nil {
+			err = fmt.Errorf("audit: fsync %s: %w", l.opts.Path, err)
+		}
+		l.mu.Lock()
+		l.syncing = false
+		l.cond.Broadcast()
+		l.mu.Unlock()
+		cur.err = err
+		close(cur.done)
+	}
+	l.syncMu.Unlock()
+	<-b.done
+	return b.err
+}
+
+// flushLoop is the FsyncInterval flusher.
+func (l *Log) flushLoop(tick <-chan time.Time, stopTicker func()) {
+	defer close(l.done)
+	defer stopTicker()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick:
+			l.flushDirty()
+		}
+	}
+}
+
+func (l *Log) flushDirty() {
+	l.mu.Lock()
+	if !l.dirty || l.syncing || l.f == nil {
+		l.mu.Unlock()
+		return
+	}
+	f := l.f
+	l.syncing, l.dirty = true, false
+	l.mu.Unlock()
+	err := f.Sync()
+	l.mu.Lock()
+	l.syncing = false
+	if err != nil {
+		l.dirty = true // try again at the next tick
+		err = fmt.Errorf("audit: fsync %s: %w", l.opts.Path, err)
+	}
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	l.report(err)
+}
+
+// retire flushes (policy permitting) and closes the current file, and
+// resolves the pending batch with the flush's result. Called with mu held
+// and no fsync running.
+func (l *Log) retire() error {
+	if l.f == nil {
+		return nil
+	}
+	var err error
+	if l.opts.Fsync != FsyncNever && l.dirty {
+		if err = l.f.Sync(); err != nil {
+			err = fmt.Errorf("audit: fsync %s: %w", l.opts.Path, err)
+		}
+	}
+	if b := l.pending; b != nil {
+		b.err = err
+		close(b.done)
+		l.pending = nil
+	}
+	if cerr := l.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("audit: close %s: %w", l.opts.Path, cerr)
+	}
+	l.f, l.id, l.dirty, l.broken = nil, nil, false, false
+	return err
+}
+
+// replaced reports whether Path no longer names the open file: someone
+// moved or deleted it, and records written to it would vanish from the
+// trail. One stat per record; cheap next to the write itself.
+func (l *Log) replaced() bool {
+	fi, err := os.Stat(l.opts.Path)
+	return err != nil || !os.SameFile(fi, l.id)
+}
+
+// Close flushes (policy permitting) and closes the trail, and stops the
+// interval flusher. Appends after Close return ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+	}
+	l.mu.Lock()
+	for l.syncing {
+		l.cond.Wait()
+	}
+	err := l.retire()
+	l.mu.Unlock()
+	l.unlock()
+	l.report(err)
+	return err
+}
+
+// report records the outcome of a write or fsync as the trail's health.
+func (l *Log) report(err error) {
+	if err == nil || errors.Is(err, ErrClosed) {
+		if err == nil {
+			l.health.Store(nil)
+		}
+		return
+	}
+	l.health.Store(&err)
+	if l.opts.OnError != nil {
+		l.opts.OnError(err)
+	}
+}
+
+// warn passes on a problem that did not cost a record, without changing
+// the health.
+func (l *Log) warn(err error) {
+	if err != nil && l.opts.OnError != nil {
+		l.opts.OnError(err)
+	}
+}
