@@ -23,19 +23,29 @@ import (
 // session's whole life; a long-lived session would grow without bound.
 // This one keeps at most maxEvents and maxBytes per session, dropping the
 // oldest: resuming from an event that was dropped answers "unknown event",
-// and the client starts a fresh stream.
+// and the client starts a fresh stream. All sessions together keep at most
+// maxTotal bytes: past it, the sessions written to least recently lose
+// their logs. A session already purged (ended) stores nothing more: a call
+// finishing after its session ended must not recreate a log no one frees.
 type eventStore struct {
 	maxEvents int
 	maxBytes  int
+	maxTotal  int
 
 	mu       sync.Mutex
 	sessions map[string]*eventLog
+	total    int      // bytes over all sessions
+	clock    int64    // counts stores, for least-recently-written
+	purged   []string // the last purged sessions, oldest first (bounded)
+	isPurged map[string]bool
 }
 
-// Per-session retention of the event store.
+// Retention of the event store.
 const (
-	eventStoreMaxEvents = 512
-	eventStoreMaxBytes  = 4 << 20
+	eventStoreMaxEvents = 512      // per session
+	eventStoreMaxBytes  = 4 << 20  // per session
+	eventStoreMaxTotal  = 64 << 20 // all sessions
+	rememberPurged      = 4096     // ended sessions remembered, so nothing is stored for them
 )
 
 type storedEvent struct {
@@ -44,35 +54,62 @@ type storedEvent struct {
 }
 
 type eventLog struct {
-	seq    int64
-	bytes  int
-	events []storedEvent // oldest first
+	seq     int64
+	bytes   int
+	written int64         // the store's clock at the last write
+	events  []storedEvent // oldest first
 }
 
-func newEventStore(maxEvents, maxBytes int) *eventStore {
-	return &eventStore{maxEvents: maxEvents, maxBytes: maxBytes, sessions: map[string]*eventLog{}}
+func newEventStore(maxEvents, maxBytes, maxTotal int) *eventStore {
+	return &eventStore{maxEvents: maxEvents, maxBytes: maxBytes, maxTotal: maxTotal,
+		sessions: map[string]*eventLog{}, isPurged: map[string]bool{}}
 }
 
 // StoreEvent implements server.EventStore.
 func (s *eventStore) StoreEvent(_ context.Context, sessionID, streamID string, message json.RawMessage) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.isPurged[sessionID] {
+		return "gone", nil // delivered live if anyone listens; never resumable
+	}
 	log := s.sessions[sessionID]
 	if log == nil {
 		log = &eventLog{}
 		s.sessions[sessionID] = log
 	}
-	log.seq++
+	s.clock++
+	log.seq, log.written = log.seq+1, s.clock
 	id := strconv.FormatInt(log.seq, 10)
 	msg := append(json.RawMessage(nil), message...) // the caller may reuse its buffer
 	log.events = append(log.events, storedEvent{id: id, stream: streamID, message: msg})
 	log.bytes += len(msg)
+	s.total += len(msg)
 	for len(log.events) > 1 && (len(log.events) > s.maxEvents || log.bytes > s.maxBytes) {
 		log.bytes -= len(log.events[0].message)
+		s.total -= len(log.events[0].message)
 		log.events[0] = storedEvent{}
 		log.events = log.events[1:]
 	}
+	s.evictOver(sessionID)
 	return id, nil
+}
+
+// evictOver drops whole logs, least recently written first, until the
+// total is within bounds; the session being written keeps its log.
+func (s *eventStore) evictOver(keep string) {
+	for s.total > s.maxTotal {
+		oldest, at := "", int64(0)
+		for id, l := range s.sessions {
+			if id != keep && (oldest == "" || l.written < at) {
+				oldest, at = id, l.written
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		s.total -= s.sessions[oldest].bytes
+		delete(s.sessions, oldest)
+	}
 }
 
 // ReplayEventsAfter implements server.EventStore.
@@ -110,6 +147,17 @@ func (s *eventStore) ReplayEventsAfter(_ context.Context, sessionID, lastEventID
 func (s *eventStore) PurgeSession(_ context.Context, sessionID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.sessions, sessionID)
+	if l := s.sessions[sessionID]; l != nil {
+		s.total -= l.bytes
+		delete(s.sessions, sessionID)
+	}
+	if !s.isPurged[sessionID] {
+		s.isPurged[sessionID] = true
+		s.purged = append(s.purged, sessionID)
+		if len(s.purged) > rememberPurged {
+			delete(s.isPurged, s.purged[0])
+			s.purged = s.purged[1:]
+		}
+	}
 	return nil
 }

@@ -23,7 +23,7 @@ func replay(t *testing.T, s *eventStore, session, after string) (string, []strin
 }
 
 func TestEventStoreReplaysTheSameStreamAfterAnID(t *testing.T) {
-	s := newEventStore(10, 1<<20)
+	s := newEventStore(10, 1<<20, 1<<30)
 	ctx := context.Background()
 	ids := map[string]string{}
 	for _, e := range []struct{ session, stream, msg string }{
@@ -61,7 +61,7 @@ func TestEventStoreBoundsEachSession(t *testing.T) {
 		{"one oversize event is still kept", 100, 5, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newEventStore(tc.maxEvents, tc.maxByte)
+			s := newEventStore(tc.maxEvents, tc.maxByte, 1<<30)
 			var ids []string
 			for i := 0; i < 6; i++ {
 				id, _ := s.StoreEvent(context.Background(), "s", "a", json.RawMessage(`"12345678"`))
@@ -78,5 +78,28 @@ func TestEventStoreBoundsEachSession(t *testing.T) {
 				t.Errorf("replay after the oldest kept: %v %v", got, err)
 			}
 		})
+	}
+}
+
+func TestEventStoreTotalCapAndPurgedSessions(t *testing.T) {
+	ctx := context.Background()
+	s := newEventStore(100, 1<<20, 30) // 10-byte events: three fit in all
+	for _, session := range []string{"a", "b", "c", "d"} {
+		if _, err := s.StoreEvent(ctx, session, "x", json.RawMessage(`"12345678"`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, kept := s.sessions["a"]; kept || len(s.sessions) != 3 || s.total != 30 {
+		t.Errorf("after 40 bytes in 4 sessions with a 30-byte cap: sessions %v, total %d; want a evicted", len(s.sessions), s.total)
+	}
+	if err := s.PurgeSession(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := s.StoreEvent(ctx, "b", "x", json.RawMessage(`"late"`))
+	if _, recreated := s.sessions["b"]; recreated || s.total != 20 {
+		t.Errorf("a purged session's late event was stored (id %s, total %d)", id, s.total)
+	}
+	if _, _, err := replay(t, s, "b", id); !errors.Is(err, server.ErrUnknownEventID) {
+		t.Errorf("a purged session's event is resumable: %v", err)
 	}
 }

@@ -65,22 +65,58 @@ func (s *Server) SetFeatureRelay(r FeatureRelay) {
 
 // SyncFeatures registers the catalog's resources, templates and prompts;
 // mcp-go tells clients of the changes (list_changed) itself.
+//
+// A kind whose list did not change is left alone: re-setting it would send
+// clients a needless list_changed, and mcp-go empties a registry before it
+// refills it (a read in between would not find its resource).
 func (s *Server) SyncFeatures(f *upstreams.Features) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	res := make([]server.ServerResource, 0, len(f.Resources()))
 	for _, r := range f.Resources() {
 		res = append(res, server.ServerResource{Resource: r.Resource, Handler: s.readResource(r.Server)})
 	}
-	s.mcp.SetResources(res...)
+	if changed(&s.synced.resources, f.Resources()) {
+		s.mcp.SetResources(res...)
+	}
 	tmpls := make([]server.ServerResourceTemplate, 0, len(f.Templates()))
 	for _, t := range f.Templates() {
-		tmpls = append(tmpls, server.ServerResourceTemplate{Template: t.Template, Handler: server.ResourceTemplateHandlerFunc(s.readResource(t.Server))})
+		tmpls = append(tmpls, server.ServerResourceTemplate{Template: t.Template, Handler: s.readThroughTemplate})
 	}
-	s.mcp.SetResourceTemplates(tmpls...)
+	if changed(&s.synced.templates, f.Templates()) {
+		s.mcp.SetResourceTemplates(tmpls...)
+	}
 	prompts := make([]server.ServerPrompt, 0, len(f.Prompts()))
 	for _, p := range f.Prompts() {
 		prompts = append(prompts, server.ServerPrompt{Prompt: p.Prompt, Handler: s.getPrompt})
 	}
-	s.mcp.SetPrompts(prompts...)
+	if changed(&s.synced.prompts, f.Prompts()) {
+		s.mcp.SetPrompts(prompts...)
+	}
+}
+
+// syncedFeatures are the encodings last registered, per kind.
+type syncedFeatures struct{ resources, templates, prompts string }
+
+// changed reports whether v's encoding differs from *last, and records it.
+func changed(last *string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) != *last {
+		*last = string(b)
+		return true
+	}
+	return false
+}
+
+// readThroughTemplate reads a URI matched by a template from the server
+// that owns it (config order decides between overlapping templates, the
+// same way subscriptions and completions decide).
+func (s *Server) readThroughTemplate(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	srv, ok := s.features().Owner(req.Params.URI)
+	if !ok {
+		return nil, fmt.Errorf("resource %q not found", sanitize.Clip(req.Params.URI, 200))
+	}
+	return s.readResource(srv)(ctx, req)
 }
 
 // features is the current catalog's non-tool part.

@@ -56,7 +56,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 			return WithSubject(ctx, SubjectFrom(r.Context()))
 		}),
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
-		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes)),
+		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal)),
 	)
 	var h http.Handler = http.MaxBytesHandler(mcpHTTP, o.MaxBodyBytes)
 	h = authenticate(h, o)

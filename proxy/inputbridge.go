@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -36,6 +37,8 @@ type parkedCalls struct {
 
 type parkedCall struct {
 	principal, tool string
+	finished        chan struct{}            // closed when the pipeline returned
+	cancel          context.CancelFunc       // ends the pipeline's context (the client left)
 	asks            chan *inputAsk           // requests the upstream made, in order
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
 	pending         map[string]*inputAsk     // asked, not yet answered; only the waiting handler touches it
@@ -58,23 +61,34 @@ type inputAnswer struct {
 type parkedRelay struct {
 	call    *parkedCall
 	session string
-	ctx     context.Context // the pipeline's: ends with the call
 }
 
 func (r *parkedRelay) Session() string { return r.session }
 
-func (r *parkedRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// Request waits for the client's answer, at most as long as the call
+// lasts (its deadline ends it) and as the asking request's ctx allows (a
+// 2026-07-28 upstream's input round runs under the call's deadline).
+func (r *parkedRelay) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	params, err := sanitize.JSON(params)
+	if err != nil {
+		return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "params are not valid JSON"}
+	}
 	ask := &inputAsk{method: method, params: params, answer: make(chan inputAnswer, 1)}
+	gone := &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered " + method}
 	select {
 	case r.call.asks <- ask:
-	case <-r.ctx.Done():
-		return nil, &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered"}
+	case <-r.call.finished:
+		return nil, gone
+	case <-ctx.Done():
+		return nil, gone
 	}
 	select {
 	case a := <-ask.answer:
 		return a.result, a.err
-	case <-r.ctx.Done():
-		return nil, &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the client did not answer " + method + " in time"}
+	case <-r.call.finished:
+		return nil, gone
+	case <-ctx.Done():
+		return nil, gone
 	}
 }
 
@@ -95,13 +109,18 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	if token := req.Params.RequestState; token != "" {
 		return s.resume(ctx, token, call, req.Params.InputResponses)
 	}
-	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name,
-		asks: make(chan *inputAsk), done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
 	// The pipeline outlives this request if the upstream asks for input:
-	// it runs on a context of its own (its deadline still applies).
-	runCtx := context.WithoutCancel(ctx)
-	relay := &parkedRelay{call: p, session: sessionID(ctx), ctx: runCtx}
-	go func() { p.done <- s.pipe.Handle(upstreams.WithRelay(runCtx, relay), call) }()
+	// it runs on a context of its own, ended by the call's deadline (in
+	// execute), or by cancel when the client leaves while it runs.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name, finished: make(chan struct{}), cancel: cancel,
+		asks: make(chan *inputAsk), done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
+	relay := &parkedRelay{call: p, session: relaySession(ctx)}
+	go func() {
+		defer cancel()
+		p.done <- s.pipe.Handle(upstreams.WithRelay(runCtx, relay), call)
+		close(p.finished)
+	}()
 	return s.await(ctx, newToken(), p)
 }
 
@@ -119,8 +138,9 @@ func (s *Server) await(ctx context.Context, token string, p *parkedCall) *mcp.Ca
 		return inputRequired(id, ask, token)
 	case <-ctx.Done():
 		// The client left before it learnt the token: nobody can resume
-		// the call, which runs out by its deadline. Whether the tool ran
-		// is unknown.
+		// the call. Cancel it (the upstream is told, like any abandoned
+		// call); whether the tool ran is unknown.
+		p.cancel()
 		return failureResult(&envelope.Error{Code: envelope.UpstreamError,
 			Message: "the client request ended while the call was running; its outcome is unknown"}, false, false)
 	}

@@ -14,7 +14,7 @@ import (
 // that leaked to another caller is useless to it.
 func TestParkedCallResumesOnlyForItsOwner(t *testing.T) {
 	s := &Server{}
-	p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan *inputAsk),
+	p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan *inputAsk), finished: make(chan struct{}), cancel: func() {},
 		done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
 	ask := &inputAsk{method: "elicitation/create", answer: make(chan inputAnswer, 1)}
 	p.pending["q1"] = ask
@@ -49,5 +49,14 @@ func TestParkedCallResumesOnlyForItsOwner(t *testing.T) {
 	}
 	if s.parked.take("tok") != nil {
 		t.Error("a finished call is still parked")
+	}
+}
+
+// Requests without a session (2026-07-28) are each a client of their own
+// for relaying: two tenants' requests never share a relay session.
+func TestRelaySessionIsUniqueWithoutASession(t *testing.T) {
+	a, b := relaySession(context.Background()), relaySession(context.Background())
+	if a == "" || a == b {
+		t.Errorf("sessionless requests got relay sessions %q and %q", a, b)
 	}
 }

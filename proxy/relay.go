@@ -24,11 +24,17 @@ type clientRelay struct {
 // withClientRelay marks ctx so upstream requests made for it reach this
 // client.
 func (s *Server) withClientRelay(ctx context.Context) context.Context {
-	r := &clientRelay{srv: s.mcp, ctx: ctx}
-	if cs := server.ClientSessionFromContext(ctx); cs != nil {
-		r.session = cs.SessionID()
+	return upstreams.WithRelay(ctx, &clientRelay{srv: s.mcp, ctx: ctx, session: relaySession(ctx)})
+}
+
+// relaySession identifies the client for relaying. A 2026-07-28 request
+// has no session (mcp-go gives it an unnamed one, ID ""): each such request
+// is its own client, or two tenants' requests would look like one.
+func relaySession(ctx context.Context) string {
+	if id := sessionID(ctx); id != "" {
+		return id
 	}
-	return upstreams.WithRelay(ctx, r)
+	return "request-" + newToken()
 }
 
 func (r *clientRelay) Session() string { return r.session }
@@ -38,8 +44,11 @@ func (r *clientRelay) Session() string { return r.session }
 // passed back as the result. A client that cannot or will not answer
 // becomes a JSON-RPC error for the upstream, with no gateway internals.
 func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	params, err := sanitize.JSON(params) // the upstream's text reaches a user (elicitation) or a model (sampling)
+	if err != nil {
+		return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "params are not valid JSON"}
+	}
 	var res any
-	var err error
 	switch method {
 	case string(mcp.MethodSamplingCreateMessage):
 		var req mcp.CreateMessageRequest // its params are the embedded CreateMessageParams

@@ -33,6 +33,8 @@ type Server struct {
 	sessions sync.Map // session id -> authz.Subject, for per-client list_changed
 
 	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
+	syncMu sync.Mutex                   // serialises SyncFeatures
+	synced syncedFeatures               // what SyncFeatures registered last
 	subs   subscriptions
 	levels logLevels
 	parked parkedCalls // 2026-07-28 calls waiting for their client's input

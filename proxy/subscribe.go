@@ -18,6 +18,11 @@ import (
 // notifications/resources/updated from the upstream goes to every
 // subscribed session.
 type subscriptions struct {
+	// op serialises whole subscribe/unsubscribe operations, upstream round
+	// trip included: otherwise a second subscriber could be recorded while
+	// the first one's upstream subscribe is failing, and no one would
+	// subscribe upstream again.
+	op    sync.Mutex
 	mu    sync.Mutex
 	byURI map[string]map[string]string // uri -> session -> server
 }
@@ -97,8 +102,8 @@ type subscriptionParams struct {
 // fails; resources/unsubscribe is recorded and passed on.
 func (s *Server) interceptSubscription(ctx context.Context, _ any, message any) error {
 	raw, ok := message.(json.RawMessage)
-	if !ok {
-		return nil
+	if !ok || server.IsModernRequest(ctx) {
+		return nil // 2026-07-28 removed resources/subscribe: mcp-go refuses it after this hook
 	}
 	var m subscriptionParams
 	if json.Unmarshal(raw, &m) != nil {
@@ -130,6 +135,8 @@ func (s *Server) subscribe(ctx context.Context, uri string) error {
 	if sf, _ := f.Server(srv); !sf.Subscribe {
 		return errNoSubscribe
 	}
+	s.subs.op.Lock()
+	defer s.subs.op.Unlock()
 	if !s.subs.add(uri, sessionID(ctx), srv) {
 		return nil
 	}
@@ -141,6 +148,8 @@ func (s *Server) subscribe(ctx context.Context, uri string) error {
 }
 
 func (s *Server) unsubscribe(ctx context.Context, uri string) {
+	s.subs.op.Lock()
+	defer s.subs.op.Unlock()
 	if srv, last := s.subs.remove(uri, sessionID(ctx)); last {
 		s.unsubscribeUpstream(srv, uri)
 	}
@@ -160,11 +169,46 @@ func (s *Server) unsubscribeUpstream(srv, uri string) {
 
 // dropSession ends a closed session's subscriptions.
 func (s *Server) dropSession(session string) {
+	s.subs.op.Lock()
+	defer s.subs.op.Unlock()
 	for _, uri := range s.subs.uris(session) {
 		if srv, last := s.subs.remove(uri, session); last {
 			s.unsubscribeUpstream(srv, uri)
 		}
 	}
+}
+
+// Resubscribe subscribes srv again to every URI clients follow on it:
+// after a reconnect the upstream (a new process or session) knows none.
+// It runs aside; failures are logged.
+func (s *Server) Resubscribe(srv string) {
+	uris := s.subs.ofServer(srv)
+	if len(uris) == 0 {
+		return
+	}
+	go func() {
+		for _, uri := range uris {
+			if _, err := s.forward(context.Background(), srv, string(mcp.MethodResourcesSubscribe), map[string]string{"uri": uri}); err != nil {
+				s.log.Warn("resubscribe after reconnect failed", "server", srv, "err", err)
+			}
+		}
+	}()
+}
+
+// ofServer are the URIs someone subscribes to on srv.
+func (t *subscriptions) ofServer(srv string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for uri, subs := range t.byURI {
+		for _, s := range subs {
+			if s == srv {
+				out = append(out, uri)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // ResourceUpdated passes an upstream's notifications/resources/updated to

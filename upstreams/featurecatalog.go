@@ -2,6 +2,7 @@ package upstreams
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -93,9 +94,15 @@ func (f *Features) addTemplate(server, prefix string, t mcp.ResourceTemplate) {
 	if t.URITemplate == nil || t.URITemplate.Template == nil {
 		return
 	}
+	raw := t.URITemplate.Raw()
+	if prev, taken := f.TemplateOwner(raw); taken {
+		// mcp-go keys templates by their text: one server per text.
+		f.warnings = append(f.warnings, fmt.Sprintf("resource template %q of server %s is hidden: server %s offers the same template", sanitize.Clip(raw, 200), server, prev))
+		return
+	}
 	t.Name = prefix + sanitize.Text(t.Name)
 	t.Title, t.Description = sanitize.Text(t.Title), sanitize.Text(t.Description)
-	f.templates = append(f.templates, &Template{Server: server, ID: server + "/" + t.URITemplate.Raw(), Template: t})
+	f.templates = append(f.templates, &Template{Server: server, ID: server + "/" + raw, Template: t})
 }
 
 func (f *Features) addPrompt(server, prefix string, p mcp.Prompt) {
@@ -110,6 +117,7 @@ func (f *Features) addPrompt(server, prefix string, p mcp.Prompt) {
 	e := &Prompt{Server: server, ID: server + "/" + p.Name, Upstream: p.Name}
 	p.Name = name
 	p.Title, p.Description = sanitize.Text(p.Title), sanitize.Text(p.Description)
+	p.Arguments = slices.Clone(p.Arguments) // the listing is shared with earlier catalogs: never write into it
 	for i := range p.Arguments {
 		p.Arguments[i].Description = sanitize.Text(p.Arguments[i].Description)
 	}

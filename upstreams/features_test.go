@@ -142,3 +142,27 @@ func TestInputRequiredRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Building a catalog never writes into the listing it reads (earlier
+// catalogs share it), and two fresh identical listings with templates are
+// the same (or every relist would rebuild the catalog).
+func TestFeaturesListingUntouchedAndComparable(t *testing.T) {
+	listing := func() *ServerFeatures {
+		return &ServerFeatures{HasResources: true,
+			Templates: []mcp.ResourceTemplate{template(t, "docs://{id}")},
+			Prompts:   []mcp.Prompt{{Name: "p", Arguments: []mcp.PromptArgument{{Name: "a", Description: "x\x1b[2J"}}}}}
+	}
+	l := listing()
+	buildFeatures(featureConfig("A_"), map[string]*ServerFeatures{"a": l})
+	if got := l.Prompts[0].Arguments[0].Description; got != "x\x1b[2J" {
+		t.Errorf("the listing was rewritten: %q", got)
+	}
+	if !sameFeatures(listing(), listing()) {
+		t.Error("two identical listings with a template compare different")
+	}
+	other := listing()
+	other.Prompts[0].Name = "q"
+	if sameFeatures(listing(), other) {
+		t.Error("different listings compare the same")
+	}
+}

@@ -108,8 +108,8 @@ func (c *Conn) requestWithInput(ctx context.Context, method string, params any, 
 // inputFailure: the server asked for input the gateway could not get. The
 // server answered, and did nothing yet (it is waiting for the input).
 func inputFailure(err error) error {
-	details := &mcp.JSONRPCErrorDetails{Code: mcp.INTERNAL_ERROR, Message: "the upstream needs input from the client: " + err.Error()}
-	return &CallError{Where: Answered, RPC: details, Err: err}
+	details := &mcp.JSONRPCErrorDetails{Code: mcp.INTERNAL_ERROR, Message: "the upstream needs input the client did not give"}
+	return &CallError{Where: Answered, RPC: details, Err: err} // the cause goes to the log, not to the client
 }
 
 // fulfil asks the caller's client each input request, in turn.

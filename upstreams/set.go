@@ -129,7 +129,7 @@ func (s *Set) listedTools(server string, tools []Listed, feats *ServerFeatures) 
 	s.mu.Lock()
 	_, wasDown := s.down[server]
 	prev, had := s.listed[server]
-	if had && !wasDown && reflect.DeepEqual(prev, tools) && reflect.DeepEqual(s.features[server], feats) {
+	if had && !wasDown && reflect.DeepEqual(prev, tools) && sameFeatures(s.features[server], feats) {
 		s.mu.Unlock()
 		return
 	}
@@ -272,6 +272,15 @@ func (s *Set) CallToolProgress(ctx context.Context, server, tool string, args js
 	return conn.CallToolProgress(ctx, tool, args, onProgress)
 }
 
+// sameFeatures compares two listings by their JSON encoding: a resource
+// template holds a compiled pattern that reflect.DeepEqual never finds
+// equal, so every relist would rebuild the catalog.
+func sameFeatures(a, b *ServerFeatures) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
 // Forward sends one request other than tools/call (resources/read,
 // prompts/get, completion/complete, resources/subscribe, ...) to a server
 // over its current connection, failing like CallToolProgress when it is
@@ -294,9 +303,7 @@ func (s *Set) Forward(ctx context.Context, server, method string, params any) (j
 func (s *Set) SetLogLevel(level string) {
 	s.logLevel.Store(&level)
 	for _, sv := range s.sups {
-		if conn := sv.conn.Load(); conn != nil {
-			s.wg.Go(func() { sv.applyLogLevel(conn) })
-		}
+		sv.pokeLevel()
 	}
 }
 

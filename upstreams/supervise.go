@@ -80,11 +80,12 @@ type supervisor struct {
 	conn    atomic.Pointer[Conn] // the live connection; nil while down
 	whyDown atomic.Pointer[string]
 	kick    chan struct{} // capacity 1: the tool list may have changed
+	level   chan struct{} // capacity 1: the log level clients chose changed
 }
 
 func newSupervisor(s *Set, srv *config.Server) *supervisor {
 	sv := &supervisor{set: s, srv: srv, log: s.log.With("server", srv.Name),
-		maxMessage: int(maxMessageBytes(s.cfg, srv)), kick: make(chan struct{}, 1)}
+		maxMessage: int(maxMessageBytes(s.cfg, srv)), kick: make(chan struct{}, 1), level: make(chan struct{}, 1)}
 	sv.setWhy("not started yet")
 	return sv
 }
@@ -97,6 +98,16 @@ func (sv *supervisor) why() string { return *sv.whyDown.Load() }
 func (sv *supervisor) poke() {
 	select {
 	case sv.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pokeLevel asks serve to pass the current log level on. Pokes coalesce:
+// however often clients change it, the supervisor sends only the latest,
+// one request at a time, in order.
+func (sv *supervisor) pokeLevel() {
+	select {
+	case sv.level <- struct{}{}:
 	default:
 	}
 }
@@ -250,6 +261,8 @@ func (sv *supervisor) serve(life context.Context, conn *Conn) {
 				return
 			}
 			sv.relist(life, conn)
+		case <-sv.level:
+			sv.applyLogLevel(conn)
 		}
 	}
 }

@@ -118,6 +118,11 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	srv := proxy.NewServer(pipe, version, log)
 	srv.SetFeatureRelay(proxy.FeatureRelay{Upstreams: set, Timeout: func(server string) time.Duration { return cfg.CallTimeout(server, "") }})
 	set.OnResourceUpdated(srv.ResourceUpdated)
+	set.OnStatusChange(func(server string, up bool, _ string) {
+		if up {
+			srv.Resubscribe(server)
+		}
+	})
 	policy.Subscribe(func(old, next *authz.Policy) { srv.PolicyChanged(old, next) })
 	// Restarts, reconnects and upstream list changes rebuild the catalog;
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
