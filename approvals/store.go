@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/statefile"
@@ -113,7 +114,13 @@ type Store struct {
 
 	mu   sync.Mutex
 	reqs []Request // as last read or written, oldest first
+
+	onDecision atomic.Pointer[func(Request)]
 }
+
+// OnDecision registers fn (replacing any earlier one), called after each approval or denial made
+// through this Store was written, with the decided request. The audit trail records decisions here.
+func (s *Store) OnDecision(fn func(Request)) { s.onDecision.Store(&fn) }
 
 // Open reads the file at path; a missing file is an empty store. A file that is not a complete,
 // consistent approvals file is an error naming it, never an empty store. ttl is how long pending and
@@ -255,6 +262,9 @@ func (s *Store) decide(id string, apply func(*Request, time.Time)) (Request, err
 			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, r.State)
 		}
 	})
+	if fn := s.onDecision.Load(); err == nil && fn != nil {
+		(*fn)(got)
+	}
 	return got, err
 }
 

@@ -125,8 +125,9 @@ type batch struct {
 
 // Open opens (or creates) the trail at o.Path and continues its chain from
 // the last record there. It takes an flock on o.Path + ".lock" for the
-// Log's lifetime, waiting up to 10 seconds for another process that holds
-// it (two writers would fork the chain).
+// Log's lifetime, and fails at once when another process holds it: two
+// writers would fork the chain, and the other one holds it for its whole
+// life, so waiting would not help.
 func Open(o Options) (*Log, error) { return open(o, realHooks) }
 
 func open(o Options, h hooks) (*Log, error) {
@@ -134,7 +135,10 @@ func open(o Options, h hooks) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := statefile.Lock(o.Path, 0o600)
+	unlock, err := statefile.TryLock(o.Path, 0o600)
+	if errors.Is(err, statefile.ErrLocked) {
+		return nil, fmt.Errorf("audit: %s is written by another toolgate process; give each gateway process its own audit.file", o.Path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}

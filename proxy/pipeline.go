@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/dedup"
@@ -65,8 +66,18 @@ type Pipeline struct {
 	// Metrics counts calls and times stages and upstream attempts; nil
 	// counts nothing.
 	Metrics *metrics.Metrics
-	Log     *slog.Logger
-	Now     func() time.Time // clock for durations; time.Now when nil
+	// Audit receives one record per call (record); nil keeps none. With
+	// FailClosed, calls are refused before they run while it fails.
+	Audit AuditTrail
+	Log   *slog.Logger
+	Now   func() time.Time // clock for durations; time.Now when nil
+}
+
+// AuditTrail is the tamper-evident record of decisions (audit.Log).
+type AuditTrail interface {
+	Append(audit.Record) error
+	Err() error
+	FailClosed() bool
 }
 
 // stage is one step of the pipeline.
@@ -92,6 +103,7 @@ func init() {
 		{"validate", (*Pipeline).validate},
 		{"conditions", (*Pipeline).checkConditions},
 		// guards: rate limits go here.
+		{"audit", (*Pipeline).auditable},         // with audit.fail_closed, nothing runs that cannot be recorded
 		{"approve", (*Pipeline).approve},         // a call that needs a human approval waits for one
 		{"deduplicate", (*Pipeline).deduplicate}, // runs the stages after it at most once per identical call
 		{"execute", (*Pipeline).execute},
@@ -133,6 +145,7 @@ func (p *Pipeline) Handle(ctx context.Context, call Call) *mcp.CallToolResult {
 	x := &exchange{call: call, started: p.now(), policy: p.policySnapshot()}
 	p.runStages(ctx, x, 0)
 	p.record(x)
+	p.auditCall(x)
 	p.Metrics.CallFinished(x.metricTool(), x.outcomeLabel(), x.errorCode(), p.now().Sub(x.started))
 	if x.failed != nil {
 		return failureResult(x.failed, x.retrySafe(), x.replayed)
@@ -178,7 +191,7 @@ func (p *Pipeline) now() time.Time {
 // metricTool is the call's tool as metrics label it: the canonical ID,
 // never the client's string (unbounded label values).
 func (x *exchange) metricTool() string {
-	if x.tool == nil {
+	if x.tool == nil || x.tool.Guessed {
 		return metrics.Unresolved
 	}
 	return x.tool.ID

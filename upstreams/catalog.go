@@ -40,6 +40,10 @@ type Tool struct {
 	// Unreachable marks a stand-in for a tool of a server that is down, so
 	// its calls can answer upstream_unavailable; it has no schema.
 	Unreachable bool
+	// Guessed marks an Unreachable stand-in for a name the catalog never
+	// saw (its server never listed its tools): Name, ID and Upstream come
+	// from the client's string, so they are unbounded (no metric labels).
+	Guessed bool
 	// Changed marks a stand-in for a tool that pinning blocks: its
 	// definition differs from the approved one, or (strict mode) it was
 	// never approved. Its calls answer tool_changed with ChangeReason, a
@@ -229,7 +233,7 @@ func (c *Catalog) Resolve(name string) (*Tool, bool) {
 	}
 	for prefix, server := range c.prefixes {
 		if rest, ok := strings.CutPrefix(name, prefix); ok && validName.MatchString(rest) {
-			return &Tool{Name: name, ID: server + "/" + rest, Server: server, Upstream: rest, Unreachable: true}, true
+			return &Tool{Name: name, ID: server + "/" + rest, Server: server, Upstream: rest, Unreachable: true, Guessed: true}, true
 		}
 	}
 	return nil, false

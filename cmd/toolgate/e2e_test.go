@@ -278,7 +278,7 @@ func TestDemoScenario(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, path string) string {
+func mustRead(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -130,6 +130,9 @@ func stdioUpstream(t testing.TB, name string, extra string, flags ...string) str
 	return fmt.Sprintf("  %s:\n    command: %q\n    args: %s\n    env: {%s: upstream, GORACE: \"atexit_sleep_ms=0\"}\n%s", name, self(t), args, execRole, extra)
 }
 
+// stdioConfigs numbers the config copies connectStdio writes.
+var stdioConfigs atomic.Int64
+
 // syncBuffer is the shared concurrent log sink.
 type syncBuffer = testkit.LogBuffer
 
@@ -176,9 +179,15 @@ func connectHTTP(t testing.TB, url, key string, extra ...transport.StreamableHTT
 
 // connectStdio starts `toolgate serve --stdio` as a real process and
 // connects mcp-go's stdio client to it.
+//
+// The process gets a copy of the config with an audit file of its own: a
+// test may run an in-process gateway on the same config, and each gateway
+// process holds its audit trail alone.
 func connectStdio(t testing.TB, cfgPath string) *client.Client {
 	t.Helper()
-	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate", "GORACE=atexit_sleep_ms=0"}, "serve", "--stdio", "--config", cfgPath)
+	own := strings.TrimSuffix(cfgPath, ".yaml") + fmt.Sprintf("-stdio-%d.yaml", stdioConfigs.Add(1))
+	write(t, own, mustRead(t, cfgPath)+"audit: {file: "+filepath.Base(own)+".audit.log}\n")
+	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate", "GORACE=atexit_sleep_ms=0"}, "serve", "--stdio", "--config", own)
 	return initClient(t, client.NewClient(tr))
 }
 

@@ -25,6 +25,7 @@ Usage:
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
   toolgate pins diff | approve <tool>|--all          review and approve tools whose definition changed
   toolgate approvals list | approve ID | deny ID     decide calls that wait for a human approval
+  toolgate audit verify FILE...                      check an audit trail's hash chain (oldest file first)
   toolgate keys new <principal>                      mint an API key and print its config line
   toolgate keys new --admin                          mint the admin API key (admin.key_sha256)
   toolgate demo-orders                               run the built-in demo upstream on stdio
@@ -66,6 +67,8 @@ func run(args []string) int {
 		return runTools(args[1:])
 	case "pins":
 		return runPins(args[1:])
+	case "audit":
+		return auditCommand(args[1:], os.Stdout, os.Stderr)
 	case "approvals":
 		return runApprovals(args[1:])
 	case "keys":

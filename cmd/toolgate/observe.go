@@ -44,6 +44,14 @@ func observe(gw *gateway, breakers *breaker.Set) {
 		}
 		return nil
 	})
+	if gw.audit != nil {
+		gw.health.AddReadiness("audit", func() error {
+			if gw.audit.Err() != nil {
+				return errors.New("the audit trail cannot be written")
+			}
+			return nil
+		})
+	}
 	for _, server := range gw.cfg.RequiredServers() {
 		gw.health.AddReadiness("upstream/"+server, func() error {
 			if up, _ := gw.set.Status(server); !up {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/internal/testupstream"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -65,6 +66,19 @@ func TestRugPullBlockedUntilApproved(t *testing.T) {
 				t.Fatalf("approved tool: %v", env)
 			}
 		})
+	}
+	// The trail holds each block and each refused call.
+	var pinChanges, refused int
+	for _, r := range auditRecords(t, gw.cfg.AuditPath()) {
+		switch {
+		case r.Kind == audit.KindPinChange && r.Tool == "rug/target" && r.Decision == audit.DecisionDenied:
+			pinChanges++
+		case r.Kind == audit.KindCall && r.ErrorCode == "tool_changed" && r.Tool == "rug/target":
+			refused++
+		}
+	}
+	if pinChanges != 3 || refused != 3 {
+		t.Errorf("audit: %d pin_change and %d tool_changed records, want 3 and 3", pinChanges, refused)
 	}
 }
 

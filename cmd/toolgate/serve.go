@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
@@ -65,6 +66,7 @@ type gateway struct {
 	server    *proxy.Server
 	metrics   *metrics.Metrics
 	health    *metrics.Health
+	audit     *audit.Log // nil when audit.disabled
 }
 
 // close releases what startGateway started: upstream processes and
@@ -72,6 +74,9 @@ type gateway struct {
 func (gw *gateway) close() {
 	gw.set.Close()
 	gw.auth.Close()
+	if gw.audit != nil {
+		_ = gw.audit.Close()
+	}
 }
 
 // startGateway loads and validates everything, failing fast with precise
@@ -111,10 +116,20 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		return nil, 2
 	}
 	m := metrics.New()
+	trail, err := openAudit(cfg, m, log)
+	if err != nil {
+		set.Close()
+		auth.Close()
+		printProblems(os.Stderr, "cannot open the audit trail", err)
+		return nil, 2
+	}
 	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
 		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m,
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
+	if trail != nil {
+		pipe.Audit = trail // (a nil *audit.Log in the interface would not be nil)
+	}
 	srv := proxy.NewServer(pipe, version, log)
 	srv.SetFeatureRelay(proxy.FeatureRelay{Upstreams: set, Timeout: func(server string) time.Duration { return cfg.CallTimeout(server, "") }})
 	set.OnResourceUpdated(srv.ResourceUpdated)
@@ -128,8 +143,9 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	set.OnCatalogChange(srv.SyncTools)
 	gw := &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv,
-		metrics: m, health: &metrics.Health{}}
+		metrics: m, health: &metrics.Health{}, audit: trail}
 	observe(gw, resilience.Breakers)
+	auditDecisions(gw, log)
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
 	return gw, 0
 }

@@ -132,12 +132,26 @@ const lockWait = 10 * time.Second
 // for another holder and returns the unlock function. Errors read
 // "lock <path>.lock: …".
 func Lock(path string, perm fs.FileMode) (unlock func(), err error) {
+	return lock(path, perm, lockWait)
+}
+
+// TryLock is Lock without waiting: it fails at once, with an error that
+// wraps ErrLocked, when another holder has the lock. For files one process
+// owns for its whole life (the audit trail), where waiting cannot help.
+func TryLock(path string, perm fs.FileMode) (unlock func(), err error) {
+	return lock(path, perm, 0)
+}
+
+// ErrLocked: another process holds the lock.
+var ErrLocked = errors.New("another toolgate process holds it")
+
+func lock(path string, perm fs.FileMode, wait time.Duration) (unlock func(), err error) {
 	lp := path + ".lock"
 	f, err := os.OpenFile(lp, os.O_CREATE|os.O_RDWR, perm)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lp, err)
 	}
-	deadline := time.Now().Add(lockWait)
+	deadline := time.Now().Add(wait)
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -146,9 +160,13 @@ func Lock(path string, perm fs.FileMode) (unlock func(), err error) {
 				_ = f.Close()
 			}, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) || time.Now().After(deadline) {
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			_ = f.Close()
-			return nil, fmt.Errorf("lock %s: %w (another toolgate process holds it)", lp, err)
+			return nil, fmt.Errorf("lock %s: %w", lp, err)
+		}
+		if !time.Now().Before(deadline) {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: %w", lp, ErrLocked)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
