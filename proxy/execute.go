@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -79,10 +80,16 @@ func (p *Pipeline) attempt(ctx context.Context, x *exchange, out outbound) (json
 	}
 	x.attempts++
 	start := p.now()
-	raw, err := p.Upstreams.CallToolProgress(ctx, out.server, out.tool, out.args, x.call.Progress)
+	actx, span := p.Tracing.StartUpstream(ctx, out.server, "tools/call", x.attempts)
+	raw, err := p.Upstreams.CallToolProgress(actx, out.server, out.tool, out.args, x.call.Progress)
 	x.outcome = breaker.Classify(ctx, err)
 	done(x.outcome)
 	p.Metrics.UpstreamAttempt(out.server, x.outcome.String(), p.now().Sub(start))
+	if err != nil {
+		tracing.End(span, string(attemptError(x, err).Code))
+	} else {
+		tracing.End(span, "")
+	}
 	return raw, err, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -32,6 +33,9 @@ type Call struct {
 	// IdempotencyKey is the client's _meta "io.toolgate/idempotency-key",
 	// or "" (then identical arguments identify a duplicate).
 	IdempotencyKey string
+	// TraceMeta is the client's request _meta, where W3C trace context
+	// (traceparent, tracestate) may be; read only by tracing.
+	TraceMeta map[string]any
 }
 
 // Policy decides who may call what. *authz.Policy and *authz.Store (the
@@ -69,6 +73,9 @@ type Pipeline struct {
 	// Audit receives one record per call (record); nil keeps none. With
 	// FailClosed, calls are refused before they run while it fails.
 	Audit AuditTrail
+	// Tracing spans each call, its stages and its upstream attempts; nil
+	// (or off) traces nothing.
+	Tracing *tracing.Tracing
 	Log   *slog.Logger
 	Now   func() time.Time // clock for durations; time.Now when nil
 }
@@ -143,7 +150,13 @@ type exchange struct {
 // It never returns a Go error: every failure is an envelope.
 func (p *Pipeline) Handle(ctx context.Context, call Call) *mcp.CallToolResult {
 	x := &exchange{call: call, started: p.now(), policy: p.policySnapshot()}
+	ctx, span := p.Tracing.StartCall(ctx, call.Name, call.TraceMeta)
+	tracing.SetCaller(span, call.Subject.Principal, call.Session)
 	p.runStages(ctx, x, 0)
+	if x.tool != nil && !x.tool.Guessed {
+		tracing.SetTool(span, x.tool.ID)
+	}
+	tracing.End(span, x.errorCode())
 	p.record(x)
 	p.auditCall(x)
 	p.Metrics.CallFinished(x.metricTool(), x.outcomeLabel(), x.errorCode(), p.now().Sub(x.started))
@@ -171,6 +184,15 @@ func (p *Pipeline) runStages(ctx context.Context, x *exchange, from int) {
 // bug in one call never takes the gateway down.
 func (p *Pipeline) runStage(ctx context.Context, st stage, x *exchange) (err *envelope.Error) {
 	start := p.now()
+	ctx, span := p.Tracing.StartStage(ctx, st.name)
+	// Deferred first, so it runs after the recover below has set err.
+	defer func() {
+		code := ""
+		if err != nil {
+			code = string(err.Code)
+		}
+		tracing.End(span, code)
+	}()
 	defer func() {
 		p.Metrics.StageDuration(st.name, p.now().Sub(start))
 		if r := recover(); r != nil {

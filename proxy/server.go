@@ -122,6 +122,9 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	ctx = s.withClientRelay(ctx)
 	call.Progress = progressRelay(ctx, req)
+	if req.Params.Meta != nil {
+		call.TraceMeta = req.Params.Meta.AdditionalFields
+	}
 	if key, err := dedup.IdempotencyKeyFrom(req.Params.Meta); err != nil {
 		s.log.Info("idempotency key ignored", "tool", req.Params.Name, "reason", err.Error())
 	} else {

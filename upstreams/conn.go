@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/tracing"
 )
 
 // upstreamProtocol is the protocol version toolgate speaks to upstreams
@@ -576,6 +577,14 @@ func (c *Conn) CallToolProgress(ctx context.Context, tool string, args json.RawM
 		defer c.routes.remove(token)
 		params.Meta = &callMeta{ProgressToken: token}
 	}
+	// The trace continues upstream (W3C trace context in _meta), from the
+	// gateway's own span: the client's context never passes unseen.
+	if tc := tracing.Inject(ctx); tc != nil {
+		if params.Meta == nil {
+			params.Meta = &callMeta{}
+		}
+		params.Meta.Traceparent, params.Meta.Tracestate = tc[tracing.MetaTraceparent], tc[tracing.MetaTracestate]
+	}
 	return c.requestWithInput(ctx, string(mcp.MethodToolsCall), params, route, onProgress)
 }
 
@@ -586,7 +595,9 @@ type toolCallParams struct {
 }
 
 type callMeta struct {
-	ProgressToken string `json:"progressToken"`
+	ProgressToken string `json:"progressToken,omitempty"`
+	Traceparent   string `json:"traceparent,omitempty"`
+	Tracestate    string `json:"tracestate,omitempty"`
 }
 
 // onNotification runs on the transport's read loop (mcp-go trap 3): it

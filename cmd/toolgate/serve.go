@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -67,6 +68,7 @@ type gateway struct {
 	metrics   *metrics.Metrics
 	health    *metrics.Health
 	audit     *audit.Log // nil when audit.disabled
+	tracing   *tracing.Tracing
 }
 
 // close releases what startGateway started: upstream processes and
@@ -77,6 +79,9 @@ func (gw *gateway) close() {
 	if gw.audit != nil {
 		_ = gw.audit.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = gw.tracing.Shutdown(ctx) // the last spans get out
 }
 
 // startGateway loads and validates everything, failing fast with precise
@@ -123,9 +128,22 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "cannot open the audit trail", err)
 		return nil, 2
 	}
+	// Tracing is off unless the standard OTEL_* variables turn it on; a
+	// setting it cannot honour (an unsupported exporter or protocol) is a
+	// startup error rather than traces silently lost.
+	tr, err := setupTracing(ctx, version)
+	if err != nil {
+		set.Close()
+		auth.Close()
+		if trail != nil {
+			_ = trail.Close()
+		}
+		printProblems(os.Stderr, "invalid OpenTelemetry settings", err)
+		return nil, 2
+	}
 	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m,
+		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m, Tracing: tr,
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	if trail != nil {
 		pipe.Audit = trail // (a nil *audit.Log in the interface would not be nil)
@@ -143,12 +161,16 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	set.OnCatalogChange(srv.SyncTools)
 	gw := &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv,
-		metrics: m, health: &metrics.Health{}, audit: trail}
+		metrics: m, health: &metrics.Health{}, audit: trail, tracing: tr}
 	observe(gw, resilience.Breakers)
 	auditDecisions(gw, log)
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
 	return gw, 0
 }
+
+// setupTracing is tracing.Setup; tests replace it with an in-memory
+// exporter.
+var setupTracing = tracing.Setup
 
 // resilienceFrom builds the per-upstream breakers, retry settings and
 // budgets, and in-flight limits from config (DESIGN §5).

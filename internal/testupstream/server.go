@@ -205,6 +205,7 @@ func NewServer(o Options) *server.MCPServer {
 			`{"type":"object","properties":{"ms":{"type":"integer","minimum":0},"label":{"type":"string"}},"additionalProperties":false}`,
 			hints(false, false, false, false)), Handler: tick},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
+		{Tool: tool("meta", "Returns the _meta this call arrived with (trace context, progress token).", noArgs, sideEffectFree), Handler: meta},
 		{Tool: tool("crash", "Ends the upstream process with exit code 3 in the middle of the call.", noArgs, hints(false, true, false, false)),
 			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				exit(3)
@@ -391,6 +392,23 @@ func progress(ctx context.Context, req mcp.CallToolRequest, done, total float64,
 // headers reports the HTTP headers of the request that carried this call,
 // so a test can prove what a gateway forwards upstream (and what it never
 // forwards, such as the client's credential).
+func meta(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	fields := map[string]any{}
+	if req.Params.Meta != nil {
+		for k, v := range req.Params.Meta.AdditionalFields {
+			fields[k] = v
+		}
+		if req.Params.Meta.ProgressToken != nil {
+			fields["progressToken"] = req.Params.Meta.ProgressToken
+		}
+	}
+	b, err := json.Marshal(map[string]any{"meta": fields})
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(b))}, RawStructuredContent: b}, nil
+}
+
 func headers(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	got := map[string]string{}
 	for k, v := range req.Header {
