@@ -76,8 +76,8 @@ type Pipeline struct {
 	// Tracing spans each call, its stages and its upstream attempts; nil
 	// (or off) traces nothing.
 	Tracing *tracing.Tracing
-	Log   *slog.Logger
-	Now   func() time.Time // clock for durations; time.Now when nil
+	Log     *slog.Logger
+	Now     func() time.Time // clock for durations; time.Now when nil
 }
 
 // AuditTrail is the tamper-evident record of decisions (audit.Log).
