@@ -46,7 +46,7 @@ func writeTemp(t *testing.T, name, content string) string {
 	return p
 }
 
-func readRoot(t *testing.T, path string) string {
+func readRoot(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

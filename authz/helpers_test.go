@@ -17,7 +17,7 @@ type files struct {
 	dir, model, policy string
 }
 
-func newFiles(t *testing.T, model, policy string) files {
+func newFiles(t testing.TB, model, policy string) files {
 	t.Helper()
 	dir := t.TempDir()
 	f := files{dir: dir, model: filepath.Join(dir, "model.conf"), policy: filepath.Join(dir, "policy.csv")}

@@ -64,6 +64,7 @@ type Policy struct {
 	denies                int
 	warnings              []string
 	se                    *casbin.SyncedEnforcer
+	memo                  memo // answers already given (see memo.go)
 }
 
 // LoadPolicy reads, lints and compiles a Casbin model and a CSV policy.
@@ -574,6 +575,22 @@ func (p *Policy) Decide(req Request) Decision {
 	if req.Subject.Principal == "" || req.Object == "" || req.Action == "" {
 		return Decision{}
 	}
+	if p.conditionMayApply(req.Object, req.Action) {
+		return p.decide(req)
+	}
+	key := memoKey("d", req.Subject, req.Object, req.Action)
+	if v, ok := p.memo.load(key); ok {
+		return v.(Decision)
+	}
+	d := p.decide(req)
+	if d.Internal == nil && d.CondErr == nil {
+		p.memo.store(key, d)
+	}
+	return d
+}
+
+// decide is Decide without the memo.
+func (p *Policy) decide(req Request) Decision {
 	if err := p.principalIsRole(req.Subject.Principal); err != nil {
 		return Decision{Internal: err}
 	}
@@ -609,6 +626,21 @@ func (p *Policy) VisibleAct(s Subject, obj, act string) bool {
 func (p *Policy) visible(s Subject, obj string) (bool, error) { return p.visibleAct(s, obj, ActCall) }
 
 func (p *Policy) visibleAct(s Subject, obj, act string) (bool, error) {
+	if p == nil || p.se == nil {
+		return false, errNoPolicy
+	}
+	key := memoKey("v", s, obj, act)
+	if v, ok := p.memo.load(key); ok {
+		return v.(bool), nil
+	}
+	ok, err := p.visibleUncached(s, obj, act)
+	if err == nil {
+		p.memo.store(key, ok)
+	}
+	return ok, err
+}
+
+func (p *Policy) visibleUncached(s Subject, obj, act string) (bool, error) {
 	if p == nil || p.se == nil {
 		return false, errNoPolicy
 	}

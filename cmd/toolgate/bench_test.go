@@ -43,3 +43,17 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCallStdioUpstream is one call through the in-process gateway
+// over Streamable HTTP to a stdio upstream process: the profile shows the
+// client, the gateway and the transports, not the upstream.
+//
+//	go test ./cmd/toolgate -run XXX -bench CallStdioUpstream -benchtime 3000x -cpuprofile cpu.out
+func BenchmarkCallStdioUpstream(b *testing.B) {
+	url, _ := httpGateway(b, writeConfig(b, stdioUpstream(b, "up", "")))
+	c := connectHTTP(b, url, aliceKey)
+	b.ReportAllocs()
+	for b.Loop() {
+		callE2E(b, c, "up__echo", `{"n":1}`)
+	}
+}
