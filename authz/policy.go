@@ -654,3 +654,14 @@ func (p *Policy) visibleUncached(s Subject, obj, act string) (bool, error) {
 	ok, _, err := p.enforce(c)
 	return ok, err
 }
+
+// RolesOf are every role s has for this request: through g lines (and
+// their inheritance) and the roles its credential grants that are roles of
+// the policy. Rate limits per role read it.
+func (p *Policy) RolesOf(s Subject) []string {
+	if p == nil {
+		return nil
+	}
+	all, _, _ := p.resolveRoles(s)
+	return all
+}

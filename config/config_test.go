@@ -36,9 +36,13 @@ func TestProblems(t *testing.T) {
 	const stdio = "mcpServers:\n  orders:\n    command: orders\n"
 	tests := []problemCase{
 		{"unknown top-level key", "listn: {http: ':1'}\n", nil, 1, "listn",
-			`unknown key; allowed keys here: admin, approvals, audit, auth, authz, description_scan, limits, listen, mcpServers, pinning (did you mean "listen"?)`},
+			`unknown key; allowed keys here: admin, approvals, audit, auth, authz, description_scan, limits, listen, mcpServers, pinning, rate_limits (did you mean "listen"?)`},
 		{"unknown key in server", stdio + "    timout: 8s\n", nil, 4, "mcpServers.orders.timout",
 			`allowed keys here: args, breaker, command, cwd, description_scan, disabled, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, protocol, required, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
+		{"rate of zero", stdio + "rate_limits:\n  principal: {rate: 0}\n", nil, 5, "rate_limits.principal.rate", "expected a rate above 0"},
+		{"rate limit on an unknown server", stdio + "rate_limits:\n  tools:\n    pay/charge: {rate: 1}\n", nil, 6, `rate_limits.tools["pay/charge"]`, `names server "pay"`},
+		{"rate limit on a client-facing name", stdio + "rate_limits:\n  tools:\n    orders__get: {rate: 1}\n", nil, 6, "rate_limits.tools.orders__get", "expected a canonical tool <server>/<tool>"},
+		{"rate limit period too long", stdio + "rate_limits:\n  roles:\n    viewer: {rate: 1, per: 48h}\n", nil, 6, "rate_limits.roles.viewer.per", "expected a period from 1ms to 24h"},
 		{"unknown upstream protocol", stdio + "    protocol: 2024-11-05\n", nil, 4, "mcpServers.orders.protocol",
 			`expected one of 2025-11-25, 2026-07-28, got "2024-11-05"`},
 		{"unknown key in tool", stdio + "    tools:\n      get_order: {retries: 3}\n", nil, 5, "mcpServers.orders.tools.get_order.retries",
@@ -112,7 +116,7 @@ func TestProblems(t *testing.T) {
 		{"origin with path", "listen: {allowed_origins: [\"https://a.example/app\"]}\n", nil, 1, "listen.allowed_origins[0]", "no path"},
 		{"unknown alias", stdio + "    args: *nope\n", nil, 4, "mcpServers.orders.args", "alias *nope refers to no anchor &nope defined before it"},
 		{"custom tag", stdio + "    args: !secret [x]\n", nil, 4, "mcpServers.orders.args", "unsupported YAML tag !secret"},
-		{"top level not a mapping", "- a\n- b\n", nil, 1, "", "expected a mapping with keys admin, approvals, audit, auth, authz, description_scan, limits, listen, mcpServers, pinning, got a list"},
+		{"top level not a mapping", "- a\n- b\n", nil, 1, "", "expected a mapping with keys admin, approvals, audit, auth, authz, description_scan, limits, listen, mcpServers, pinning, rate_limits, got a list"},
 		{"two documents", "listen: {}\n---\nauth: {}\n", nil, 2, "", "expected one YAML document, found 2"},
 		{"empty tool name", stdio + "    tools: {\"\": {timeout: 1s}}\n", nil, 4, `mcpServers.orders.tools[""]`, "expected a tool name, got an empty key"},
 		{"url without host", "mcpServers:\n  s: {url: \"http:///mcp\"}\n", nil, 2, "mcpServers.s.url", `expected a URL with a host, got "http:///mcp"`},

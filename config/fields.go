@@ -20,6 +20,7 @@ func (l *loader) configFields(c *Config) fields {
 		"admin":            func(n ast.Node, p string) { l.object(n, p, l.adminFields(&c.Admin)) },
 		"approvals":        func(n ast.Node, p string) { l.object(n, p, l.approvalsFields(&c.Approvals)) },
 		"audit":            func(n ast.Node, p string) { l.object(n, p, l.auditFields(&c.Audit)) },
+		"rate_limits":      func(n ast.Node, p string) { l.object(n, p, l.rateLimitsFields(&c.RateLimits)) },
 	}
 }
 

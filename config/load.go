@@ -88,6 +88,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkAdmin(c)
 	l.checkApprovals(&c.Approvals)
 	l.checkAudit(&c.Audit)
+	l.checkRateLimits(c)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}

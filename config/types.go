@@ -16,10 +16,11 @@ type Config struct {
 	// characters (ANSI escapes, zero-width, bidi, tag characters) or instruct the model about other tools:
 	// off, strip or quarantine (ScanOff, ScanStrip, ScanQuarantine). A server may override it. Read it
 	// through DescriptionScanMode.
-	DescriptionScan string    `yaml:"description_scan"`
-	Admin           Admin     `yaml:"admin"`     // the admin API listener and its credential
-	Approvals       Approvals `yaml:"approvals"` // the store of calls that need a human approval
-	Audit           Audit     `yaml:"audit"`     // the hash-chained audit trail of every decision
+	DescriptionScan string     `yaml:"description_scan"`
+	Admin           Admin      `yaml:"admin"`       // the admin API listener and its credential
+	Approvals       Approvals  `yaml:"approvals"`   // the store of calls that need a human approval
+	Audit           Audit      `yaml:"audit"`       // the hash-chained audit trail of every decision
+	RateLimits      RateLimits `yaml:"rate_limits"` // token buckets per principal, role and tool
 }
 
 // Audit configures the audit trail (package audit): one hash-chained JSON line per decision. It is on by

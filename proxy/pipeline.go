@@ -76,8 +76,10 @@ type Pipeline struct {
 	// Tracing spans each call, its stages and its upstream attempts; nil
 	// (or off) traces nothing.
 	Tracing *tracing.Tracing
-	Log     *slog.Logger
-	Now     func() time.Time // clock for durations; time.Now when nil
+	// RateLimits refuses calls past their token buckets; nil limits none.
+	RateLimits *RateLimits
+	Log        *slog.Logger
+	Now        func() time.Time // clock for durations; time.Now when nil
 }
 
 // AuditTrail is the tamper-evident record of decisions (audit.Log).
@@ -109,7 +111,8 @@ func init() {
 		{"authorize", (*Pipeline).authorize},
 		{"validate", (*Pipeline).validate},
 		{"conditions", (*Pipeline).checkConditions},
-		// guards: rate limits go here.
+		// guards:
+		{"ratelimit", (*Pipeline).rateLimit},     // token buckets per principal, role and tool
 		{"audit", (*Pipeline).auditable},         // with audit.fail_closed, nothing runs that cannot be recorded
 		{"approve", (*Pipeline).approve},         // a call that needs a human approval waits for one
 		{"deduplicate", (*Pipeline).deduplicate}, // runs the stages after it at most once per identical call

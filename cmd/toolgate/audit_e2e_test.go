@@ -45,8 +45,9 @@ func auditRecords(t *testing.T, path string) []audit.Record {
 // Every outcome a call can have through the real gateway leaves one audit
 // record with its decision and error_code, the canonical tool and the
 // arguments' digest (never the arguments: include_args is off by default).
-// rate_limited does not exist until rate limits do (#9); tool_changed and
-// internal_error have tests of their own below.
+// rate_limited (TestRateLimitsEndToEnd), tool_changed
+// (TestRugPullBlockedUntilApproved) and internal_error (TestAuditFailClosed)
+// are checked in their own tests.
 func TestEveryCallOutcomeIsAudited(t *testing.T) {
 	servers := stdioUpstream(t, "hostile", "    max_result_bytes: 2000\n    tools:\n      sleep: {timeout: 300ms}\n") +
 		stdioUpstream(t, "down", "", "-exit-at-start", "3")

@@ -143,7 +143,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	}
 	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m, Tracing: tr,
+		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m, Tracing: tr, RateLimits: rateLimitsFrom(cfg),
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	if trail != nil {
 		pipe.Audit = trail // (a nil *audit.Log in the interface would not be nil)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// Rate limits through the real gateway: a tool's shared bucket and a
+// principal's own; past the burst the call answers rate_limited,
+// retryable, with the wait, and nothing reaches the upstream. The refusal
+// is audited like any other.
+func TestRateLimitsEndToEnd(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	write(t, cfg, mustRead(t, cfg)+"rate_limits:\n  principal: {rate: 1, per: 1h, burst: 3}\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 2}\n")
+	url, _, gw := httpGatewayFull(t, cfg)
+	alice, bob := connectHTTP(t, url, aliceKey), connectHTTP(t, url, bobKey)
+
+	for i := range 2 {
+		if _, env := callE2E(t, alice, "hostile__tick", fmt.Sprintf(`{"label":"%d"}`, i)); env["ok"] != true {
+			t.Fatalf("tick %d within the tool's burst: %v", i, env)
+		}
+	}
+	_, env := callE2E(t, alice, "hostile__tick", `{"label":"third"}`)
+	if env["error_code"] != "rate_limited" || env["retryable"] != true || !strings.Contains(fmt.Sprint(env["message"]), "tool hostile/tick") ||
+		!strings.Contains(fmt.Sprint(env["message"]), "retry in") {
+		t.Fatalf("past the tool's burst: %v", env)
+	}
+	// alice's own bucket (3) still has one token: the refused call took none.
+	if _, env := callE2E(t, alice, "hostile__echo", `{}`); env["ok"] != true {
+		t.Fatalf("alice's third token: %v", env)
+	}
+	if _, env := callE2E(t, alice, "hostile__echo", `{}`); env["error_code"] != "rate_limited" || !strings.Contains(fmt.Sprint(env["message"]), "principal alice") {
+		t.Fatalf("past alice's burst: %v", env)
+	}
+	// bob has his own principal bucket, but the tool's bucket is shared.
+	if _, env := callE2E(t, bob, "hostile__echo", `{}`); env["ok"] != true {
+		t.Fatalf("bob's first call: %v", env)
+	}
+	if _, env := callE2E(t, alice, "hostile__tick", `{"label":"count"}`); env["error_code"] != "rate_limited" {
+		t.Fatalf("the tool bucket refilled: %v", env)
+	}
+	var limited int
+	for _, r := range auditRecords(t, gw.cfg.AuditPath()) {
+		if r.Kind == audit.KindCall && r.ErrorCode == "rate_limited" && r.Decision == audit.DecisionDenied {
+			limited++
+		}
+	}
+	if limited != 3 {
+		t.Errorf("%d rate_limited audit records, want 3", limited)
+	}
+}
+
+// A role's limit is a bucket per principal holding it; roles without a
+// limit add none; a server-wide limit applies to each of its tools.
+func TestBucketsForRolesAndServers(t *testing.T) {
+	rl := config.RateLimits{
+		Roles: map[string]*config.RateLimit{"viewer": {Rate: 2}},
+		Tools: map[string]*config.RateLimit{"orders/*": {Rate: 10, Burst: 20}},
+	}
+	tool := &upstreams.Tool{ID: "orders/get", Server: "orders"}
+	var keys []string
+	for _, b := range bucketsFor(rl, "bob", []string{"support", "viewer"}, tool) {
+		keys = append(keys, strings.ReplaceAll(b.Key, "\x00", "|")+fmt.Sprintf(" %g/%d", b.PerSecond, b.Burst))
+	}
+	if got := strings.Join(keys, ", "); got != "r|viewer|bob 2/2, t|orders/* 10/20" {
+		t.Errorf("buckets %s", got)
+	}
+}

@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/ratelimit"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// RateLimits are the token buckets calls take from (config rate_limits).
+type RateLimits struct {
+	Limiter ratelimit.Limiter
+	// Buckets are those a call takes a token from: the principal's own, one
+	// per role it holds that has a limit, the tool's and its server's.
+	Buckets func(s authz.Subject, roles []string, tool *upstreams.Tool) []ratelimit.Bucket
+}
+
+// rateLimit takes a token from every bucket that applies to the call, or
+// refuses it (rate_limited, retryable) with the wait in the message. It
+// runs after authorization, so a call that would be refused anyway takes
+// no one's tokens, and before approvals and execution.
+func (p *Pipeline) rateLimit(ctx context.Context, x *exchange) *envelope.Error {
+	rl := p.RateLimits
+	if rl == nil || rl.Limiter == nil || rl.Buckets == nil {
+		return nil
+	}
+	var roles []string
+	if r, ok := x.policy.(interface{ RolesOf(authz.Subject) []string }); ok {
+		roles = r.RolesOf(x.call.Subject)
+	}
+	buckets := rl.Buckets(x.call.Subject, roles, x.tool)
+	if len(buckets) == 0 {
+		return nil
+	}
+	v, err := rl.Limiter.Take(ctx, buckets)
+	if err != nil {
+		// The limiter itself failed (a shared store unreachable): limits
+		// fail open here, the call goes on and the log says so.
+		if p.Log != nil {
+			p.Log.Warn("rate limiter unavailable; call not limited", "tool", x.tool.ID, "err", err)
+		}
+		return nil
+	}
+	if v.Allowed {
+		return nil
+	}
+	wait := roundWait(v.RetryAfter)
+	return envelope.Errorf(envelope.RateLimited, "rate limit of %s reached; retry in %s", v.Denied.Scope, wait).
+		WithDetail("bucket " + v.Denied.Key)
+}
+
+// roundWait rounds a wait up, to milliseconds below a second and to tenths
+// of a second above, so the caller never retries too early.
+func roundWait(d time.Duration) time.Duration {
+	unit := 100 * time.Millisecond
+	if d < time.Second {
+		unit = time.Millisecond
+	}
+	return (d + unit - 1).Truncate(unit)
+}
