@@ -52,8 +52,12 @@ func (r *RateLimit) BurstOrDefault() int {
 func (l *loader) rateLimitsFields(x *RateLimits) fields {
 	return fields{
 		"principal": func(n ast.Node, p string) { x.Principal = l.rateLimit(n, p) },
-		"roles":     func(n ast.Node, p string) { x.Roles = l.rateLimitMap(n, p, "a mapping of role names to {rate, per, burst}") },
-		"tools":     func(n ast.Node, p string) { x.Tools = l.rateLimitMap(n, p, "a mapping of <server>/<tool> to {rate, per, burst}") },
+		"roles": func(n ast.Node, p string) {
+			x.Roles = l.rateLimitMap(n, p, "a mapping of role names to {rate, per, burst}")
+		},
+		"tools": func(n ast.Node, p string) {
+			x.Tools = l.rateLimitMap(n, p, "a mapping of <server>/<tool> to {rate, per, burst}")
+		},
 	}
 }
 
