@@ -90,6 +90,17 @@ const (
 	// DefaultAuditMaxFiles keeps 10 rotated files besides the current one: with the default size, at most
 	// about 1.1 GiB of trail.
 	DefaultAuditMaxFiles = 10
+	// DefaultStateKeyPrefix starts every Redis key and channel toolgate uses.
+	DefaultStateKeyPrefix = "toolgate:"
+	// DefaultStateDialTimeout bounds connecting to Redis: 1 second.
+	DefaultStateDialTimeout = time.Second
+	// DefaultStateOpTimeout bounds one Redis operation on a call's path: 200 milliseconds. A same-network
+	// Redis answers in well under a millisecond, so this is only reached when it is in trouble, and then
+	// the call should meet the configured failure behaviour rather than wait.
+	DefaultStateOpTimeout = 200 * time.Millisecond
+	// DefaultRateLimitsOnFailure lets calls through unlimited while the store cannot be reached: a rate
+	// limit protects capacity, and refusing every call would turn a Redis outage into a gateway outage.
+	DefaultRateLimitsOnFailure = FailOpen
 )
 
 // DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
@@ -123,6 +134,9 @@ var (
 	auditFsyncIntervalRange = durRange{min: 10 * time.Millisecond, max: time.Minute} // audit.fsync_interval
 	auditMaxBytesRange      = byteRange{min: 1 << 20, max: 16 << 30}                 // audit.max_bytes
 	auditMaxFilesRange      = countRange{min: 1, max: 1000}                          // audit.max_files
+
+	redisDialTimeoutRange = durRange{min: 10 * time.Millisecond, max: time.Minute} // state.redis.dial_timeout
+	redisOpTimeoutRange   = durRange{min: time.Millisecond, max: 10 * time.Second} // state.redis.op_timeout
 )
 
 // HTTPAddr is the host:port of the Streamable HTTP listener. Default DefaultHTTPAddr.
@@ -497,3 +511,44 @@ func (c *Config) AuditRedact() []string { return slices.Clone(c.Audit.Redact) }
 // a full disk is reported (error, metric, readiness) but does not take every tool offline unless the
 // operator chose that.
 func (c *Config) AuditFailClosed() bool { return c.Audit.FailClosed }
+
+// StateShared reports whether state.redis is configured: replicas share rate limits and policy reloads
+// through it. False (the default) keeps everything in this process.
+func (c *Config) StateShared() bool { return c.State.Redis != nil }
+
+// StateRedisURL is state.redis.url (it may hold a password: never log it); "" when not shared.
+func (c *Config) StateRedisURL() string {
+	if c.State.Redis == nil {
+		return ""
+	}
+	return c.State.Redis.URL
+}
+
+// StateKeyPrefix starts every Redis key and channel: state.redis.key_prefix, else "toolgate:".
+func (c *Config) StateKeyPrefix() string {
+	return cmp.Or(c.redis().KeyPrefix, DefaultStateKeyPrefix)
+}
+
+// StateDialTimeout bounds connecting to Redis: state.redis.dial_timeout, else 1s.
+func (c *Config) StateDialTimeout() time.Duration {
+	return time.Duration(cmp.Or(c.redis().DialTimeout, Duration(DefaultStateDialTimeout)))
+}
+
+// StateOpTimeout bounds one Redis operation: state.redis.op_timeout, else 200ms.
+func (c *Config) StateOpTimeout() time.Duration {
+	return time.Duration(cmp.Or(c.redis().OpTimeout, Duration(DefaultStateOpTimeout)))
+}
+
+// RateLimitsFailClosed reports whether calls are refused (rate_limited) while the shared store cannot be
+// reached: state.rate_limits_on_failure is closed. Default open: calls go on unlimited.
+func (c *Config) RateLimitsFailClosed() bool {
+	return cmp.Or(c.State.RateLimitsOnFailure, DefaultRateLimitsOnFailure) == FailClosed
+}
+
+// redis is state.redis, or an empty one so the accessors can apply defaults.
+func (c *Config) redis() *Redis {
+	if c.State.Redis == nil {
+		return &Redis{}
+	}
+	return c.State.Redis
+}

@@ -21,6 +21,7 @@ func (l *loader) configFields(c *Config) fields {
 		"approvals":        func(n ast.Node, p string) { l.object(n, p, l.approvalsFields(&c.Approvals)) },
 		"audit":            func(n ast.Node, p string) { l.object(n, p, l.auditFields(&c.Audit)) },
 		"rate_limits":      func(n ast.Node, p string) { l.object(n, p, l.rateLimitsFields(&c.RateLimits)) },
+		"state":            func(n ast.Node, p string) { l.object(n, p, l.stateFields(&c.State)) },
 	}
 }
 

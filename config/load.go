@@ -89,6 +89,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkApprovals(&c.Approvals)
 	l.checkAudit(&c.Audit)
 	l.checkRateLimits(c)
+	l.checkState(&c.State)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}

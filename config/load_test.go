@@ -331,6 +331,8 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Admin{}, l.adminFields(&Admin{})},
 		{Approvals{}, l.approvalsFields(&Approvals{})},
 		{Audit{}, l.auditFields(&Audit{})},
+		{State{}, l.stateFields(&State{})},
+		{Redis{}, l.redisFields(&Redis{})},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.typ)

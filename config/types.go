@@ -21,6 +21,28 @@ type Config struct {
 	Approvals       Approvals  `yaml:"approvals"`   // the store of calls that need a human approval
 	Audit           Audit      `yaml:"audit"`       // the hash-chained audit trail of every decision
 	RateLimits      RateLimits `yaml:"rate_limits"` // token buckets per principal, role and tool
+	State           State      `yaml:"state"`       // where state shared by replicas lives; embedded by default
+}
+
+// State says where the state that several replicas must share lives. Without Redis it stays in this
+// process (the embedded default), as for a single gateway. Read it through StateShared, StateRedisURL,
+// StateKeyPrefix, StateDialTimeout, StateOpTimeout and RateLimitsFailClosed.
+type State struct {
+	Redis *Redis `yaml:"redis"` // nil: embedded
+	// RateLimitsOnFailure is what a call meets while the store cannot be reached: open (it is not limited)
+	// or closed (it is refused with rate_limited); FailOpen, FailClosed.
+	RateLimitsOnFailure string `yaml:"rate_limits_on_failure"`
+}
+
+// Redis is the shared store. Today it holds rate-limit buckets and carries policy reloads between
+// replicas.
+type Redis struct {
+	// URL is redis://[user:password@]host[:port][/db], or rediss:// for TLS. It usually carries a
+	// password: write it as ${VAR}; messages never quote it.
+	URL         string   `yaml:"url"`
+	KeyPrefix   string   `yaml:"key_prefix"`   // starts every key and channel, so deployments can share a server
+	DialTimeout Duration `yaml:"dial_timeout"` // bound on connecting
+	OpTimeout   Duration `yaml:"op_timeout"`   // bound on one operation on a call's path
 }
 
 // Audit configures the audit trail (package audit): one hash-chained JSON line per decision. It is on by
