@@ -1,0 +1,260 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Policy reloads travel between replicas as announcements, never as policy:
+// a replica that swapped in a new policy publishes its version on a
+// channel and records it under a key; every other replica that runs a
+// different version re-reads its own files (shared storage, or deployed
+// identically). A replica that was cut off compares the key with its own
+// version when it reconnects, so a missed message is made up for.
+//
+// An announcement cannot loop: a replica announces only after a swap, and
+// a swap needs files that changed.
+
+// subscriptionIdle is how long the subscription may stay silent before a
+// PING checks that the connection still works.
+const subscriptionIdle = 15 * time.Second
+
+// announcement is the channel's message.
+type announcement struct {
+	Version string `json:"version"`
+	Replica string `json:"replica"`
+}
+
+// PolicySync keeps this replica's policy in step with the others'.
+type PolicySync struct {
+	c       *Client
+	replica string
+	version func() string // the version in force here
+	reload  func() error  // re-reads this replica's files
+
+	wake  chan struct{} // work to do: an announcement to publish, or a reconcile
+	mu    sync.Mutex
+	out   string // version to announce; "" when none is pending
+	sync  bool   // compare with the published version
+	known string // the version last seen published, which needs no announcing again
+}
+
+// PolicySync returns the sync for this replica; Start starts it. replica
+// names this process in announcements and logs; version and reload are the
+// local policy store's (reload may call Announce).
+func (c *Client) PolicySync(replica string, version func() string, reload func() error) *PolicySync {
+	return &PolicySync{c: c, replica: replica, version: version, reload: reload, wake: make(chan struct{}, 1)}
+}
+
+// Start listens for other replicas' announcements and sends this one's,
+// until the client is closed.
+func (s *PolicySync) Start() {
+	ps := s.c.rdb.Subscribe(s.c.ctx)
+	s.c.goRun(func(ctx context.Context) { s.listen(ctx, ps) }, func() { _ = ps.Close() })
+	s.c.goRun(s.work, nil)
+}
+
+// Announce tells the other replicas that this one now runs version. It
+// never blocks: the announcement is sent in the background, and kept until
+// the store takes it (only the newest one pending is sent).
+func (s *PolicySync) Announce(version string) {
+	s.mu.Lock()
+	if version == s.known {
+		s.mu.Unlock()
+		return // a reload that followed another replica's announcement
+	}
+	s.out = version
+	s.mu.Unlock()
+	s.poke()
+}
+
+// saw records version as published.
+func (s *PolicySync) saw(version string) {
+	s.mu.Lock()
+	s.known = version
+	s.mu.Unlock()
+}
+
+func (s *PolicySync) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *PolicySync) channel() string    { return s.c.key("policy") }
+func (s *PolicySync) versionKey() string { return s.c.key("policy:version") }
+
+// listen follows the channel until Close. Each (re)subscription asks for a
+// reconcile, since messages may have been missed while it was down.
+func (s *PolicySync) listen(ctx context.Context, ps *redis.PubSub) {
+	_ = ps.Subscribe(ctx, s.channel()) // on failure, the first Receive connects and subscribes
+	for ctx.Err() == nil {
+		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.mu.Lock()
+				s.sync = true
+				s.mu.Unlock()
+				s.poke()
+			}
+		case *redis.Message:
+			s.received(m.Payload)
+		}
+		if err == nil {
+			continue
+		}
+		if isTimeout(err) {
+			_ = ps.Ping(ctx) // a dead connection fails the next Receive
+			continue
+		}
+		s.c.lookNow()
+		s.c.waitUp(ctx, minBackoff)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// received reloads when another replica announced a version other than ours.
+func (s *PolicySync) received(payload string) {
+	var a announcement
+	if err := json.Unmarshal([]byte(payload), &a); err != nil || a.Version == "" {
+		s.c.log.Warn("ignoring a malformed policy announcement", "channel", s.channel())
+		return
+	}
+	s.saw(a.Version)
+	if a.Replica == s.replica || a.Version == s.version() {
+		return
+	}
+	s.c.log.Info("another replica reloaded its policy; reloading ours", "from", a.Replica, "version", a.Version, "ours", s.version())
+	_ = s.reload() // the policy store logs and counts the outcome
+}
+
+// work publishes pending announcements and reconciles, until Close; what
+// fails is retried once the store is up again.
+func (s *PolicySync) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for s.step(ctx) {
+			if !s.c.waitUp(ctx, minBackoff) {
+				return
+			}
+		}
+	}
+}
+
+// step does the pending work, announcing before reconciling (so a reload
+// made while cut off is not undone by the older published version). It
+// reports whether something failed and must be retried.
+func (s *PolicySync) step(ctx context.Context) (retry bool) {
+	s.mu.Lock()
+	out, sync := s.out, s.sync
+	s.mu.Unlock()
+	if out != "" {
+		if err := s.publish(ctx, out); err != nil {
+			return true
+		}
+		s.mu.Lock()
+		if s.out == out {
+			s.out = ""
+		}
+		s.mu.Unlock()
+	}
+	if sync {
+		if err := s.reconcile(ctx); err != nil {
+			return true
+		}
+		s.mu.Lock()
+		s.sync = false
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out != "" // announced again meanwhile
+}
+
+// publish records version as the published one and announces it.
+func (s *PolicySync) publish(ctx context.Context, version string) error {
+	msg, _ := json.Marshal(announcement{Version: version, Replica: s.replica})
+	err := s.c.Do(ctx, FeaturePolicy, func(ctx context.Context) error {
+		_, err := s.c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, s.versionKey(), version, 0)
+			p.Publish(ctx, s.channel(), msg)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.c.log.Warn("policy reload not announced to the other replicas yet; retrying when the store is back", "version", version, "err", err)
+		}
+		return err
+	}
+	s.saw(version)
+	s.c.log.Info("policy reload announced to the other replicas", "version", version)
+	return nil
+}
+
+// claimScript publishes a version only where none is: after a store
+// restart every replica offers its own, and the first one stands (the
+// others learn it from the channel) instead of the last.
+var claimScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
+return 1
+`)
+
+// claim publishes version if nothing is published.
+func (s *PolicySync) claim(ctx context.Context, version string) error {
+	msg, _ := json.Marshal(announcement{Version: version, Replica: s.replica})
+	return s.c.Do(ctx, FeaturePolicy, func(ctx context.Context) error {
+		return claimScript.Run(ctx, s.c.rdb, []string{s.versionKey()}, version, s.channel(), msg).Err()
+	})
+}
+
+// reconcile makes up for announcements missed while disconnected: when the
+// published version is not ours, our files are read again. When nothing is
+// published (a store that restarted empty), ours is offered (claim), so
+// that replicas still on an older policy catch up.
+func (s *PolicySync) reconcile(ctx context.Context) error {
+	var published string
+	err := s.c.Do(ctx, FeaturePolicy, func(ctx context.Context) error {
+		v, err := s.c.rdb.Get(ctx, s.versionKey()).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		published = v
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case published == "":
+		return s.claim(ctx, s.version())
+	}
+	s.saw(published)
+	if published != s.version() {
+		s.c.log.Info("the published policy differs from ours; reloading", "published", published, "ours", s.version())
+		_ = s.reload()
+		if s.version() != published {
+			s.c.log.Warn("after reloading, this replica's policy files still differ from the published version; "+
+				"check that every replica has the same model.conf and policy.csv", "published", published, "ours", s.version())
+		}
+	}
+	return nil
+}
