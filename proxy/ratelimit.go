@@ -16,7 +16,16 @@ type RateLimits struct {
 	// Buckets are those a call takes a token from: the principal's own, one
 	// per role it holds that has a limit, the tool's and its server's.
 	Buckets func(s authz.Subject, roles []string, tool *upstreams.Tool) []ratelimit.Bucket
+	// FailClosed refuses calls while the limiter fails (a shared store
+	// unreachable) instead of letting them through unlimited. The refusal
+	// is rate_limited, not upstream_unavailable: the upstream is fine, and
+	// a client that backs off on rate_limited does the right thing.
+	FailClosed bool
 }
+
+// limiterDownWait is the retry hint while the limiter cannot decide: about
+// as long as the shared store's health check takes to notice it is back.
+const limiterDownWait = time.Second
 
 // rateLimit takes a token from every bucket that applies to the call, or
 // refuses it (rate_limited, retryable) with the wait in the message. It
@@ -37,12 +46,7 @@ func (p *Pipeline) rateLimit(ctx context.Context, x *exchange) *envelope.Error {
 	}
 	v, err := rl.Limiter.Take(ctx, buckets)
 	if err != nil {
-		// The limiter itself failed (a shared store unreachable): limits
-		// fail open here, the call goes on and the log says so.
-		if p.Log != nil {
-			p.Log.Warn("rate limiter unavailable; call not limited", "tool", x.tool.ID, "err", err)
-		}
-		return nil
+		return p.limiterFailed(x, err)
 	}
 	if v.Allowed {
 		return nil
@@ -50,6 +54,20 @@ func (p *Pipeline) rateLimit(ctx context.Context, x *exchange) *envelope.Error {
 	wait := roundWait(v.RetryAfter)
 	return envelope.Errorf(envelope.RateLimited, "rate limit of %s reached; retry in %s", v.Denied.Scope, wait).
 		WithDetail("bucket " + v.Denied.Key)
+}
+
+// limiterFailed is the answer when the limiter itself failed (a shared
+// store unreachable): open, the call goes on unlimited and the log says
+// so; closed, it is refused as rate limited.
+func (p *Pipeline) limiterFailed(x *exchange, err error) *envelope.Error {
+	if p.RateLimits.FailClosed {
+		return envelope.Errorf(envelope.RateLimited, "rate limits cannot be checked right now; retry in %s", limiterDownWait).
+			WithDetail("rate limiter unavailable: " + err.Error())
+	}
+	if p.Log != nil {
+		p.Log.Warn("rate limiter unavailable; call not limited", "tool", x.tool.ID, "err", err)
+	}
+	return nil
 }
 
 // roundWait rounds a wait up, to milliseconds below a second and to tenths
