@@ -40,6 +40,7 @@
 //   - stage: a pipeline stage name; how: "joined" or "replayed"; method: an MCP method the gateway
 //     routes (resources/read, prompts/get, ...), never an arbitrary one a client made up.
 //   - version: the policy version hash; only the current one has a series.
+//   - feature: a feature that uses the shared state store (rate_limits, policy).
 //
 // Label values are escaped by the exposition format, so quotes, backslashes and newlines are safe;
 // invalid UTF-8, which Prometheus refuses, is replaced with U+FFFD rather than panicking the gateway.
@@ -57,7 +58,8 @@
 //   - every policy reload attempt: PolicyReload, and PolicyInfo with the version in force;
 //   - the approval store after each change: ApprovalsPending;
 //   - the audit writer on a failed write: AuditWriteError;
-//   - forward (resources/read, prompts/get, completion/complete, ...): ForwardedRequest.
+//   - forward (resources/read, prompts/get, completion/complete, ...): ForwardedRequest;
+//   - the shared state store's health check: StateUp; its failed operations: StateError.
 //
 // Nothing here starts a goroutine, and no method blocks on anything but a short mutex. The methods on
 // every call's path (CallFinished, StageDuration, UpstreamAttempt) cache their series and do not

@@ -49,6 +49,8 @@ type Metrics struct {
 	duplicates     *prometheus.CounterVec
 	auditErrors    prometheus.Counter
 	forwardedTimes *prometheus.HistogramVec
+	stateUp        *prometheus.GaugeVec   // no labels: the series exists only once StateUp is called
+	stateErrors    *prometheus.CounterVec // by feature
 }
 
 // New returns Metrics registered in a fresh registry, with the Go runtime and process collectors.
@@ -68,6 +70,8 @@ func New() *Metrics {
 	m.duplicates = m.counterVec("toolgate_duplicates_suppressed_total", "Calls answered without running upstream because an identical call ran: how is joined (in flight) or replayed (recorded).", "tool", "how")
 	m.auditErrors = m.counter("toolgate_audit_write_errors_total", "Audit records that could not be written.")
 	m.forwardedTimes = m.histogramVec("toolgate_forwarded_request_duration_seconds", "Time of one forwarded non-tool request (resources/read, prompts/get, ...), in seconds, by method, server and outcome (ok|error).", callBuckets, "method", "server", "outcome")
+	m.stateUp = m.gaugeVec("toolgate_state_up", "1 while the shared state store (Redis) answers, else 0; absent without state.redis.")
+	m.stateErrors = m.counterVec("toolgate_state_errors_total", "Shared state store operations that failed, or were not tried because the store was down, by feature (rate_limits|policy).", "feature")
 	// Both results exist from the start, so rate() and alerts see 0 rather than no data.
 	m.policyReloads.WithLabelValues("ok")
 	m.policyReloads.WithLabelValues("error")

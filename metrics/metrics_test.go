@@ -257,6 +257,30 @@ func TestBreakerState(t *testing.T) {
 	}
 }
 
+// TestStateMetrics: the state series exist only once reported, errors start at 0 per feature, and the
+// gauge follows the store.
+func TestStateMetrics(t *testing.T) {
+	m := New()
+	for k := range samples(scrape(t, m.Handler())) {
+		if strings.HasPrefix(k, "toolgate_state_") {
+			t.Errorf("%s exists before the gateway reported a shared store", k)
+		}
+	}
+	m.StateFeatures("rate_limits", "policy")
+	m.StateUp(true)
+	m.StateUp(false)
+	m.StateError("rate_limits")
+	m.StateError("rate_limits")
+	got := samples(scrape(t, m.Handler()))
+	for k, want := range map[string]float64{
+		"toolgate_state_up": 0, `toolgate_state_errors_total{feature="rate_limits"}`: 2, `toolgate_state_errors_total{feature="policy"}`: 0,
+	} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+}
+
 // TestPolicyInfoOneSeries: however versions race, one series with value 1 is left.
 func TestPolicyInfoOneSeries(t *testing.T) {
 	m := New()
@@ -375,6 +399,9 @@ func TestNilMetrics(t *testing.T) {
 	m.PolicyInfo("v")
 	m.ApprovalsPending(1)
 	m.AuditWriteError()
+	m.StateUp(true)
+	m.StateFeatures("policy")
+	m.StateError("policy")
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusNotFound {

@@ -81,3 +81,37 @@ func (m *Metrics) AuditWriteError() {
 	}
 	m.auditErrors.Inc()
 }
+
+// StateUp sets toolgate_state_up: 1 while the shared state store answers, 0 while it does not. The series
+// appears with the first call, so a gateway without a shared store has none.
+func (m *Metrics) StateUp(up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.stateUp.WithLabelValues().Set(v)
+}
+
+// StateFeatures creates toolgate_state_errors_total at 0 for each feature that uses the shared store, so
+// rate() and alerts see 0 rather than no data.
+func (m *Metrics) StateFeatures(features ...string) {
+	if m == nil {
+		return
+	}
+	for _, f := range features {
+		m.stateErrors.WithLabelValues(labels(f)...)
+	}
+}
+
+// StateError counts one operation of feature (rate_limits, policy) on the shared store that failed or was
+// not tried because the store was down. For rate limits, that is one call whose limits could not be
+// checked.
+func (m *Metrics) StateError(feature string) {
+	if m == nil {
+		return
+	}
+	m.stateErrors.WithLabelValues(labels(feature)...).Inc()
+}
