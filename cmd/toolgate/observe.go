@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
@@ -52,6 +54,7 @@ func observe(gw *gateway, breakers *breaker.Set) {
 			return nil
 		})
 	}
+	stateReadiness(gw)
 	for _, server := range gw.cfg.RequiredServers() {
 		gw.health.AddReadiness("upstream/"+server, func() error {
 			if up, _ := gw.set.Status(server); !up {
@@ -64,8 +67,8 @@ func observe(gw *gateway, breakers *breaker.Set) {
 
 // adminHandler is the admin listener: /healthz and /readyz for probes
 // (no credential: they say only whether the gateway is alive and ready,
-// and which check fails), and, with the admin key, /metrics and the
-// approvals API.
+// and which check fails), and, with the admin key, /metrics, the policy in
+// force and the approvals API.
 func adminHandler(gw *gateway, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", gw.health.Healthz())
@@ -76,6 +79,25 @@ func adminHandler(gw *gateway, log *slog.Logger) http.Handler {
 		gw.metrics.Handler().ServeHTTP(w, r)
 	})
 	mux.Handle("GET /metrics", approvals.RequireAdminKey(gw.cfg.AdminKeySHA256(), log, scrape))
+	mux.Handle("GET /v1/policy", approvals.RequireAdminKey(gw.cfg.AdminKeySHA256(), log, policyHandler(gw)))
 	mux.Handle("/", approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), log))
 	return mux
+}
+
+// policyInfo is GET /v1/policy: the policy this replica runs, so an
+// operator (or a test) can check that replicas converged after a reload.
+type policyInfo struct {
+	Version  string    `json:"version"`
+	Rules    int       `json:"rules"`
+	LoadedAt time.Time `json:"loaded_at"` // when the policy in force was swapped in
+	Replica  string    `json:"replica"`
+}
+
+func policyHandler(gw *gateway) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		st := gw.policy.Stats()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(policyInfo{Version: st.Version, Rules: st.Rules, LoadedAt: st.LastSuccessAt.UTC(), Replica: gw.replica})
+	})
 }

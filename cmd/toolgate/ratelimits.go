@@ -5,19 +5,25 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/ratelimit"
+	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
 // rateLimitsFrom turns config rate_limits into the pipeline's buckets
-// (nil when none are configured). Buckets are kept in memory: this
-// process's own.
-func rateLimitsFrom(cfg *config.Config) *proxy.RateLimits {
+// (nil when none are configured). Buckets live in the shared store when
+// there is one, so a limit holds across replicas; else in this process.
+func rateLimitsFrom(cfg *config.Config, store *state.Client) *proxy.RateLimits {
 	rl := cfg.RateLimits
 	if rl.Principal == nil && len(rl.Roles) == 0 && len(rl.Tools) == 0 {
 		return nil
 	}
+	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
+	if store != nil {
+		limiter = store.RateLimiter()
+	}
 	return &proxy.RateLimits{
-		Limiter: ratelimit.NewMemory(nil),
+		Limiter:    limiter,
+		FailClosed: cfg.RateLimitsFailClosed(),
 		Buckets: func(s authz.Subject, roles []string, tool *upstreams.Tool) []ratelimit.Bucket {
 			return bucketsFor(rl, s.Principal, roles, tool)
 		},

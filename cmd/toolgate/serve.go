@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -69,11 +70,16 @@ type gateway struct {
 	health    *metrics.Health
 	audit     *audit.Log // nil when audit.disabled
 	tracing   *tracing.Tracing
+	state     *state.Client // nil unless state.redis: the store replicas share
+	replica   string        // this process among the replicas
 }
 
 // close releases what startGateway started: upstream processes and
 // connections, JWKS refreshes.
 func (gw *gateway) close() {
+	if gw.state != nil {
+		gw.state.Close() // first: its announcements reload the policy, which is audited
+	}
 	gw.set.Close()
 	gw.auth.Close()
 	if gw.audit != nil {
@@ -141,9 +147,20 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid OpenTelemetry settings", err)
 		return nil, 2
 	}
+	store, err := openState(cfg, m, log)
+	if err != nil {
+		set.Close()
+		auth.Close()
+		if trail != nil {
+			_ = trail.Close()
+		}
+		_ = tr.Shutdown(ctx)
+		printProblems(os.Stderr, "invalid state settings", err)
+		return nil, 2
+	}
 	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m, Tracing: tr, RateLimits: rateLimitsFrom(cfg),
+		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m, Tracing: tr, RateLimits: rateLimitsFrom(cfg, store),
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	if trail != nil {
 		pipe.Audit = trail // (a nil *audit.Log in the interface would not be nil)
@@ -161,10 +178,12 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	set.OnCatalogChange(srv.SyncTools)
 	gw := &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv,
-		metrics: m, health: &metrics.Health{}, audit: trail, tracing: tr}
+		metrics: m, health: &metrics.Health{}, audit: trail, tracing: tr, state: store, replica: replicaID()}
 	observe(gw, resilience.Breakers)
 	auditDecisions(gw, log)
-	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version())
+	syncPolicy(gw)
+	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version(),
+		"replica", gw.replica, "shared_state", store != nil)
 	return gw, 0
 }
 

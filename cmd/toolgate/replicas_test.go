@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/internal/redistest"
+)
+
+// replicaDeadline bounds every wait for the replicas to converge or
+// recover: the store's health check backs off to 2s at most.
+const replicaDeadline = 20 * time.Second
+
+// replicaSet is several in-process gateways sharing one Redis, each with
+// its own config directory (so its own audit trail and upstream process)
+// and the same policy content.
+type replicaSet struct {
+	redis   *redistest.Server
+	gws     []*gateway
+	dirs    []string
+	urls    []string // /mcp of each replica
+	admins  []*httptest.Server
+	clients []*client.Client // alice, one session per replica
+	reloads []chan string    // each replica's policy version after every reload
+	servers string
+}
+
+func startReplicas(t *testing.T, n int, extra string) *replicaSet {
+	t.Helper()
+	rs := &replicaSet{redis: redistest.Start(t), servers: stdioUpstream(t, "hostile", "")}
+	for range n {
+		cfg := writeConfig(t, rs.servers)
+		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
+			authz.HashKey(adminKey), rs.redis.URL())+extra)
+		url, _, gw := httpGatewayFull(t, cfg)
+		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+		t.Cleanup(admin.Close)
+		ch := make(chan string, 64)
+		gw.policy.OnReload(func(p *authz.Policy, _ error) {
+			select {
+			case ch <- p.Version():
+			default: // the waiter reads Current() anyway; a full channel loses nothing
+			}
+		})
+		rs.gws, rs.dirs, rs.urls, rs.admins = append(rs.gws, gw), append(rs.dirs, filepath.Dir(cfg)), append(rs.urls, url), append(rs.admins, admin)
+		rs.clients, rs.reloads = append(rs.clients, connectHTTP(t, url, aliceKey)), append(rs.reloads, ch)
+	}
+	return rs
+}
+
+// call sends the i-th call of a round-robin client: replica i mod n.
+func (rs *replicaSet) call(t *testing.T, i int, tool, args string) map[string]any {
+	t.Helper()
+	_, env := callE2E(t, rs.clients[i%len(rs.clients)], tool, args)
+	return env
+}
+
+// writePolicy gives every replica the same new policy file; nothing reloads yet.
+func (rs *replicaSet) writePolicy(t *testing.T, extra string) {
+	t.Helper()
+	for _, dir := range rs.dirs {
+		write(t, filepath.Join(dir, "policy.csv"), testPolicy(rs.servers)+extra)
+	}
+}
+
+// waitPolicy waits until every replica runs version, woken by each
+// replica's reloads rather than by a timer.
+func (rs *replicaSet) waitPolicy(t *testing.T, version string) {
+	t.Helper()
+	timeout := time.After(replicaDeadline)
+	for i, gw := range rs.gws {
+		for gw.policy.Current().Version() != version {
+			select {
+			case <-rs.reloads[i]:
+			case <-timeout:
+				t.Fatalf("replica %d still runs policy %s, want %s", i, gw.policy.Current().Version(), version)
+			}
+		}
+		var info policyInfo
+		if code, body := scrape(t, rs.admins[i], "/v1/policy", adminKey); code != http.StatusOK || json.Unmarshal([]byte(body), &info) != nil ||
+			info.Version != version || info.Rules != gw.policy.Current().Rules() || info.LoadedAt.IsZero() || info.Replica != gw.replica {
+			t.Errorf("replica %d: GET /v1/policy: %d %s", i, code, body)
+		}
+	}
+}
+
+// waitReady waits until every replica's /readyz answers ok (or fails
+// naming want), polling the probe as a load balancer would.
+func (rs *replicaSet) waitReady(t *testing.T, ok bool, want string) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(replicaDeadline)
+	for i, admin := range rs.admins {
+		for {
+			code, body := scrape(t, admin, "/readyz", "")
+			if (code == http.StatusOK) == ok && strings.Contains(body, want) {
+				break
+			}
+			select {
+			case <-tick.C:
+			case <-timeout:
+				t.Fatalf("replica %d: /readyz %d %q, want ok=%v with %q", i, code, body, ok, want)
+			}
+		}
+	}
+}
+
+// spend makes round-robin calls of hostile/tick and checks that exactly
+// the first `allowed` of them run: the tool's bucket is one for all replicas.
+func (rs *replicaSet) spend(t *testing.T, calls, allowed int) {
+	t.Helper()
+	for i := range calls {
+		env := rs.call(t, i, "hostile__tick", fmt.Sprintf(`{"label":"%d"}`, i))
+		switch {
+		case i < allowed && env["ok"] != true:
+			t.Fatalf("call %d (replica %d) within the shared burst: %v", i, i%len(rs.gws), env)
+		case i >= allowed && (env["error_code"] != "rate_limited" || !strings.Contains(fmt.Sprint(env["message"]), "tool hostile/tick")):
+			t.Fatalf("call %d (replica %d) past the shared burst: %v", i, i%len(rs.gws), env)
+		}
+	}
+}
+
+// Three replicas share one Redis: a tool's limit holds across them within
+// its burst; one replica's policy reload reaches all; with Redis killed,
+// limits fail open and /readyz says why; a reload made meanwhile is caught
+// up; and after Redis restarts on its port everything works again without
+// restarting a gateway.
+func TestReplicasShareRedis(t *testing.T) {
+	rs := startReplicas(t, 3, "rate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 5}\n")
+	rs.waitReady(t, true, "ok")
+
+	rs.spend(t, 8, 5)
+
+	rs.writePolicy(t, "p, reader, hostile/fail, call, allow\n")
+	if err := rs.gws[0].policy.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	v2 := rs.gws[0].policy.Current().Version()
+	rs.waitPolicy(t, v2)
+	bob := connectHTTP(t, rs.urls[2], bobKey)
+	if _, env := callE2E(t, bob, "hostile__fail", `{}`); env["error_code"] != "tool_failed" {
+		t.Fatalf("bob on replica 2 after the reload on replica 0: %v", env)
+	}
+
+	rs.redis.Kill()
+	for i := range 3 { // the bucket is empty, but limits fail open
+		if env := rs.call(t, i, "hostile__tick", fmt.Sprintf(`{"label":"open %d"}`, i)); env["ok"] != true {
+			t.Fatalf("call %d with Redis down: %v", i, env)
+		}
+	}
+	rs.waitReady(t, false, "state: the shared state store (Redis) is unreachable")
+	_, metrics := scrape(t, rs.admins[0], "/metrics", adminKey)
+	if !strings.Contains(metrics, "toolgate_state_up 0\n") || strings.Contains(metrics, `toolgate_state_errors_total{feature="rate_limits"} 0`+"\n") {
+		t.Errorf("metrics with Redis down lack state_up 0 or rate_limits errors:\n%s", grepLines(metrics, "toolgate_state_"))
+	}
+	// A reload while Redis is down cannot be announced yet.
+	rs.writePolicy(t, "p, reader, hostile/fail, call, allow\np, reader, hostile/tick, call, allow\n")
+	if err := rs.gws[1].policy.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	v3 := rs.gws[1].policy.Current().Version()
+
+	rs.redis.Restart()
+	rs.waitReady(t, true, "ok")
+	rs.waitPolicy(t, v3)
+	rs.spend(t, 6, 5) // Redis restarted empty: a full bucket, shared again
+	if _, metrics := scrape(t, rs.admins[2], "/metrics", adminKey); !strings.Contains(metrics, "toolgate_state_up 1\n") {
+		t.Errorf("toolgate_state_up after recovery:\n%s", grepLines(metrics, "toolgate_state_"))
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

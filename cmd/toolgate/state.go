@@ -1,0 +1,71 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/state"
+)
+
+// openState connects to the shared store when state.redis is configured
+// (nil, nil otherwise: the embedded default). Its health feeds the metrics
+// from the first PING on. A store that is down does not stop the gateway:
+// it starts, reports itself not ready, and recovers when the store returns.
+func openState(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*state.Client, error) {
+	if !cfg.StateShared() {
+		return nil, nil
+	}
+	m.StateFeatures(state.Features...)
+	return state.Open(state.Options{
+		URL: cfg.StateRedisURL(), KeyPrefix: cfg.StateKeyPrefix(),
+		DialTimeout: cfg.StateDialTimeout(), OpTimeout: cfg.StateOpTimeout(),
+		Log: log.With("component", "state"), OnStatus: m.StateUp, OnError: m.StateError,
+	})
+}
+
+// syncPolicy keeps the policy in step with the other replicas: a swap here
+// is announced, and another replica's announcement makes this one re-read
+// its files. Reloads it causes are logged, counted and audited like any.
+func syncPolicy(gw *gateway) {
+	if gw.state == nil {
+		return
+	}
+	ps := gw.state.PolicySync(gw.replica, func() string { return gw.policy.Current().Version() }, gw.policy.Reload)
+	gw.policy.Subscribe(func(_, next *authz.Policy) { ps.Announce(next.Version()) })
+	ps.Start()
+}
+
+// stateReadiness fails /readyz while the shared store does not answer: a
+// replica that cannot share its limits should not take traffic when others
+// can. The message says nothing of the server's address.
+func stateReadiness(gw *gateway) {
+	if gw.state == nil {
+		return
+	}
+	gw.health.AddReadiness("state", func() error {
+		if gw.state.Err() != nil {
+			return errors.New("the shared state store (Redis) is unreachable")
+		}
+		return nil
+	})
+}
+
+// replicaID names this process among the replicas, in announcements, logs
+// and GET /v1/policy: the host, the process, and a random part, since
+// several gateways may run in one process (tests) or reuse a PID.
+func replicaID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
