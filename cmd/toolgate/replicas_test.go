@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -8,10 +9,13 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/internal/redistest"
@@ -178,6 +182,83 @@ func TestReplicasShareRedis(t *testing.T) {
 	if _, metrics := scrape(t, rs.admins[2], "/metrics", adminKey); !strings.Contains(metrics, "toolgate_state_up 1\n") {
 		t.Errorf("toolgate_state_up after recovery:\n%s", grepLines(metrics, "toolgate_state_"))
 	}
+}
+
+// roundRobin is a load balancer without stickiness: each HTTP request
+// goes to the next replica, whatever its Mcp-Session-Id.
+type roundRobin struct {
+	hosts []string
+	mu    sync.Mutex
+	next  int
+	seen  map[string]int // requests per host carrying the session's ID
+}
+
+func (lb *roundRobin) RoundTrip(r *http.Request) (*http.Response, error) {
+	lb.mu.Lock()
+	host := lb.hosts[lb.next%len(lb.hosts)]
+	lb.next++
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		lb.seen[host]++
+	}
+	lb.mu.Unlock()
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = host, host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// One client whose requests a load balancer spreads over every replica
+// still works, in both protocol eras: a 2025-11-25 session's requests carry
+// its Mcp-Session-Id to replicas that never saw its initialize (they accept
+// any well-formed ID and authenticate each request), and 2026-07-28 has no
+// sessions at all. The tool's limit holds for the client as a whole.
+func TestOneSessionAcrossReplicas(t *testing.T) {
+	for _, version := range []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20260728} {
+		t.Run(version, func(t *testing.T) {
+			rs := startReplicas(t, 3, "rate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 4}\n")
+			lb := &roundRobin{seen: map[string]int{}}
+			for _, u := range rs.urls {
+				lb.hosts = append(lb.hosts, strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/mcp"))
+			}
+			c := connectBalanced(t, rs.urls[0], version, lb)
+			if names := toolNames(t, c); !contains(names, "hostile__tick") {
+				t.Fatalf("tools/list through the balancer: %v", names)
+			}
+			for i := range 6 {
+				_, env := callE2E(t, c, "hostile__tick", fmt.Sprintf(`{"label":"lb %d"}`, i))
+				if want := i < 4; (env["ok"] == true) != want || (!want && env["error_code"] != "rate_limited") {
+					t.Fatalf("call %d through the balancer: %v", i, env)
+				}
+			}
+			lb.mu.Lock()
+			defer lb.mu.Unlock()
+			if want := map[bool]int{true: len(rs.urls), false: 0}[version == mcp.ProtocolVersion20251125]; len(lb.seen) != want {
+				t.Errorf("requests with a session ID reached %d replicas, want %d: %v", len(lb.seen), want, lb.seen)
+			}
+		})
+	}
+}
+
+// connectBalanced is alice's client for version, every request of which
+// goes through lb.
+func connectBalanced(t *testing.T, url, version string, lb http.RoundTripper) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPBasicClient(&http.Client{Transport: lb}),
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + aliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(version))
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = version
+	req.Params.ClientInfo = mcp.Implementation{Name: "balanced", Version: "1"}
+	if _, err := c.Initialize(context.Background(), req); err != nil || c.ProtocolVersion() != version {
+		t.Fatalf("initialize %s: %v (negotiated %s)", version, err, c.ProtocolVersion())
+	}
+	return c
 }
 
 func grepLines(text, prefix string) string {
