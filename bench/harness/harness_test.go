@@ -1,0 +1,111 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/bench/echo"
+	"github.com/toolgate/toolgate/bench/harness"
+	"github.com/toolgate/toolgate/bench/procstat"
+	"github.com/toolgate/toolgate/bench/report"
+)
+
+// The test binary is also the Go echo upstream, re-executed with this
+// variable set: no separate build.
+const execRole = "LOADBENCH_TEST_EXEC"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(execRole) == "echoserver" {
+		os.Exit(echo.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m,
+		// net/http keeps idle client connections' loops alive briefly after a test.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// TestQuickRun runs the harness in -quick mode against the Go echo server,
+// directly and through toolgate over HTTP, and checks the report's shape:
+// every row there, every figure non-zero. It asserts no timing.
+func TestQuickRun(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := harness.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "report.md")
+	var log strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = harness.Run(ctx, harness.Options{Root: root, Out: out, Command: "test", Quick: true, Table: true,
+		Upstreams: []string{harness.GoEcho}, Targets: []string{harness.Direct, harness.ToolgateHTTP},
+		Echo: []string{self}, EchoEnv: map[string]string{execRole: "echoserver"}, BuildFlags: raceFlags, Log: &log})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if left := procstat.Descendants(os.Getpid()); len(left) > 0 {
+		t.Errorf("child processes left running: %v", left)
+	}
+	var rep report.Report
+	raw, err := os.ReadFile(report.JSONPath(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	checkRows(t, rep.Rows, log.String())
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| go | direct | 1 |", "| go | toolgate-http | 16 |", "| go | toolgate-http | 64 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the Markdown report lacks a row starting %q:\n%s", want, md)
+		}
+	}
+}
+
+// checkRows wants direct and toolgate-http at concurrency 1, 16 and 64,
+// each measured, with calls, latency and throughput. CPU is read in 10 ms
+// ticks, so one short cell may show none: the sum over a target's cells
+// must not be zero.
+func checkRows(t *testing.T, rows []report.Row, log string) {
+	t.Helper()
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6 (2 targets × 3 concurrencies):\n%s", len(rows), log)
+	}
+	var upstreamCPU, gatewayCPU float64
+	for _, r := range rows {
+		if r.NA != "" || r.Calls == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms || r.Throughput <= 0 || r.TputRatio <= 0 {
+			t.Errorf("row %s/%s/%d is not a measurement: %+v\n%s", r.Upstream, r.Target, r.Concurrency, r, log)
+		}
+		if r.Errors > 0 {
+			t.Errorf("row %s/%d: %d errors, first: %s", r.Target, r.Concurrency, r.Errors, r.FirstError)
+		}
+		upstreamCPU += r.UpstreamCPU
+		if r.Target == harness.ToolgateHTTP {
+			gatewayCPU += r.GatewayCPU
+			if r.PeakRSSMB <= 0 {
+				t.Errorf("toolgate-http/%d: no peak RSS", r.Concurrency)
+			}
+		} else if r.GatewayCPU >= 0 || r.PeakRSSMB != 0 {
+			t.Errorf("direct/%d has gateway figures: %+v", r.Concurrency, r)
+		}
+	}
+	if upstreamCPU <= 0 || gatewayCPU <= 0 {
+		t.Errorf("CPU per call: upstream %v, gateway %v; want both above zero", upstreamCPU, gatewayCPU)
+	}
+}

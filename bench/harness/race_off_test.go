@@ -1,0 +1,5 @@
+//go:build !race
+
+package harness_test
+
+var raceFlags []string

@@ -1,0 +1,171 @@
+// Package measure runs one cell of the harness (a target at one
+// concurrency) and turns rounds of cells into table rows: latency from the
+// load client, CPU and memory of the target's processes from /proc.
+package measure
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/toolgate/toolgate/bench/load"
+	"github.com/toolgate/toolgate/bench/procstat"
+	"github.com/toolgate/toolgate/bench/report"
+	"github.com/toolgate/toolgate/bench/targets"
+)
+
+// callTimeout bounds one call: a hung target costs a cell, not the run.
+const callTimeout = 30 * time.Second
+
+// Shape is how long a cell warms up and then measures.
+type Shape struct {
+	Warmup, Duration time.Duration
+}
+
+// Cell opens conc sessions on t, warms them up, and measures calls back to
+// back for the shape's duration. CPU is read around the measured part only;
+// the gateway's peak RSS is reset first, so it is this cell's own.
+func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.Sample, error) {
+	sessions, closeSessions, err := t.Open(ctx, conc)
+	if err != nil {
+		return report.Sample{}, err
+	}
+	defer closeSessions()
+	if warm := load.Run(ctx, sessions, shape.Warmup, callTimeout); warm.Errors == warm.Calls() {
+		return report.Sample{}, fmt.Errorf("every warm-up call failed: %s", warm.FirstError)
+	}
+	gw := t.Gateway()
+	if gw != 0 {
+		_ = procstat.ResetPeak(gw) // without it, the peak so far: still an upper bound
+	}
+	before := snap(t)
+	res := load.Run(ctx, sessions, shape.Duration, callTimeout)
+	after := snap(t)
+	s := report.Sample{Calls: res.Calls(), Errors: res.Errors, FirstError: res.FirstError,
+		P50Ms: ms(res.Quantile(0.5)), P99Ms: ms(res.Quantile(0.99)), Throughput: res.Throughput(),
+		GatewayCPU: -1, UpstreamCPU: perCall(after.upstreamSince(before), res.Calls()),
+		ClientCPU: perCall(after.client-before.client, res.Calls())}
+	ours := after.client - before.client + after.upstreamSince(before) + after.gateway - before.gateway
+	s.OtherCPUPct = 100 * max(0, float64(after.machine-before.machine-ours)) / (res.Elapsed.Seconds() * float64(time.Second) * float64(runtime.NumCPU()))
+	if gw != 0 {
+		s.GatewayCPU = perCall(after.gateway-before.gateway, res.Calls())
+		if m, err := procstat.ReadMemory(gw); err == nil {
+			s.PeakRSSMB = float64(m.Peak) / (1 << 20)
+		}
+	}
+	return s, nil
+}
+
+// cpuSnap is the CPU time of a target's processes and of the load client.
+type cpuSnap struct {
+	gateway, reaped, client time.Duration
+	machine                 time.Duration // every process of the machine
+	upstreams               procstat.TreeCPU
+}
+
+func snap(t targets.Target) cpuSnap {
+	var s cpuSnap
+	if gw := t.Gateway(); gw != 0 {
+		c, _ := procstat.CPU(gw)
+		s.gateway = c.Self
+		s.reaped = c.Children // upstreams it has reaped (restarts, per-session children)
+	}
+	s.upstreams = procstat.ReadCPU(t.Upstreams())
+	self, _ := procstat.CPU(os.Getpid())
+	s.client = self.Self
+	s.machine = procstat.MachineBusy()
+	return s
+}
+
+// upstreamSince is the upstreams' CPU from before to s: each live process
+// against its own earlier figure, plus what the gateway reaped meanwhile.
+func (s cpuSnap) upstreamSince(before cpuSnap) time.Duration {
+	return s.upstreams.Since(before.upstreams) + s.reaped - before.reaped
+}
+
+func perCall(d time.Duration, calls int) float64 {
+	if calls == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(calls)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Row aggregates the rounds of one cell: medians of the rounds that were
+// measured, the largest peak RSS, all calls and errors. A cell no round
+// could measure becomes a row with NA set to the first reason.
+func Row(upstream, target string, conc int, samples []report.Sample) report.Row {
+	r := report.Row{Upstream: upstream, Target: target, Concurrency: conc, Samples: samples}
+	var ok []report.Sample
+	for _, s := range samples {
+		if s.Failed != "" {
+			if r.NA == "" {
+				r.NA = s.Failed
+			}
+			continue
+		}
+		ok = append(ok, s)
+		r.Calls += s.Calls
+		r.Errors += s.Errors
+		if r.FirstError == "" {
+			r.FirstError = s.FirstError
+		}
+		r.PeakRSSMB = max(r.PeakRSSMB, s.PeakRSSMB)
+	}
+	if len(ok) == 0 {
+		if r.NA == "" {
+			r.NA = "not measured"
+		}
+		return r
+	}
+	r.NA = ""
+	pick := func(f func(report.Sample) float64) float64 {
+		v := make([]float64, len(ok))
+		for i, s := range ok {
+			v[i] = f(s)
+		}
+		return median(v)
+	}
+	r.P50Ms = pick(func(s report.Sample) float64 { return s.P50Ms })
+	r.P99Ms = pick(func(s report.Sample) float64 { return s.P99Ms })
+	r.Throughput = pick(func(s report.Sample) float64 { return s.Throughput })
+	r.GatewayCPU = pick(func(s report.Sample) float64 { return s.GatewayCPU })
+	r.UpstreamCPU = pick(func(s report.Sample) float64 { return s.UpstreamCPU })
+	r.ClientCPU = pick(func(s report.Sample) float64 { return s.ClientCPU })
+	r.OtherCPUPct = pick(func(s report.Sample) float64 { return s.OtherCPUPct })
+	return r
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// Ratios sets each row's ratios to the direct row of the same upstream and
+// concurrency.
+func Ratios(rows []report.Row) {
+	for i := range rows {
+		r := &rows[i]
+		if r.NA != "" {
+			continue
+		}
+		for _, d := range rows {
+			if d.Target == "direct" && d.Upstream == r.Upstream && d.Concurrency == r.Concurrency && d.NA == "" {
+				if d.P50Ms > 0 {
+					r.P50Ratio = r.P50Ms / d.P50Ms
+				}
+				if d.Throughput > 0 {
+					r.TputRatio = r.Throughput / d.Throughput
+				}
+			}
+		}
+	}
+}

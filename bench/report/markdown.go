@@ -1,0 +1,197 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Markdown renders the report.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# toolgate load harness\n\n")
+	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
+	m := r.Machine
+	fmt.Fprintf(&b, "Machine: %s, %d cores; %s; Node %s; Linux %s; %s. toolgate %s.\n\n",
+		m.CPU, m.Cores, m.Go, m.Node, m.Kernel, m.Date.UTC().Format("2006-01-02 15:04 MST"), m.Toolgate)
+	s := r.Settings
+	fmt.Fprintf(&b, "Each cell: %.1f s warm-up, then %.1f s of calls back to back per worker; %d rounds, interleaved "+
+		"(each round measures every cell once, targets in a rotated order); figures are medians over rounds, "+
+		"peak RSS the largest.%s\n\n", s.WarmupS, s.DurationS, s.Rounds, quickNote(s.Quick))
+	if len(r.Rows) > 0 {
+		b.WriteString("## Side by side\n\n")
+		writeRows(&b, r.Rows, true)
+		writeErrors(&b, r.Rows)
+	}
+	if r.Scaling != nil {
+		writeScaling(&b, r.Scaling)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("## How to read it\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func quickNote(quick bool) string {
+	if quick {
+		return " **Quick (smoke) run: too short for conclusions.**"
+	}
+	return ""
+}
+
+// writeRows writes the side-by-side table; vsDirect adds the ratio columns.
+func writeRows(b *strings.Builder, rows []Row, vsDirect bool) {
+	b.WriteString("| upstream | target | conc | p50 ms | p99 ms | calls/s |")
+	if vsDirect {
+		b.WriteString(" p50 × direct | calls/s × direct |")
+	}
+	b.WriteString(" gateway CPU µs/call | upstream CPU µs/call | client CPU µs/call | gateway peak RSS MB | errors | other CPU % |\n")
+	cols := 13
+	if !vsDirect {
+		cols = 11
+	}
+	b.WriteString("|" + strings.Repeat("---|", cols) + "\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %d |", r.Upstream, r.Target, r.Concurrency)
+		if r.NA != "" {
+			fmt.Fprintf(b, " n/a: %s |%s\n", oneLine(r.NA, 160), strings.Repeat(" – |", cols-4))
+			continue
+		}
+		fmt.Fprintf(b, " %s | %s | %s |", ms(r.P50Ms), ms(r.P99Ms), num(r.Throughput))
+		if vsDirect {
+			fmt.Fprintf(b, " %s | %s |", ratio(r.P50Ratio), ratio(r.TputRatio))
+		}
+		fmt.Fprintf(b, " %s | %s | %s | %s | %d | %.0f |\n", cpu(r.GatewayCPU), cpu(r.UpstreamCPU), cpu(r.ClientCPU), mb(r.PeakRSSMB), r.Errors, r.OtherCPUPct)
+	}
+	b.WriteString("\n")
+}
+
+func writeErrors(b *strings.Builder, rows []Row) {
+	first := true
+	for _, r := range rows {
+		if r.Errors == 0 || r.FirstError == "" {
+			continue
+		}
+		if first {
+			b.WriteString("Errors (the first of each cell):\n\n")
+			first = false
+		}
+		fmt.Fprintf(b, "- %s / %s / %d: %s\n", r.Upstream, r.Target, r.Concurrency, oneLine(r.FirstError, 300))
+	}
+	if !first {
+		b.WriteString("\n")
+	}
+}
+
+func writeScaling(b *strings.Builder, s *Scaling) {
+	b.WriteString("## Scaling (toolgate over Streamable HTTP, Go echo upstream)\n\n")
+	for _, g := range s.Cost {
+		fmt.Fprintf(b, "### Per-call cost: %s\n\n", g.Name)
+		b.WriteString("| variant | conc | p50 ms | p99 ms | calls/s | p50 × first | calls/s × first | gateway CPU µs/call | CPU × first | errors |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range g.Variants {
+			if r.NA != "" {
+				fmt.Fprintf(b, "| %s | %d | n/a: %s | – | – | – | – | – | – | – |\n", r.Target, r.Concurrency, oneLine(r.NA, 160))
+				continue
+			}
+			base := baseline(g.Variants, r.Concurrency)
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Target, r.Concurrency,
+				ms(r.P50Ms), ms(r.P99Ms), num(r.Throughput), ratio(div(r.P50Ms, base.P50Ms)),
+				ratio(div(r.Throughput, base.Throughput)), cpu(r.GatewayCPU), ratio(div(r.GatewayCPU, base.GatewayCPU)), r.Errors)
+		}
+		b.WriteString("\n")
+	}
+	if len(s.ToolsList) > 0 {
+		b.WriteString("### tools/list, filtered per principal\n\n| catalog tools | principal | tools visible | calls | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n")
+		for _, r := range s.ToolsList {
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s |\n", Thousands(r.Catalog), r.Principal, Thousands(r.Visible), r.Calls, ms(r.P50Ms), ms(r.P99Ms))
+		}
+		b.WriteString("\n")
+	}
+	if len(s.Memory) > 0 {
+		b.WriteString("### Gateway memory (VmRSS)\n\n| situation | RSS MB | note |\n|---|---|---|\n")
+		for _, r := range s.Memory {
+			fmt.Fprintf(b, "| %s | %s | %s |\n", r.Situation, mb(r.RSSMB), r.Note)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range s.Failed {
+		fmt.Fprintf(b, "- not measured: %s\n", oneLine(f, 300))
+	}
+	if len(s.Failed) > 0 {
+		b.WriteString("\n")
+	}
+}
+
+// baseline is the first measured variant at concurrency c.
+func baseline(rows []Row, c int) Row {
+	for _, r := range rows {
+		if r.Concurrency == c && r.NA == "" {
+			return r
+		}
+	}
+	return Row{}
+}
+
+func div(a, b float64) float64 {
+	if b <= 0 || a < 0 {
+		return 0
+	}
+	return a / b
+}
+
+func ms(v float64) string {
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.3f", v)
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.1f", v)
+	}
+}
+
+// Thousands writes n with thousands separators.
+func Thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func num(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+func ratio(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func cpu(v float64) string {
+	if v < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func mb(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// oneLine keeps a message on one table line: no newlines or pipes, at most
+// n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "|", "/")), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}

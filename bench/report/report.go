@@ -1,0 +1,135 @@
+// Package report holds what a load harness run found and writes it as
+// Markdown (for people and the README) and JSON (for tools), side by side.
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"time"
+)
+
+// Report is one run of the harness.
+type Report struct {
+	Command  string   `json:"command"`
+	Machine  Machine  `json:"machine"`
+	Settings Settings `json:"settings"`
+	Rows     []Row    `json:"rows,omitempty"`
+	Scaling  *Scaling `json:"scaling,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Machine is what the figures were measured on.
+type Machine struct {
+	CPU      string    `json:"cpu"`
+	Cores    int       `json:"cores"`
+	Go       string    `json:"go"`
+	Node     string    `json:"node"`
+	Kernel   string    `json:"kernel"`
+	Date     time.Time `json:"date"`
+	Toolgate string    `json:"toolgate"` // the commit measured
+}
+
+// Settings are the run's shape.
+type Settings struct {
+	Rounds      int     `json:"rounds"`
+	WarmupS     float64 `json:"warmup_s"`
+	DurationS   float64 `json:"duration_s"`
+	Concurrency []int   `json:"concurrency"`
+	Quick       bool    `json:"quick"`
+}
+
+// Sample is one cell measured once: a target at one concurrency in one
+// round. CPU figures are µs per completed call; a negative one means "no
+// such process" (direct has no gateway).
+type Sample struct {
+	Round       int     `json:"round"`
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	Throughput  float64 `json:"calls_per_s"`
+	GatewayCPU  float64 `json:"gateway_cpu_us_per_call"`
+	UpstreamCPU float64 `json:"upstream_cpu_us_per_call"`
+	ClientCPU   float64 `json:"client_cpu_us_per_call"`
+	PeakRSSMB   float64 `json:"peak_rss_mb"` // the gateway's VmHWM during the cell; 0 without a gateway
+	// OtherCPUPct is the share of the machine's CPU that processes other
+	// than the client and the target used meanwhile: interference.
+	OtherCPUPct float64 `json:"other_cpu_pct"`
+	Failed      string  `json:"failed,omitempty"` // the cell could not be measured this round
+}
+
+// Row is one upstream × target × concurrency over all rounds: the median
+// of the rounds' figures (peak RSS: the largest), and ratios to the direct
+// call at the same concurrency.
+type Row struct {
+	Upstream    string   `json:"upstream"`
+	Target      string   `json:"target"`
+	Concurrency int      `json:"concurrency"`
+	NA          string   `json:"na,omitempty"` // why it was not measured
+	Calls       int      `json:"calls"`        // over all rounds
+	Errors      int      `json:"errors"`
+	FirstError  string   `json:"first_error,omitempty"`
+	P50Ms       float64  `json:"p50_ms"`
+	P99Ms       float64  `json:"p99_ms"`
+	Throughput  float64  `json:"calls_per_s"`
+	P50Ratio    float64  `json:"p50_vs_direct"`        // 0: no direct figure
+	TputRatio   float64  `json:"throughput_vs_direct"` // 0: no direct figure
+	GatewayCPU  float64  `json:"gateway_cpu_us_per_call"`
+	UpstreamCPU float64  `json:"upstream_cpu_us_per_call"`
+	ClientCPU   float64  `json:"client_cpu_us_per_call"`
+	PeakRSSMB   float64  `json:"peak_rss_mb"`
+	OtherCPUPct float64  `json:"other_cpu_pct"`
+	Samples     []Sample `json:"samples,omitempty"`
+}
+
+// Scaling holds the figures of how toolgate's cost grows (issue 8, item 2).
+type Scaling struct {
+	Cost      []CostGroup `json:"cost,omitempty"`
+	ToolsList []ListRow   `json:"tools_list,omitempty"`
+	Memory    []MemRow    `json:"memory,omitempty"`
+	Failed    []string    `json:"failed,omitempty"` // figures that could not be measured, and why
+}
+
+// CostGroup compares the per-call cost of variants of one gateway setting;
+// the first variant is the baseline of the ratios.
+type CostGroup struct {
+	Name     string `json:"name"`
+	Variants []Row  `json:"variants"` // Target holds the variant's label
+}
+
+// ListRow is tools/list latency for one principal.
+type ListRow struct {
+	Catalog   int     `json:"catalog_tools"`
+	Principal string  `json:"principal"`
+	Visible   int     `json:"visible_tools"`
+	Calls     int     `json:"calls"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+}
+
+// MemRow is the gateway's resident memory in one situation.
+type MemRow struct {
+	Situation string  `json:"situation"`
+	RSSMB     float64 `json:"rss_mb"`
+	Note      string  `json:"note,omitempty"`
+}
+
+// Write writes the report as Markdown to path and as JSON beside it
+// (path with .json instead of .md).
+func (r *Report) Write(path string) error {
+	if err := os.WriteFile(path, []byte(r.Markdown()), 0o644); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(JSONPath(path), append(raw, '\n'), 0o644)
+}
+
+// JSONPath is where Write puts the JSON twin of a Markdown report.
+func JSONPath(md string) string {
+	return strings.TrimSuffix(md, ".md") + ".json"
+}
