@@ -188,20 +188,20 @@ func (c *Client) key(name string) string { return c.opts.KeyPrefix + name }
 // Do runs op for feature, bounded by the operation timeout. While the store
 // is known down it fails at once with ErrUnavailable: no call waits on a
 // dead server. A failure is counted under feature and makes the health
-// check look again now.
+// check look again now, unless it came from ctx ending.
 func (c *Client) Do(ctx context.Context, feature string, op func(ctx context.Context) error) error {
 	if err := c.Err(); err != nil {
 		c.failed(feature)
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
+	opCtx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
 	defer cancel()
-	if err := op(ctx); err != nil {
+	err := op(opCtx)
+	if err != nil && ctx.Err() == nil { // a caller that left says nothing about the store
 		c.failed(feature)
 		c.lookNow()
-		return err
 	}
-	return nil
+	return err
 }
 
 func (c *Client) failed(feature string) {

@@ -105,3 +105,19 @@ func TestOpenWhileDown(t *testing.T) {
 	srv.Restart()
 	ev.waitStatus(t, true)
 }
+
+// A caller that left (its context ended) is not a store failure: nothing
+// is counted.
+func TestCallerLeavingIsNotAStoreError(t *testing.T) {
+	srv := redistest.Start(t)
+	c, ev := open(t, srv, "t:")
+	ev.waitStatus(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Do(ctx, FeatureRateLimits, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }); err == nil {
+		t.Fatal("PING with an ended context succeeded")
+	}
+	if n := ev.errorsOf(FeatureRateLimits); n != 0 {
+		t.Errorf("%d errors counted for a caller that left, want 0", n)
+	}
+}

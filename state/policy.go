@@ -248,13 +248,19 @@ func (s *PolicySync) reconcile(ctx context.Context) error {
 		return s.claim(ctx, s.version())
 	}
 	s.saw(published)
-	if published != s.version() {
-		s.c.log.Info("the published policy differs from ours; reloading", "published", published, "ours", s.version())
-		_ = s.reload()
-		if s.version() != published {
-			s.c.log.Warn("after reloading, this replica's policy files still differ from the published version; "+
-				"check that every replica has the same model.conf and policy.csv", "published", published, "ours", s.version())
-		}
+	if published == s.version() {
+		return nil
 	}
-	return nil
+	s.c.log.Info("the published policy differs from ours; reloading", "published", published, "ours", s.version())
+	_ = s.reload()
+	if s.version() == published {
+		return nil
+	}
+	// Our files say otherwise. Either the published version is stale (a
+	// replica that missed a reload offered it to an emptied store) or the
+	// files differ between replicas: announcing ours makes the others
+	// re-read theirs, which settles the first case and shows the second.
+	s.c.log.Warn("after reloading, this replica's policy still differs from the published one; announcing ours "+
+		"(if this repeats, the replicas' model.conf and policy.csv differ)", "published", published, "ours", s.version())
+	return s.publish(ctx, s.version())
 }

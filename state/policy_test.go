@@ -98,6 +98,18 @@ func TestPolicyReconcilesOnConnect(t *testing.T) {
 	late.waitVersion(t, "v2")
 }
 
+// A replica that missed a reload and then offered its stale version to an
+// emptied store does not hold the others back: an up-to-date replica that
+// connects announces its own, and the stale one re-reads its files.
+func TestStalePublishedVersionIsCorrected(t *testing.T) {
+	srv := redistest.Start(t)
+	stale := newReplica(t, srv, "stale", "v1")
+	stale.write("v2") // it missed the announcement of v2
+	waitPublished(t, srv, "pol:policy:version", "v1")
+	newReplica(t, srv, "current", "v2")
+	stale.waitVersion(t, "v2")
+}
+
 // A reload made while the store is down is announced when it comes back
 // (empty, as a restarted Redis without persistence is), and the others
 // catch up.
