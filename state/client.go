@@ -280,6 +280,22 @@ func (c *Client) setStatus(err error) {
 	}
 }
 
+// backoff is a doubling wait, from minBackoff up to the client's maximum,
+// for loops that retry while the store misbehaves.
+type backoff struct {
+	next, max time.Duration
+}
+
+func (c *Client) newBackoff() *backoff { return &backoff{next: minBackoff, max: c.opts.MaxBackoff} }
+
+func (b *backoff) wait() time.Duration {
+	d := b.next
+	b.next = min(2*b.next, b.max)
+	return d
+}
+
+func (b *backoff) reset() { b.next = minBackoff }
+
 // waitUp waits at least d, then until the store is up. It is false when
 // the client is closing.
 func (c *Client) waitUp(ctx context.Context, d time.Duration) bool {

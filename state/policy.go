@@ -95,20 +95,20 @@ func (s *PolicySync) versionKey() string { return s.c.key("policy:version") }
 // reconcile, since messages may have been missed while it was down.
 func (s *PolicySync) listen(ctx context.Context, ps *redis.PubSub) {
 	_ = ps.Subscribe(ctx, s.channel()) // on failure, the first Receive connects and subscribes
+	retry := s.c.newBackoff()
 	for ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				s.mu.Lock()
-				s.sync = true
-				s.mu.Unlock()
+				s.setSync(true)
 				s.poke()
 			}
 		case *redis.Message:
 			s.received(m.Payload)
 		}
 		if err == nil {
+			retry.reset()
 			continue
 		}
 		if isTimeout(err) {
@@ -116,7 +116,7 @@ func (s *PolicySync) listen(ctx context.Context, ps *redis.PubSub) {
 			continue
 		}
 		s.c.lookNow()
-		s.c.waitUp(ctx, minBackoff)
+		s.c.waitUp(ctx, retry.wait())
 	}
 }
 
@@ -149,9 +149,14 @@ func (s *PolicySync) work(ctx context.Context) {
 			return
 		case <-s.wake:
 		}
-		for s.step(ctx) {
-			if !s.c.waitUp(ctx, minBackoff) {
+		retry := s.c.newBackoff()
+		for {
+			more, failed := s.step(ctx)
+			if failed && !s.c.waitUp(ctx, retry.wait()) {
 				return
+			}
+			if !more && !failed {
+				break
 			}
 		}
 	}
@@ -159,14 +164,15 @@ func (s *PolicySync) work(ctx context.Context) {
 
 // step does the pending work, announcing before reconciling (so a reload
 // made while cut off is not undone by the older published version). It
-// reports whether something failed and must be retried.
-func (s *PolicySync) step(ctx context.Context) (retry bool) {
+// reports whether more work came meanwhile, and whether something failed
+// and must be retried.
+func (s *PolicySync) step(ctx context.Context) (more, failed bool) {
 	s.mu.Lock()
 	out, sync := s.out, s.sync
 	s.mu.Unlock()
 	if out != "" {
 		if err := s.publish(ctx, out); err != nil {
-			return true
+			return true, true
 		}
 		s.mu.Lock()
 		if s.out == out {
@@ -175,16 +181,21 @@ func (s *PolicySync) step(ctx context.Context) (retry bool) {
 		s.mu.Unlock()
 	}
 	if sync {
+		s.setSync(false) // before, so a resubscription meanwhile asks again
 		if err := s.reconcile(ctx); err != nil {
-			return true
+			s.setSync(true)
+			return true, true
 		}
-		s.mu.Lock()
-		s.sync = false
-		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.out != "" // announced again meanwhile
+	return s.out != "" || s.sync, false // asked again meanwhile
+}
+
+func (s *PolicySync) setSync(v bool) {
+	s.mu.Lock()
+	s.sync = v
+	s.mu.Unlock()
 }
 
 // publish records version as the published one and announces it.
