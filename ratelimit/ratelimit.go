@@ -1,8 +1,9 @@
 // Package ratelimit decides whether a call may take a token from each of
 // the token buckets that apply to it: all of them, or none. It knows
 // buckets, not callers: which buckets apply (principal, role, tool) is the
-// gateway's business. The in-memory Memory is the embedded default; a
-// shared store (Redis, for several replicas) implements the same Limiter.
+// gateway's business. The in-memory Memory is the embedded default;
+// state.RateLimiter keeps the buckets in Redis, shared by several replicas,
+// behind the same Limiter.
 package ratelimit
 
 import (

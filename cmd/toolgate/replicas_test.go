@@ -184,6 +184,24 @@ func TestReplicasShareRedis(t *testing.T) {
 	}
 }
 
+// With rate_limits_on_failure: closed, a call that has a limit is refused
+// while Redis is down (rate_limited, retryable), one without a limit runs,
+// and limits work again once Redis is back.
+func TestRateLimitsFailClosed(t *testing.T) {
+	rs := startReplicas(t, 1, "  rate_limits_on_failure: closed\nrate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 2}\n")
+	rs.redis.Kill()
+	env := rs.call(t, 0, "hostile__tick", `{"label":"closed"}`)
+	if env["error_code"] != "rate_limited" || env["retryable"] != true || !strings.Contains(fmt.Sprint(env["message"]), "cannot be checked right now") {
+		t.Fatalf("a limited call with Redis down: %v", env)
+	}
+	if env := rs.call(t, 0, "hostile__echo", `{}`); env["ok"] != true {
+		t.Fatalf("a call without a limit with Redis down: %v", env)
+	}
+	rs.redis.Restart()
+	rs.waitReady(t, true, "ok")
+	rs.spend(t, 3, 2)
+}
+
 // roundRobin is a load balancer without stickiness: each HTTP request
 // goes to the next replica, whatever its Mcp-Session-Id.
 type roundRobin struct {
