@@ -24,7 +24,8 @@ const maxCheckMessage = 200
 //   - "audit": the audit log is writable (its last write or sync did not fail);
 //   - "upstream/<server>": for each server the configuration requires, it is connected
 //     (upstreams.Set.Status). Servers that are not required stay out, so one optional upstream being
-//     down never takes the gateway out of a load balancer.
+//     down never takes the gateway out of a load balancer;
+//   - "state": with state.redis, the shared store answers its health check (state.Client.Err).
 //
 // Checks run on every /readyz request, one after another, so they must be quick and must not block:
 // they read state the gateway already keeps rather than probing anything.
