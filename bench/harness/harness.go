@@ -42,6 +42,7 @@ type Options struct {
 	Rounds      int
 	Warmup      time.Duration
 	Duration    time.Duration
+	Settle      time.Duration // the most a cell waits for a quiet machine; negative: never
 	Concurrency []int
 	Upstreams   []string // GoEcho, Everything
 	Targets     []string // Direct, ToolgateHTTP, ...
@@ -69,6 +70,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Duration == 0 {
 		o.Duration = pick(o.Quick, 300*time.Millisecond, 2*time.Second)
+	}
+	if o.Settle == 0 {
+		o.Settle = pick(o.Quick, -1, 30*time.Second)
 	}
 	if len(o.Concurrency) == 0 {
 		o.Concurrency = []int{1, 16, 64}
@@ -115,7 +119,7 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 		m.Toolgate = fmt.Sprintf("binary %s (%s)", o.Toolgate, cmp.Or(o.Revision, "revision not given"))
 	}
 	rep := &report.Report{Command: o.Command, Machine: m, Settings: report.Settings{
-		Rounds: o.Rounds, WarmupS: o.Warmup.Seconds(), DurationS: o.Duration.Seconds(),
+		Rounds: o.Rounds, WarmupS: o.Warmup.Seconds(), DurationS: o.Duration.Seconds(), SettleS: max(0, o.Settle.Seconds()),
 		Concurrency: o.Concurrency, Quick: o.Quick}}
 	if o.Table {
 		rep.Rows = table(ctx, &o, env)
@@ -123,7 +127,7 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	}
 	if o.Scaling {
 		rep.Scaling = scaling.Run(ctx, scaling.Env{Toolgate: env.toolgate, Echo: env.echo, Model: env.model,
-			Work: filepath.Join(work, "scaling"), Quick: o.Quick, Log: o.Log})
+			Work: filepath.Join(work, "scaling"), Quick: o.Quick, Settle: o.Settle, Log: o.Log})
 		rep.Notes = append(rep.Notes, scaling.Notes...)
 	}
 	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {

@@ -66,7 +66,7 @@ func table(ctx context.Context, o *Options, e *env) []report.Row {
 // all targets instead of biasing one.
 func rounds(ctx context.Context, o *Options, slots map[string][]*slot) map[string][]report.Sample {
 	samples := map[string][]report.Sample{}
-	shape := measure.Shape{Warmup: o.Warmup, Duration: o.Duration}
+	shape := measure.Shape{Warmup: o.Warmup, Duration: o.Duration, Settle: o.Settle}
 	for r := range o.Rounds {
 		for _, up := range o.Upstreams {
 			for _, c := range o.Concurrency {
@@ -96,8 +96,8 @@ func cell(ctx context.Context, o *Options, s *slot, up string, c, round int, sha
 		fmt.Fprintf(o.Log, "round %d  %-10s %-14s c=%-3d failed: %v\n", round+1, up, s.name, c, err)
 		return sample
 	}
-	fmt.Fprintf(o.Log, "round %d  %-10s %-14s c=%-3d p50 %.3f ms  p99 %.3f ms  %8.0f calls/s  errors %d  other CPU %.0f%%\n",
-		round+1, up, s.name, c, sample.P50Ms, sample.P99Ms, sample.Throughput, sample.Errors, sample.OtherCPUPct)
+	fmt.Fprintf(o.Log, "round %d  %-10s %-14s c=%-3d p50 %.3f ms  p99 %.3f ms  %8.0f calls/s  errors %d  other CPU %.0f%%  settled in %.1f s\n",
+		round+1, up, s.name, c, sample.P50Ms, sample.P99Ms, sample.Throughput, sample.Errors, sample.OtherCPUPct, sample.SettleS)
 	return sample
 }
 

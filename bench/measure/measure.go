@@ -20,15 +20,18 @@ import (
 // callTimeout bounds one call: a hung target costs a cell, not the run.
 const callTimeout = 30 * time.Second
 
-// Shape is how long a cell warms up and then measures.
+// Shape is how long a cell warms up and then measures, and how long it may
+// first wait for the machine to be quiet.
 type Shape struct {
 	Warmup, Duration time.Duration
+	Settle           time.Duration // 0: do not wait
 }
 
 // Cell opens conc sessions on t, warms them up, and measures calls back to
 // back for the shape's duration. CPU is read around the measured part only;
 // the gateway's peak RSS is reset first, so it is this cell's own.
 func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.Sample, error) {
+	waited := Settle(ctx, shape.Settle)
 	sessions, closeSessions, err := t.Open(ctx, conc)
 	if err != nil {
 		return report.Sample{}, err
@@ -47,7 +50,7 @@ func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.
 	s := report.Sample{Calls: res.Calls(), Errors: res.Errors, FirstError: res.FirstError,
 		P50Ms: ms(res.Quantile(0.5)), P99Ms: ms(res.Quantile(0.99)), Throughput: res.Throughput(),
 		GatewayCPU: -1, UpstreamCPU: perCall(after.upstreamSince(before), res.Calls()),
-		ClientCPU: perCall(after.client-before.client, res.Calls())}
+		ClientCPU: perCall(after.client-before.client, res.Calls()), SettleS: waited.Seconds()}
 	ours := after.client - before.client + after.upstreamSince(before) + after.gateway - before.gateway
 	s.OtherCPUPct = 100 * max(0, float64(after.machine-before.machine-ours)) / (res.Elapsed.Seconds() * float64(time.Second) * float64(runtime.NumCPU()))
 	if gw != 0 {
@@ -57,6 +60,39 @@ func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.
 		}
 	}
 	return s, nil
+}
+
+// quiet is the share of the machine's CPU that counts as idle enough to
+// measure, and window how long each look at it lasts.
+const (
+	quiet  = 0.10
+	window = 300 * time.Millisecond
+)
+
+// Settle waits, up to limit, until the machine has been quiet for one
+// window: this machine's cores may be shared with other work (a test suite,
+// a build), and a cell measured alongside it measures the contention. It
+// returns how long it waited; the cell's other CPU % shows whether it was
+// quiet in the end.
+func Settle(ctx context.Context, limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	start := time.Now()
+	capacity := float64(window) * float64(runtime.NumCPU())
+	for time.Since(start) < limit && ctx.Err() == nil {
+		before := procstat.MachineBusy()
+		t := time.NewTimer(window)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if float64(procstat.MachineBusy()-before) < quiet*capacity {
+			break
+		}
+	}
+	return time.Since(start)
 }
 
 // cpuSnap is the CPU time of a target's processes and of the load client.

@@ -16,7 +16,7 @@ func (r *Report) Markdown() string {
 	s := r.Settings
 	fmt.Fprintf(&b, "Each cell: %.1f s warm-up, then %.1f s of calls back to back per worker; %d rounds, interleaved "+
 		"(each round measures every cell once, targets in a rotated order); figures are medians over rounds, "+
-		"peak RSS the largest.%s\n\n", s.WarmupS, s.DurationS, s.Rounds, quickNote(s.Quick))
+		"peak RSS the largest.%s%s\n\n", s.WarmupS, s.DurationS, s.Rounds, settleNote(s.SettleS), quickNote(s.Quick))
 	if len(r.Rows) > 0 {
 		b.WriteString("## Side by side\n\n")
 		writeRows(&b, r.Rows, true)
@@ -33,6 +33,13 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+func settleNote(max float64) string {
+	if max <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Before each cell the harness waits (at most %.0f s) until other processes use under 10%% of the machine's CPU for 0.3 s.", max)
 }
 
 func quickNote(quick bool) string {

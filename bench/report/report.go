@@ -34,6 +34,7 @@ type Machine struct {
 type Settings struct {
 	Rounds      int     `json:"rounds"`
 	WarmupS     float64 `json:"warmup_s"`
+	SettleS     float64 `json:"settle_max_s"`
 	DurationS   float64 `json:"duration_s"`
 	Concurrency []int   `json:"concurrency"`
 	Quick       bool    `json:"quick"`
@@ -57,6 +58,7 @@ type Sample struct {
 	// OtherCPUPct is the share of the machine's CPU that processes other
 	// than the client and the target used meanwhile: interference.
 	OtherCPUPct float64 `json:"other_cpu_pct"`
+	SettleS     float64 `json:"settle_s"`         // waited for a quiet machine before the cell
 	Failed      string  `json:"failed,omitempty"` // the cell could not be measured this round
 }
 

@@ -27,6 +27,7 @@ type Env struct {
 	Model    string           // model.conf text
 	Work     string           // a directory for the gateways' files
 	Quick    bool
+	Settle   time.Duration // the most a cell waits for a quiet machine
 	Log      io.Writer
 }
 
@@ -59,9 +60,9 @@ func Run(ctx context.Context, e Env) *report.Scaling {
 // shape is the cell shape and rounds of the per-call figures.
 func (e Env) shape() (measure.Shape, int) {
 	if e.Quick {
-		return measure.Shape{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond}, 1
+		return measure.Shape{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Settle: e.Settle}, 1
 	}
-	return measure.Shape{Warmup: 500 * time.Millisecond, Duration: 2 * time.Second}, 5
+	return measure.Shape{Warmup: 500 * time.Millisecond, Duration: 2 * time.Second, Settle: e.Settle}, 5
 }
 
 // variant is one gateway of a comparison.

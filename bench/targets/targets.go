@@ -91,15 +91,16 @@ func withStderr(err error, c *client.Client) error {
 	if n == 0 {
 		return err
 	}
-	return &wrapped{err, strings.TrimSpace(string(buf[:n]))}
+	return &wrapped{err, "stderr: " + strings.TrimSpace(string(buf[:n]))}
 }
 
+// wrapped is an error with what the child said about it.
 type wrapped struct {
 	err    error
-	stderr string
+	detail string
 }
 
-func (w *wrapped) Error() string { return w.err.Error() + "; stderr: " + w.stderr }
+func (w *wrapped) Error() string { return w.err.Error() + "; " + w.detail }
 func (w *wrapped) Unwrap() error { return w.err }
 
 func (t *stdioTarget) Name() string { return t.name }

@@ -35,6 +35,7 @@ func run() int {
 	flag.IntVar(&o.Rounds, "rounds", 0, "interleaved rounds (default 5; 1 with -quick)")
 	flag.DurationVar(&o.Warmup, "warmup", 0, "warm-up per cell (default 500ms; 100ms with -quick)")
 	flag.DurationVar(&o.Duration, "duration", 0, "measured time per cell (default 2s; 300ms with -quick)")
+	flag.DurationVar(&o.Settle, "settle", 0, "the most each cell waits for the machine to be quiet first (default 30s; off with -quick; negative: off)")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "concurrent workers per cell, comma-separated")
 	flag.StringVar(&ups, "upstreams", "go,everything", "upstreams: go (bench/echo), everything (npm server-everything)")
 	flag.StringVar(&tgts, "targets", "direct,toolgate-http,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
