@@ -76,6 +76,21 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("the Markdown report lacks a row starting %q:\n%s", want, md)
 		}
 	}
+	checkTable(t, string(md))
+}
+
+// checkTable wants every line of the side-by-side table to have as many
+// cells as its header: a Markdown renderer drops a table whose rows do not.
+func checkTable(t *testing.T, md string) {
+	t.Helper()
+	_, table, _ := strings.Cut(md, "| upstream |")
+	table, _, _ = strings.Cut("| upstream |"+table, "\n\n")
+	lines := strings.Split(table, "\n")
+	for _, line := range lines[1:] {
+		if got, want := strings.Count(line, "|"), strings.Count(lines[0], "|"); got != want {
+			t.Errorf("table line has %d cell borders, the header %d: %s", got, want, line)
+		}
+	}
 }
 
 // checkRows wants direct and toolgate-http at concurrency 1, 16 and 64,

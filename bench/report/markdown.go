@@ -56,9 +56,9 @@ func writeRows(b *strings.Builder, rows []Row, vsDirect bool) {
 		b.WriteString(" p50 × direct | calls/s × direct |")
 	}
 	b.WriteString(" gateway CPU µs/call | upstream CPU µs/call | client CPU µs/call | gateway peak RSS MB | errors | other CPU % |\n")
-	cols := 13
+	cols := 14
 	if !vsDirect {
-		cols = 11
+		cols = 12
 	}
 	b.WriteString("|" + strings.Repeat("---|", cols) + "\n")
 	for _, r := range rows {
