@@ -26,7 +26,7 @@ func (l *loader) checkAudit(x *Audit) {
 	}
 	l.checkOneOf("audit.fsync", x.Fsync, auditFsyncModes)
 	inRange := l.checkDuration("audit.fsync_interval", x.FsyncInterval, auditFsyncIntervalRange)
-	if x.FsyncInterval != 0 && inRange && x.Fsync != AuditFsyncInterval && !l.bad["audit.fsync"] {
+	if x.FsyncInterval != 0 && inRange && cmp.Or(x.Fsync, DefaultAuditFsync) != AuditFsyncInterval && !l.bad["audit.fsync"] {
 		l.reportAt("audit.fsync_interval", "applies only with fsync: interval (fsync is %s); remove it or set fsync: interval",
 			cmp.Or(x.Fsync, DefaultAuditFsync))
 	}

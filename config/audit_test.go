@@ -17,7 +17,7 @@ var auditProblems = []problemCase{
 		"expected a duration from 10ms to 1m, got 2m"},
 	{"audit fsync_interval a number", "audit: {fsync: interval, fsync_interval: 5}\n", nil, 1, "audit.fsync_interval",
 		`got the number 5 (write "5s" or another unit)`},
-	{"audit fsync_interval without interval", "audit:\n  fsync_interval: 2s\n", nil, 2, "audit.fsync_interval",
+	{"audit fsync_interval with fsync always", "audit:\n  fsync: always\n  fsync_interval: 2s\n", nil, 3, "audit.fsync_interval",
 		"applies only with fsync: interval (fsync is always)"},
 	{"audit fsync_interval with never", "audit: {fsync: never, fsync_interval: 2s}\n", nil, 1, "audit.fsync_interval",
 		"applies only with fsync: interval (fsync is never)"},
@@ -58,7 +58,7 @@ func TestAuditSettings(t *testing.T) {
 		redact      string // joined with ","
 		failClosed  bool
 	}
-	defaults := settings{true, "/srv/tg/toolgate.audit.log", "always", time.Second, 100 << 20, 10, false, "", false}
+	defaults := settings{true, "/srv/tg/toolgate.audit.log", "interval", time.Second, 100 << 20, 10, false, "", false}
 	tests := []struct {
 		name string
 		src  string
@@ -73,11 +73,11 @@ func TestAuditSettings(t *testing.T) {
 		{"absolute file, never, upper bounds", "audit: {file: /var/log/tg/audit.log, fsync: never, max_bytes: 17179869184, max_files: 1}\n",
 			settings{true, "/var/log/tg/audit.log", "never", time.Second, 16 << 30, 1, false, "", false}},
 		{"variable in file", "audit: {file: \"${LOGS}/audit.log\"}\n",
-			settings{true, "/logs/audit.log", "always", time.Second, 100 << 20, 10, false, "", false}},
+			settings{true, "/logs/audit.log", "interval", time.Second, 100 << 20, 10, false, "", false}},
 		{"redact without include_args", "audit: {redact: [token]}\n",
-			settings{true, "/srv/tg/toolgate.audit.log", "always", time.Second, 100 << 20, 10, false, "token", false}},
+			settings{true, "/srv/tg/toolgate.audit.log", "interval", time.Second, 100 << 20, 10, false, "token", false}},
 		{"disabled", "audit: {disabled: true}\n",
-			settings{false, "/srv/tg/toolgate.audit.log", "always", time.Second, 100 << 20, 10, false, "", false}},
+			settings{false, "/srv/tg/toolgate.audit.log", "interval", time.Second, 100 << 20, 10, false, "", false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestAuditSettings(t *testing.T) {
 
 func TestAuditZeroConfig(t *testing.T) {
 	var c Config
-	if !c.AuditEnabled() || c.AuditPath() != DefaultAuditFile || c.AuditFsync() != AuditFsyncAlways ||
+	if !c.AuditEnabled() || c.AuditPath() != DefaultAuditFile || c.AuditFsync() != AuditFsyncInterval ||
 		c.AuditFsyncInterval() != time.Second || c.AuditMaxBytes() != 100<<20 || c.AuditMaxFiles() != 10 ||
 		c.AuditIncludeArgs() || len(c.AuditRedact()) != 0 || c.AuditFailClosed() {
 		t.Errorf("zero Config: %v %q %q %s %d %d %v %v %v", c.AuditEnabled(), c.AuditPath(), c.AuditFsync(),

@@ -77,12 +77,13 @@ const (
 	DefaultApprovalTTL = time.Hour
 	// DefaultAuditFile is the audit trail, written beside the config file like the pins and approvals.
 	DefaultAuditFile = "toolgate.audit.log"
-	// DefaultAuditFsync flushes every record to disk before the call's answer goes out, so a record the
-	// gateway acted on survives a crash or power loss: the last seconds before an incident are the ones an
-	// investigation needs. The cost is one fsync per record (about 0.1 ms on an SSD, up to a few ms on
-	// network disks), shared by all records written meanwhile (group commit); next to an upstream tool
-	// call that is small. Choose interval (or never) when throughput matters more than the last second.
-	DefaultAuditFsync = AuditFsyncAlways
+	// DefaultAuditFsync writes every record to the file before the call's answer goes out (so it survives
+	// the gateway crashing) and flushes the file to disk at least every fsync_interval (so a power loss
+	// costs at most that last second), like Redis's appendfsync everysec. fsync: always closes that last
+	// second at the price of one fsync per record on the call's path: measured here about 0.09 ms of
+	// latency and 15% of the gateway's CPU per call at concurrency 1 (bench/); choose it where an audit
+	// record must be on disk before the caller hears the answer.
+	DefaultAuditFsync = AuditFsyncInterval
 	// DefaultAuditFsyncInterval is the longest a record stays unflushed with fsync: interval: 1 second.
 	DefaultAuditFsyncInterval = time.Second
 	// DefaultAuditMaxBytes rotates the trail at 100 MiB.
@@ -476,7 +477,7 @@ func (c *Config) AuditPath() string {
 	return cmp.Or(c.Audit.File, filepath.Join(c.Dir(), DefaultAuditFile))
 }
 
-// AuditFsync is when audit records are flushed to disk: always, interval or never. Default always.
+// AuditFsync is when audit records are flushed to disk: always, interval or never. Default interval.
 func (c *Config) AuditFsync() string {
 	return cmp.Or(c.Audit.Fsync, DefaultAuditFsync)
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
-	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/sanitize"
 )
@@ -48,11 +46,7 @@ func (p *Pipeline) approve(_ context.Context, x *exchange) *envelope.Error {
 	if !needed {
 		return nil
 	}
-	args := x.call.Args
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	canonical, err := canonjson.Canonical(args)
+	canonical, err := x.canonicalArgs()
 	if err != nil {
 		return envelope.Errorf(envelope.InvalidArguments, "arguments could not be put in canonical form for approval").WithDetail(err.Error())
 	}

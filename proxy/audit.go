@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/toolgate/toolgate/audit"
@@ -34,6 +36,10 @@ func (p *Pipeline) auditCall(x *exchange) {
 		Time: x.started, Kind: audit.KindCall, Principal: x.call.Subject.Principal, Session: x.call.Session,
 		Tool: auditTool(x), Args: auditArgs(x.call.Args), Decision: decision(x), ErrorCode: x.errorCode(),
 		Attempts: x.attempts, DurationMS: p.now().Sub(x.started).Milliseconds(), Reason: x.rule,
+	}
+	if canonical, err := x.canonicalArgs(); err == nil {
+		sum := sha256.Sum256(canonical) // as audit.Digest would: computed once per call
+		r.ArgsDigest = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	if pv, ok := x.policy.(interface{ Version() string }); ok {
 		r.PolicyVersion = pv.Version()

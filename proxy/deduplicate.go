@@ -9,7 +9,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/breaker"
-	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 )
@@ -78,11 +77,7 @@ func (p *Pipeline) deduplicate(ctx context.Context, x *exchange) *envelope.Error
 }
 
 func (d *Dedup) keys(x *exchange) (argsKey, key dedup.Key, window time.Duration, err error) {
-	args := x.call.Args
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	canonical, err := canonjson.Canonical(args)
+	canonical, err := x.canonicalArgs()
 	if err != nil {
 		return argsKey, key, 0, err
 	}

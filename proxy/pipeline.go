@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/dedup"
@@ -144,6 +145,9 @@ type exchange struct {
 	stage  string          // the stage that stopped the call, if any
 	failed *envelope.Error // why it stopped
 
+	canonical    []byte // the arguments' canonical JSON, once computed (canonicalArgs)
+	canonicalErr error
+
 	finished bool          // a stage ran the rest of the pipeline (deduplicate)
 	sharing  dedup.Sharing // how deduplicate settled the call; 0 when it did not apply
 	replayed bool          // the answer is a recorded one from an earlier call
@@ -211,6 +215,20 @@ func (p *Pipeline) now() time.Time {
 		return p.Now()
 	}
 	return time.Now()
+}
+
+// canonicalArgs is the canonical JSON of the arguments ({} when none),
+// computed once per call: approvals, duplicate suppression and the audit
+// trail all identify the call by it.
+func (x *exchange) canonicalArgs() ([]byte, error) {
+	if x.canonical == nil && x.canonicalErr == nil {
+		args := x.call.Args
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		x.canonical, x.canonicalErr = canonjson.Canonical(args)
+	}
+	return x.canonical, x.canonicalErr
 }
 
 // metricTool is the call's tool as metrics label it: the canonical ID,

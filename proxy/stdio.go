@@ -9,10 +9,23 @@ import (
 	"github.com/toolgate/toolgate/authz"
 )
 
+// The stdio server's concurrency: calls run at once, and calls queued.
+const (
+	stdioWorkers = 64
+	stdioQueue   = 1024
+)
+
 // ServeStdio serves one client on in/out as principal until ctx ends or in
 // closes. Nothing but protocol is written to out.
 func (s *Server) ServeStdio(ctx context.Context, subject authz.Subject, in io.Reader, out io.Writer) error {
+	// mcp-go runs 5 tool calls at once by default (trap 6); a client that
+	// sends more waits on the gateway, not on its upstreams, which have
+	// their own in-flight limits (max_in_flight). 64 matches the default
+	// max_in_flight.
 	stdio := server.NewStdioServer(s.mcp)
+	for _, opt := range []server.StdioOption{server.WithWorkerPoolSize(stdioWorkers), server.WithQueueSize(stdioQueue)} {
+		opt(stdio)
+	}
 	stdio.SetContextFunc(func(ctx context.Context) context.Context {
 		return WithSubject(ctx, subject)
 	})

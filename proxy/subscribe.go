@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,6 +105,10 @@ func (s *Server) interceptSubscription(ctx context.Context, _ any, message any) 
 	raw, ok := message.(json.RawMessage)
 	if !ok || server.IsModernRequest(ctx) {
 		return nil // 2026-07-28 removed resources/subscribe: mcp-go refuses it after this hook
+	}
+	// Every request passes here: decode only those that can be one.
+	if !bytes.Contains(raw, []byte("subscribe")) {
+		return nil
 	}
 	var m subscriptionParams
 	if json.Unmarshal(raw, &m) != nil {

@@ -1,6 +1,7 @@
 package upstreams
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,6 +74,11 @@ type inputRequired struct {
 
 // needsInput reports whether raw is an input_required result.
 func needsInput(raw json.RawMessage) (*inputRequired, bool) {
+	// Decoding a whole result to look for one field costs as much as the
+	// rest of the call's handling: look for the marker first.
+	if !bytes.Contains(raw, []byte(mcp.ResultTypeInputRequired)) {
+		return nil, false
+	}
 	var r inputRequired
 	if json.Unmarshal(raw, &r) != nil || r.ResultType != string(mcp.ResultTypeInputRequired) {
 		return nil, false

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ func runServe(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	tuneGC()
 	log, err := newLogger(*level)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "toolgate:", err)
@@ -185,6 +187,21 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version(),
 		"replica", gw.replica, "shared_state", store != nil)
 	return gw, 0
+}
+
+// gcPercent is the garbage collector's target for the serving gateway
+// unless GOGC says otherwise. Every call allocates (JSON in and out, the
+// envelope, the audit record); at Go's default of 100 the collector took
+// about 15% of the gateway's CPU under load. 400 lets the heap grow to five
+// times the live data between collections instead of twice: measured with
+// bench/, 15% more calls per second at 16 concurrent callers, for about
+// 30 MB more memory under that load (the idle footprint barely changes).
+const gcPercent = 400
+
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 // setupTracing is tracing.Setup; tests replace it with an in-memory
