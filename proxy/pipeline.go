@@ -11,9 +11,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/audit"
-	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
