@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// mcp-go v1.2.1: a GET stream that arrives while the HTTP endpoint
+		// shuts down can start a listening pump Shutdown has passed by (see
+		// internal/conformanceserver's TestMain); the race is in mcp-go.
+		goleak.IgnoreTopFunction("github.com/mark3labs/mcp-go/server.(*StreamableHTTPServer).startListeningPump.func1"),
 	)
 }
 

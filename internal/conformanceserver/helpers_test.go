@@ -15,7 +15,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// mcp-go v1.2.1 starts a session's listening pump when a GET stream
+		// arrives; a GET that lands while Shutdown runs gets a pump that
+		// Shutdown has already passed by, and it ends only with the process.
+		// Seen once in CI under load; the race is inside mcp-go
+		// (streamable_http_resume.go), not in this package.
+		goleak.IgnoreTopFunction("github.com/mark3labs/mcp-go/server.(*StreamableHTTPServer).startListeningPump.func1"),
+	)
 }
 
 // generous bounds every wait for something that should happen quickly; it is a deadline for a
