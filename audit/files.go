@@ -9,7 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"github.com/toolgate/toolgate/internal/statefile"
 )
 
 // rotated is the name of the n-th older file of the trail at path.
@@ -56,7 +57,7 @@ func (l *Log) openCurrent() error {
 	}
 	if id.Size() == 0 && l.opts.Fsync != FsyncNever {
 		// A new file: its directory entry must survive a crash as well.
-		if err := syncDir(filepath.Dir(l.opts.Path)); err != nil {
+		if err := statefile.SyncDir(filepath.Dir(l.opts.Path)); err != nil {
 			f.Close()
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -96,19 +97,7 @@ func shift(path string, keep int, durable bool) error {
 		return err
 	}
 	if durable {
-		return syncDir(filepath.Dir(path))
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) { // some filesystems cannot sync a directory
-		return err
+		return statefile.SyncDir(filepath.Dir(path))
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/sanitize"
@@ -214,6 +213,3 @@ func (c *parkedCalls) remove(token string) { c.take(token) }
 
 // parkedLifetime bounds how long a parked call is remembered.
 const parkedLifetime = 10 * time.Minute
-
-// modernClient reports whether the request is in the 2026-07-28 era.
-func modernClient(ctx context.Context) bool { return server.IsModernRequest(ctx) }

@@ -133,7 +133,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if session := server.ClientSessionFromContext(ctx); session != nil {
 		call.Session = session.SessionID()
 	}
-	if modernClient(ctx) {
+	if server.IsModernRequest(ctx) {
 		return s.handleModern(ctx, req, call), nil
 	}
 	return s.pipe.Handle(ctx, call), nil

@@ -206,10 +206,12 @@ func (c *Catalog) Tools() []*Tool { return c.tools }
 // Features are the resources, templates and prompts of every server.
 func (c *Catalog) Features() *Features {
 	if c.features == nil {
-		return buildFeatures(&config.Config{}, nil)
+		return noFeatures // a catalog not built by BuildWith
 	}
 	return c.features
 }
+
+var noFeatures = buildFeatures(&config.Config{}, nil)
 
 // Quarantined returns the refused tools.
 func (c *Catalog) Quarantined() []Quarantined { return c.quarantined }

@@ -261,6 +261,16 @@ func (s *Set) CallTool(ctx context.Context, server, tool string, args json.RawMe
 // progress for this call goes to it (see Conn.CallToolProgress). When ctx
 // ends first, the upstream is sent notifications/cancelled.
 func (s *Set) CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, onProgress func(Progress)) (json.RawMessage, error) {
+	conn, err := s.liveConn(server)
+	if err != nil {
+		return nil, err
+	}
+	return conn.CallToolProgress(ctx, tool, args, onProgress)
+}
+
+// liveConn is server's current connection, or a NotSent CallError saying
+// why there is none.
+func (s *Set) liveConn(server string) (*Conn, error) {
 	sv := s.sups[server]
 	if sv == nil {
 		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
@@ -269,7 +279,7 @@ func (s *Set) CallToolProgress(ctx context.Context, server, tool string, args js
 	if conn == nil {
 		return nil, &CallError{Where: NotSent, Err: fmt.Errorf("%w: %s", ErrNotConnected, sv.why())}
 	}
-	return conn.CallToolProgress(ctx, tool, args, onProgress)
+	return conn, nil
 }
 
 // sameFeatures compares two listings by their JSON encoding: a resource
@@ -286,13 +296,9 @@ func sameFeatures(a, b *ServerFeatures) bool {
 // over its current connection, failing like CallToolProgress when it is
 // down. Requests the upstream makes meanwhile go to the Relay in ctx.
 func (s *Set) Forward(ctx context.Context, server, method string, params any) (json.RawMessage, error) {
-	sv := s.sups[server]
-	if sv == nil {
-		return nil, &CallError{Where: NotSent, Err: ErrNotConnected}
-	}
-	conn := sv.conn.Load()
-	if conn == nil {
-		return nil, &CallError{Where: NotSent, Err: fmt.Errorf("%w: %s", ErrNotConnected, sv.why())}
+	conn, err := s.liveConn(server)
+	if err != nil {
+		return nil, err
 	}
 	return conn.Forward(ctx, method, params)
 }

@@ -67,7 +67,7 @@ func WriteAtomicHook(path string, data []byte, perm fs.FileMode, beforeRename fu
 	if err = os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // FollowLinks is where a write to path must go so that a symlinked state
@@ -91,7 +91,9 @@ func FollowLinks(path string) string {
 	return path
 }
 
-func syncDir(dir string) error {
+// SyncDir flushes a directory's entries (a rename or a new file in it) to
+// disk; filesystems that cannot sync a directory are not an error.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
