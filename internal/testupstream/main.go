@@ -121,6 +121,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		in := &stallableReader{r: &inputRecorder{r: stdin, rt: o.rt}, stall: make(chan struct{})}
 		o.StopReading = in.stop
 		s := server.NewStdioServer(NewServer(o))
+		// As many calls at once as gather may wait for (mcp-go runs 5).
+		server.WithWorkerPoolSize(maxGather)(s)
 		s.SetErrorLogger(log.New(stderr, "testupstream: ", log.LstdFlags))
 		out := newLineRewriter(stdout)
 		out.afterLine = o.rt.afterLine

@@ -65,6 +65,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -206,6 +207,9 @@ func NewServer(o Options) *server.MCPServer {
 			hints(false, false, false, false)), Handler: tick},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("meta", "Returns the _meta this call arrived with (trace context, progress token).", noArgs, sideEffectFree), Handler: meta},
+		{Tool: tool("gather", "Waits until n calls with the same key are in flight at once, then answers them all: proves concurrency without timing.",
+			`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":`+strconv.Itoa(maxGather)+`},"key":{"type":"string"},"i":{"type":"integer"}},"required":["n","key"],"additionalProperties":false}`,
+			sideEffectFree), Handler: gather},
 		{Tool: tool("crash", "Ends the upstream process with exit code 3 in the middle of the call.", noArgs, hints(false, true, false, false)),
 			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				exit(3)
@@ -392,6 +396,52 @@ func progress(ctx context.Context, req mcp.CallToolRequest, done, total float64,
 // headers reports the HTTP headers of the request that carried this call,
 // so a test can prove what a gateway forwards upstream (and what it never
 // forwards, such as the client's credential).
+// maxGather bounds gather's n (and the stdio server's workers).
+const maxGather = 100
+
+// gatherings are gather's groups, by key.
+var gatherings = struct {
+	sync.Mutex
+	m map[string]*gathering
+}{m: map[string]*gathering{}}
+
+type gathering struct {
+	in   int
+	full chan struct{}
+}
+
+func gather(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		N   int    `json:"n"`
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(rawArgs(req), &args); err != nil {
+		return nil, err
+	}
+	gatherings.Lock()
+	g := gatherings.m[args.Key]
+	if g == nil {
+		g = &gathering{full: make(chan struct{})}
+		gatherings.m[args.Key] = g
+	}
+	if g.in++; g.in == args.N {
+		close(g.full)
+		delete(gatherings.m, args.Key)
+	}
+	gatherings.Unlock()
+	select {
+	case <-g.full:
+		return mcp.NewToolResultText(fmt.Sprintf("gathered %d", args.N)), nil
+	case <-ctx.Done():
+		gatherings.Lock()
+		if gatherings.m[args.Key] == g { // still gathering: this caller leaves it
+			g.in--
+		}
+		gatherings.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
 func meta(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	fields := map[string]any{}
 	if req.Params.Meta != nil {
