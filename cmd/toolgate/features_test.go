@@ -80,19 +80,7 @@ func connectVersion(t *testing.T, url, key, version string, answers *clientAnswe
 	if answers != nil {
 		opts = append(opts, client.WithSamplingHandler(answers), client.WithElicitationHandler(answers), client.WithRootsHandler(answers))
 	}
-	c := client.NewClient(tr, append(opts, client.WithProtocolVersion(version))...)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = version
-	req.Params.ClientInfo = mcp.Implementation{Name: "features-e2e", Version: "1"}
-	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatalf("initialize %s: %v", version, err)
-	}
+	c := initClientVersion(t, client.NewClient(tr, append(opts, client.WithProtocolVersion(version))...), version)
 	if got := c.ProtocolVersion(); got != version {
 		t.Fatalf("negotiated protocol %s, want %s", got, version)
 	}

@@ -197,6 +197,12 @@ func connectStdio(t testing.TB, cfgPath string) *client.Client {
 
 func initClient(t testing.TB, c *client.Client) *client.Client {
 	t.Helper()
+	return initClientVersion(t, c, mcp.LATEST_PROTOCOL_VERSION)
+}
+
+// initClientVersion starts c and initializes it at version.
+func initClientVersion(t testing.TB, c *client.Client, version string) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Start's context owns a stdio child for its whole life (mcp-go trap 2).
@@ -205,10 +211,10 @@ func initClient(t testing.TB, c *client.Client) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ProtocolVersion = version
 	req.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatalf("initialize: %v", err)
+		t.Fatalf("initialize %s: %v", version, err)
 	}
 	return c
 }
