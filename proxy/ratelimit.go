@@ -13,6 +13,9 @@ import (
 // RateLimits are the token buckets calls take from (config rate_limits).
 type RateLimits struct {
 	Limiter ratelimit.Limiter
+	// ByRole: some limit is per role, so the caller's roles are worked out
+	// (only then: it costs a role closure per call).
+	ByRole bool
 	// Buckets are those a call takes a token from: the principal's own, one
 	// per role it holds that has a limit, the tool's and its server's.
 	Buckets func(s authz.Subject, roles []string, tool *upstreams.Tool) []ratelimit.Bucket
@@ -37,7 +40,7 @@ func (p *Pipeline) rateLimit(ctx context.Context, x *exchange) *envelope.Error {
 		return nil
 	}
 	var roles []string
-	if r, ok := x.policy.(interface{ RolesOf(authz.Subject) []string }); ok {
+	if r, ok := x.policy.(interface{ RolesOf(authz.Subject) []string }); ok && rl.ByRole {
 		roles = r.RolesOf(x.call.Subject)
 	}
 	buckets := rl.Buckets(x.call.Subject, roles, x.tool)

@@ -24,6 +24,7 @@ func rateLimitsFrom(cfg *config.Config, store *state.Client) *proxy.RateLimits {
 	return &proxy.RateLimits{
 		Limiter:    limiter,
 		FailClosed: cfg.RateLimitsFailClosed(),
+		ByRole:     len(rl.Roles) > 0,
 		Buckets: func(s authz.Subject, roles []string, tool *upstreams.Tool) []ratelimit.Bucket {
 			return bucketsFor(rl, s.Principal, roles, tool)
 		},

@@ -71,3 +71,23 @@ func TestBucketsForRolesAndServers(t *testing.T) {
 		t.Errorf("buckets %s", got)
 	}
 }
+
+// A role's limit applies to a principal holding the role through a g line,
+// and not to others.
+func TestRoleRateLimitEndToEnd(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	write(t, cfg, mustRead(t, cfg)+"rate_limits:\n  roles:\n    reader: {rate: 1, per: 1h, burst: 1}\n")
+	url, _ := httpGateway(t, cfg)
+	alice, bob := connectHTTP(t, url, aliceKey), connectHTTP(t, url, bobKey)
+	if _, env := callE2E(t, bob, "hostile__echo", `{"n":1}`); env["ok"] != true {
+		t.Fatalf("bob's first call: %v", env)
+	}
+	if _, env := callE2E(t, bob, "hostile__echo", `{"n":2}`); env["error_code"] != "rate_limited" || !strings.Contains(fmt.Sprint(env["message"]), "role reader for bob") {
+		t.Fatalf("bob past the reader role's burst: %v", env)
+	}
+	for i := range 3 { // alice is no reader
+		if _, env := callE2E(t, alice, "hostile__echo", fmt.Sprintf(`{"n":%d}`, i)); env["ok"] != true {
+			t.Fatalf("alice's call %d: %v", i, env)
+		}
+	}
+}
