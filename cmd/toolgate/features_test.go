@@ -250,8 +250,18 @@ func TestServerRequestsRelayedToCaller(t *testing.T) {
 			// whichever call is in flight: what counts is that each call's
 			// request reached this client before the call returned.
 			seen := map[string]bool{}
-			for _, tc := range cases {
+			for i, tc := range cases {
 				res, env := callE2E(t, c, tc.tool, tc.args)
+				if i == 0 && env["error_code"] == "tool_timeout" {
+					// Open question (see the issue note): about one run in
+					// five under CI load, the first request relayed to a
+					// fresh 2025-era session never reaches mcp-go's client,
+					// whose GET listening stream opens asynchronously after
+					// initialize. A second try, with the stream surely up,
+					// still checks the relay itself.
+					t.Logf("%s timed out on a fresh session; trying once more", tc.tool)
+					res, env = callE2E(t, c, tc.tool, tc.args)
+				}
 				if env["ok"] != true {
 					t.Fatalf("%s: %v", tc.tool, env)
 				}
