@@ -40,8 +40,25 @@ func testContext(t *testing.T) context.Context {
 // Cleanup shuts the handler down before the listener, as Main does.
 func startHTTP(t *testing.T) string {
 	t.Helper()
+	url, _ := startHTTPWatched(t)
+	return url
+}
+
+// startHTTPWatched is startHTTP that also reports each GET (listening
+// stream) request as it arrives.
+func startHTTPWatched(t *testing.T) (string, <-chan struct{}) {
+	t.Helper()
 	h := NewHTTPHandler(New())
-	ts := httptest.NewServer(h)
+	gets := make(chan struct{}, 16)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			select {
+			case gets <- struct{}{}:
+			default:
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
 		defer cancel()
@@ -50,7 +67,7 @@ func startHTTP(t *testing.T) string {
 		}
 		ts.Close()
 	})
-	return ts.URL + endpointPath
+	return ts.URL + endpointPath, gets
 }
 
 // A transport is one way of reaching the server; every client-level test runs over each.
@@ -90,11 +107,27 @@ func connectHTTP(version string) func(*testing.T, ...client.ClientOption) *clien
 			// call's own POST stream (pinned by TestLegacySamplingNeedsListeningStream).
 			topts = append(topts, transport.WithContinuousListening())
 		}
-		tr, err := transport.NewStreamableHTTP(startHTTP(t), topts...)
+		url, gets := startHTTPWatched(t)
+		tr, err := transport.NewStreamableHTTP(url, topts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return initialized(t, client.NewClient(tr, append(opts, client.WithProtocolVersion(version))...))
+		c := initialized(t, client.NewClient(tr, append(opts, client.WithProtocolVersion(version))...))
+		if !mcp.IsModernProtocol(version) {
+			// mcp-go's client opens its listening stream asynchronously
+			// after initialize, and a sampling request the server sends
+			// before that stream is up can be lost: wait for the GET, then
+			// one round trip so the server has set the stream up.
+			select {
+			case <-gets:
+			case <-testContext(t).Done():
+				t.Fatal("the client never opened its listening stream")
+			}
+			if err := c.Ping(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
 	}
 }
 
