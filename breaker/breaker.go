@@ -47,35 +47,49 @@ func (s Settings) WithDefaults() Settings {
 // Outcomes reported after the breaker changed state (a slow call that was admitted while closed, say) are
 // ignored. A probe whose done is never called keeps the breaker half-open and refusing for good, so
 // callers must call done on every path, panics included.
+//
+// Replicas share open states through ForceOpen and OnOpen (see shared.go): a breaker can also be open
+// because another replica's breaker of the same upstream opened.
 type Set struct {
 	log      *slog.Logger
 	breakers map[string]*upstream // fixed after NewSet
 	onChange atomic.Pointer[func(server, state string)]
+	onOpen   atomic.Pointer[func(server string, until time.Time)]
+	epoch    time.Time // shared deadlines are kept as monotonic offsets from it
 }
 
 // OnStateChange registers fn (replacing any earlier one) to be told every state change: server and the
 // new state, "closed", "half-open" or "open". It runs on the goroutine of the call that caused the
-// change and must be quick (metrics).
+// change (or of ForceOpen) and must be quick (metrics).
 func (s *Set) OnStateChange(fn func(server, state string)) { s.onChange.Store(&fn) }
 
-// upstream is the breaker of one server and what gobreaker does not tell: when it last opened.
+// upstream is the breaker of one server and what gobreaker does not tell: when it last opened, the
+// open state shared by other replicas, and the state last reported.
 type upstream struct {
 	name    string
 	openFor time.Duration
+	probes  uint32
 	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	mu       sync.Mutex
+	// peerUntil is nonzero while a shared open (or the half-open that follows it) is in force: the
+	// end of the open, as an offset from Set.epoch. Allow reads only this while nothing is shared.
+	peerUntil atomic.Int64
+
+	mu       sync.Mutex // after gobreaker's own lock, never before it
 	openedAt time.Time
+	local    gobreaker.State // the local gobreaker's state, as its OnStateChange last said
+	shared   shared
+	reported gobreaker.State // the state last logged and reported: the worse of local and shared
 }
 
 // NewSet creates a breaker for each server, with its settings (zero fields mean the defaults). State
 // changes are logged to log: opening at Warn, half-open and closing at Info, each with server, from and
 // to. A nil log means slog.Default().
 func NewSet(servers map[string]Settings, log *slog.Logger) *Set {
-	s := &Set{log: cmp.Or(log, slog.Default()), breakers: make(map[string]*upstream, len(servers))}
+	s := &Set{log: cmp.Or(log, slog.Default()), breakers: make(map[string]*upstream, len(servers)), epoch: time.Now()}
 	for name, st := range servers {
 		st = st.WithDefaults()
-		u := &upstream{name: name, openFor: st.OpenFor}
+		u := &upstream{name: name, openFor: st.OpenFor, probes: st.HalfOpenProbes}
 		u.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:        name,
 			MaxRequests: st.HalfOpenProbes,
@@ -99,6 +113,8 @@ type OpenError struct {
 	// RetryIn is the time until the breaker admits its next probe; 0 when it is half-open with all its
 	// probes in flight (it is known only when they report).
 	RetryIn time.Duration
+	// Shared is set when the open state came from another replica (ForceOpen).
+	Shared bool
 }
 
 // Error says when to come back, rounded up to whole seconds (milliseconds below one second).
@@ -106,7 +122,11 @@ func (e *OpenError) Error() string {
 	if e.RetryIn <= 0 {
 		return fmt.Sprintf("circuit breaker of %q is half-open and its probe calls are in flight; retry shortly", e.Server)
 	}
-	return fmt.Sprintf("circuit breaker of %q is open; next probe in %s", e.Server, roundUp(e.RetryIn))
+	by := ""
+	if e.Shared {
+		by = " (opened by another replica)"
+	}
+	return fmt.Sprintf("circuit breaker of %q is open%s; next probe in %s", e.Server, by, roundUp(e.RetryIn))
 }
 
 func roundUp(d time.Duration) time.Duration {
@@ -129,27 +149,48 @@ func (s *Set) Allow(server string) (done func(Outcome), err error) {
 	if u == nil {
 		return func(Outcome) {}, nil
 	}
+	var probe func(Outcome) // a probe of the shared half-open state, nil when none is in force
+	if until := u.peerUntil.Load(); until != 0 {
+		if now := s.now(); now <= until { // open: refused without a lock
+			return func(Outcome) {}, &OpenError{Server: server, RetryIn: time.Duration(until - now), Shared: true}
+		}
+		var err error
+		if probe, err = s.allowShared(u); err != nil {
+			return func(Outcome) {}, err
+		}
+	}
 	report, err := u.cb.Allow()
 	if err != nil {
+		if probe != nil {
+			probe(Cancelled) // not sent: the probe slot goes back
+		}
 		return func(Outcome) {}, &OpenError{Server: server, RetryIn: u.retryIn(err)}
 	}
 	var reported atomic.Bool
 	return func(o Outcome) {
 		if reported.CompareAndSwap(false, true) {
 			report(outcomeError(o))
+			if probe != nil {
+				probe(o)
+			}
 		}
 	}, nil
 }
 
 // State is the breaker's state for logs and metrics: "closed", "open" or "half-open". An open breaker
-// whose OpenFor has passed reads "half-open" (and the change is logged then). A server without a breaker
-// reads "closed", as Allow lets everything through for it.
+// whose OpenFor has passed reads "half-open" (and the change is logged then). With a shared open state
+// in force, it is the worse of the two: open if either is, else half-open if either is. A server without
+// a breaker reads "closed", as Allow lets everything through for it.
 func (s *Set) State(server string) string {
 	u := s.breaker(server)
 	if u == nil {
 		return gobreaker.StateClosed.String()
 	}
-	return u.cb.State().String()
+	local := u.cb.State() // may report open -> half-open
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s.advanceShared(u)
+	return worse(local, u.shared.state).String()
 }
 
 func (s *Set) breaker(server string) *upstream {
@@ -159,21 +200,61 @@ func (s *Set) breaker(server string) *upstream {
 	return s.breakers[server]
 }
 
-// changed records when the breaker opened and logs the change. gobreaker calls it with its lock held.
-func (s *Set) changed(u *upstream, from, to gobreaker.State) {
+// changed records a change of the local gobreaker: when it opened, and the state it is in. It reports
+// the change when it changes the breaker's overall state, and an opening to OnOpen. gobreaker calls it
+// with its lock held.
+func (s *Set) changed(u *upstream, _, to gobreaker.State) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.local = to
+	if to == gobreaker.StateOpen {
+		u.openedAt = time.Now()
+	}
+	s.report(u, u.openFor, false)
+	if to == gobreaker.StateOpen {
+		s.opened(u, u.openedAt.Add(u.openFor))
+	}
+}
+
+// report logs and reports the breaker's overall state when it is not the one last reported. openFor
+// is how long an opening lasts; shared says that another replica opened it. u.mu is held.
+func (s *Set) report(u *upstream, openFor time.Duration, shared bool) {
+	to := worse(u.local, u.shared.state)
+	from := u.reported
+	if to == from {
+		return
+	}
+	u.reported = to
 	attrs := []any{"server", u.name, "from", from.String(), "to", to.String()}
 	level := slog.LevelInfo
 	if to == gobreaker.StateOpen {
-		u.mu.Lock()
-		u.openedAt = time.Now()
-		u.mu.Unlock()
 		level = slog.LevelWarn
-		attrs = append(attrs, "open_for", u.openFor)
+		attrs = append(attrs, "open_for", openFor)
+		if shared {
+			attrs = append(attrs, "opened_by", "another replica")
+		}
 	}
 	s.log.Log(context.Background(), level, "upstream circuit breaker "+to.String(), attrs...)
 	if fn := s.onChange.Load(); fn != nil {
 		(*fn)(u.name, to.String())
 	}
+}
+
+// worse is the state that refuses more: open, then half-open, then closed.
+func worse(a, b gobreaker.State) gobreaker.State {
+	rank := func(st gobreaker.State) int {
+		switch st {
+		case gobreaker.StateOpen:
+			return 2
+		case gobreaker.StateHalfOpen:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
 }
 
 // retryIn is the time until the next probe, for a refusal err from gobreaker. gobreaker turns half-open

@@ -6,7 +6,8 @@
 //     repeated; nothing else in the gateway inspects upstream errors.
 //   - Set holds one circuit breaker (sony/gobreaker v2, two-step) per upstream. Allow before an attempt,
 //     report its Outcome through done after it; an open breaker refuses with *OpenError and the upstream
-//     sees no call.
+//     sees no call. Replicas share openings through OnOpen and ForceOpen (shared.go): a breaker opened
+//     by failures on one replica refuses calls on all, with nothing shared on a call's path.
 //   - RetrySafe decides whether a tool may be repeated after an unknown outcome, RetrySettings.Backoff
 //     spaces the attempts, and a Budget per upstream bounds how many retries all calls together may add.
 //   - SettingsFrom, RetryFrom and BudgetsFrom read all of it from the config.
