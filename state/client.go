@@ -20,7 +20,7 @@ const (
 )
 
 // Features lists every feature, so metrics can show each at zero.
-var Features = []string{FeatureRateLimits, FeaturePolicy}
+var Features = []string{FeatureRateLimits, FeaturePolicy, FeatureBreaker}
 
 // ErrUnavailable is returned, wrapped, by operations that were not tried
 // because the store is known to be down.
