@@ -102,6 +102,9 @@ const (
 	// DefaultRateLimitsOnFailure lets calls through unlimited while the store cannot be reached: a rate
 	// limit protects capacity, and refusing every call would turn a Redis outage into a gateway outage.
 	DefaultRateLimitsOnFailure = FailOpen
+	// DefaultDedupOnFailure refuses calls of deduplicated tools while the store cannot be reached: another
+	// replica may be running the identical call, and those tools are the ones that must not run twice.
+	DefaultDedupOnFailure = FailClosed
 )
 
 // DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
@@ -544,6 +547,13 @@ func (c *Config) StateOpTimeout() time.Duration {
 // reached: state.rate_limits_on_failure is closed. Default open: calls go on unlimited.
 func (c *Config) RateLimitsFailClosed() bool {
 	return cmp.Or(c.State.RateLimitsOnFailure, DefaultRateLimitsOnFailure) == FailClosed
+}
+
+// DedupFailOpen reports whether calls of deduplicated tools run (suppressed on this replica only) while the
+// shared store cannot be reached: state.dedup_on_failure is open. Default closed: they are refused with
+// rate_limited, retryable. (Approvals always fail closed; see State.ApprovalsOnFailure.)
+func (c *Config) DedupFailOpen() bool {
+	return cmp.Or(c.State.DedupOnFailure, DefaultDedupOnFailure) == FailOpen
 }
 
 // redis is state.redis, or an empty one so the accessors can apply defaults.

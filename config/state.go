@@ -9,13 +9,19 @@ import (
 	"github.com/goccy/go-yaml/ast"
 )
 
-// The values of state.rate_limits_on_failure.
+// The values of state.rate_limits_on_failure and state.dedup_on_failure (state.approvals_on_failure
+// takes FailClosed only).
 const (
 	FailOpen   = "open"   // the feature is skipped while the store cannot be reached
 	FailClosed = "closed" // the call is refused while the store cannot be reached
 )
 
 var failModes = []string{FailOpen, FailClosed}
+
+// approvalFailModes has no FailOpen: a call that policy holds for a human approval must never run because
+// the store that would say whether a human approved it cannot be reached. Running it would make a Redis
+// outage an approval bypass, so the key exists only to state the behaviour in the file.
+var approvalFailModes = []string{FailClosed}
 
 // maxKeyPrefix bounds state.redis.key_prefix: it is repeated in every key.
 const maxKeyPrefix = 64
@@ -27,6 +33,8 @@ func (l *loader) stateFields(x *State) fields {
 			l.object(n, p, l.redisFields(x.Redis))
 		},
 		"rate_limits_on_failure": set(&x.RateLimitsOnFailure, l.str),
+		"dedup_on_failure":       set(&x.DedupOnFailure, l.str),
+		"approvals_on_failure":   set(&x.ApprovalsOnFailure, l.str),
 	}
 }
 
@@ -43,10 +51,22 @@ func (l *loader) redisFields(x *Redis) fields {
 // something is shared, and could fail, when every replica keeps its own state.
 func (l *loader) checkState(x *State) {
 	l.checkOneOf("state.rate_limits_on_failure", x.RateLimitsOnFailure, failModes)
+	l.checkOneOf("state.dedup_on_failure", x.DedupOnFailure, failModes)
+	if x.ApprovalsOnFailure == FailOpen {
+		l.reportAt("state.approvals_on_failure", "expected closed, got \"open\": a call that needs a human approval never runs "+
+			"while the approvals store cannot be reached (open would let it run unapproved)")
+	} else {
+		l.checkOneOf("state.approvals_on_failure", x.ApprovalsOnFailure, approvalFailModes)
+	}
 	if x.Redis == nil {
-		if x.RateLimitsOnFailure != "" && !l.bad["state.rate_limits_on_failure"] {
-			l.reportAt("state.rate_limits_on_failure", "applies only with state.redis (without it, rate limits are kept in memory and cannot fail); "+
-				"remove it or configure state.redis")
+		for _, k := range []struct{ key, value, what string }{
+			{"rate_limits_on_failure", x.RateLimitsOnFailure, "rate limits are kept in memory"},
+			{"dedup_on_failure", x.DedupOnFailure, "duplicate suppression is kept in memory"},
+			{"approvals_on_failure", x.ApprovalsOnFailure, "approvals are kept in the approvals file"},
+		} {
+			if path := "state." + k.key; k.value != "" && !l.bad[path] {
+				l.reportAt(path, "applies only with state.redis (without it, %s and cannot fail); remove it or configure state.redis", k.what)
+			}
 		}
 		return
 	}

@@ -26,7 +26,15 @@ var stateProblems = []problemCase{
 	{"state failure mode unknown", "state:\n  redis: {url: \"redis://cache\"}\n  rate_limits_on_failure: ignore\n", nil, 3, "state.rate_limits_on_failure",
 		`expected one of open, closed, got "ignore"`},
 	{"state failure mode without redis", "state:\n  rate_limits_on_failure: closed\n", nil, 2, "state.rate_limits_on_failure", "applies only with state.redis"},
-	{"unknown state key", "state: {backend: redis}\n", nil, 1, "state.backend", "unknown key; allowed keys here: rate_limits_on_failure, redis"},
+	{"unknown state key", "state: {backend: redis}\n", nil, 1, "state.backend", "unknown key; allowed keys here: approvals_on_failure, dedup_on_failure, rate_limits_on_failure, redis"},
+	{"dedup failure mode unknown", "state:\n  redis: {url: \"redis://cache\"}\n  dedup_on_failure: ignore\n", nil, 3, "state.dedup_on_failure",
+		`expected one of open, closed, got "ignore"`},
+	{"approvals cannot fail open", "state:\n  redis: {url: \"redis://cache\"}\n  approvals_on_failure: open\n", nil, 3, "state.approvals_on_failure",
+		`expected closed, got "open": a call that needs a human approval never runs while the approvals store cannot be reached (open would let it run unapproved)`},
+	{"approvals failure mode unknown", "state:\n  redis: {url: \"redis://cache\"}\n  approvals_on_failure: wait\n", nil, 3, "state.approvals_on_failure",
+		`expected one of closed, got "wait"`},
+	{"dedup failure mode without redis", "state:\n  dedup_on_failure: open\n", nil, 2, "state.dedup_on_failure",
+		"applies only with state.redis (without it, duplicate suppression is kept in memory and cannot fail)"},
 	{"unknown redis key", "state:\n  redis: {url: \"redis://cache\", password: x}\n", nil, 2, "state.redis.password", "allowed keys here: dial_timeout, key_prefix, op_timeout, url"},
 }
 
@@ -51,12 +59,13 @@ func TestStateSettings(t *testing.T) {
 		prefix     string
 		dial, op   time.Duration
 		failClosed bool
+		dedupOpen  bool
 	}{
-		{"embedded", "", false, "", "toolgate:", time.Second, 200 * time.Millisecond, false},
-		{"redis with defaults", "state:\n  redis: {url: \"redis://cache:6379/0\"}\n", true, "redis://cache:6379/0", "toolgate:", time.Second, 200 * time.Millisecond, false},
-		{"everything written", "state:\n  redis: {url: \"rediss://u:p@cache/2\", key_prefix: \"prod:\", dial_timeout: 3s, op_timeout: 50ms}\n  rate_limits_on_failure: closed\n",
-			true, "rediss://u:p@cache/2", "prod:", 3 * time.Second, 50 * time.Millisecond, true},
-		{"open written", "state:\n  redis: {url: \"redis://cache\"}\n  rate_limits_on_failure: open\n", true, "redis://cache", "toolgate:", time.Second, 200 * time.Millisecond, false},
+		{"embedded", "", false, "", "toolgate:", time.Second, 200 * time.Millisecond, false, false},
+		{"redis with defaults", "state:\n  redis: {url: \"redis://cache:6379/0\"}\n", true, "redis://cache:6379/0", "toolgate:", time.Second, 200 * time.Millisecond, false, false},
+		{"everything written", "state:\n  redis: {url: \"rediss://u:p@cache/2\", key_prefix: \"prod:\", dial_timeout: 3s, op_timeout: 50ms}\n  rate_limits_on_failure: closed\n  dedup_on_failure: open\n  approvals_on_failure: closed\n",
+			true, "rediss://u:p@cache/2", "prod:", 3 * time.Second, 50 * time.Millisecond, true, true},
+		{"open written", "state:\n  redis: {url: \"redis://cache\"}\n  rate_limits_on_failure: open\n", true, "redis://cache", "toolgate:", time.Second, 200 * time.Millisecond, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,8 +73,8 @@ func TestStateSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := []any{c.StateShared(), c.StateRedisURL(), c.StateKeyPrefix(), c.StateDialTimeout(), c.StateOpTimeout(), c.RateLimitsFailClosed()}
-			want := []any{tt.shared, tt.url, tt.prefix, tt.dial, tt.op, tt.failClosed}
+			got := []any{c.StateShared(), c.StateRedisURL(), c.StateKeyPrefix(), c.StateDialTimeout(), c.StateOpTimeout(), c.RateLimitsFailClosed(), c.DedupFailOpen()}
+			want := []any{tt.shared, tt.url, tt.prefix, tt.dial, tt.op, tt.failClosed, tt.dedupOpen}
 			for i := range got {
 				if got[i] != want[i] {
 					t.Errorf("setting %d: got %v, want %v", i, got[i], want[i])

@@ -26,16 +26,23 @@ type Config struct {
 
 // State says where the state that several replicas must share lives. Without Redis it stays in this
 // process (the embedded default), as for a single gateway. Read it through StateShared, StateRedisURL,
-// StateKeyPrefix, StateDialTimeout, StateOpTimeout and RateLimitsFailClosed.
+// StateKeyPrefix, StateDialTimeout, StateOpTimeout, RateLimitsFailClosed and DedupFailOpen.
 type State struct {
 	Redis *Redis `yaml:"redis"` // nil: embedded
 	// RateLimitsOnFailure is what a call meets while the store cannot be reached: open (it is not limited)
 	// or closed (it is refused with rate_limited); FailOpen, FailClosed.
 	RateLimitsOnFailure string `yaml:"rate_limits_on_failure"`
+	// DedupOnFailure is what a call of a deduplicated tool meets while the store cannot be reached: closed
+	// (the default: it is refused with rate_limited, retryable, since another replica may be running it) or
+	// open (it runs, suppressed against identical calls on this replica only).
+	DedupOnFailure string `yaml:"dedup_on_failure"`
+	// ApprovalsOnFailure can only be closed (the default): a call that needs an approval is refused while the
+	// store cannot be reached. Open is refused at load: it would run calls no human approved.
+	ApprovalsOnFailure string `yaml:"approvals_on_failure"`
 }
 
-// Redis is the shared store. Today it holds rate-limit buckets and carries policy reloads between
-// replicas.
+// Redis is the shared store. It holds rate-limit buckets, duplicate-suppression markers and recorded
+// answers, and approval requests, and carries policy reloads between replicas.
 type Redis struct {
 	// URL is redis://[user:password@]host[:port][/db], or rediss:// for TLS. It usually carries a
 	// password: write it as ${VAR}; messages never quote it.

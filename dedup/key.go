@@ -131,3 +131,15 @@ func jsonKind(v any) string {
 		return fmt.Sprintf("%T", v)
 	}
 }
+
+// ParseKey reads a key back from its String form (a recorded answer names
+// the arguments it was for by it).
+func ParseKey(s string) (Key, error) {
+	var k Key
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(k.sum) {
+		return Key{}, fmt.Errorf("dedup: not a key: %q", s)
+	}
+	copy(k.sum[:], b)
+	return k, nil
+}

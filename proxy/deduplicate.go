@@ -29,6 +29,15 @@ type Dedup struct {
 	// RetrySafeToo also deduplicates retry-safe tools, which are otherwise
 	// left alone: repeating them is harmless by definition.
 	RetrySafeToo bool
+	// Shared, when not nil, is the level several replicas share
+	// (state.Dedup over Redis): the call Table lets run on this replica
+	// claims it there too, so an identical call on another replica is
+	// joined or replayed as well. Nil: this replica alone (the default).
+	Shared dedup.Shared
+	// SharedFailOpen runs a call with this replica's suppression only
+	// while Shared fails (its store unreachable), instead of refusing it
+	// (state.dedup_on_failure).
+	SharedFailOpen bool
 }
 
 // Recorded is what an executed call leaves for the calls that join or
@@ -42,6 +51,11 @@ type Recorded struct {
 	reached  bool      // the upstream may have seen the call: only then is it recorded
 	argsKey  dedup.Key // to refuse an idempotency key reused with other arguments
 	finished time.Time
+	// remote is how the shared level settled the call when another
+	// replica's call answered it (0: it ran here). Such an answer is not
+	// recorded in the local table: the shared one holds it, with its own
+	// window.
+	remote dedup.Sharing
 }
 
 // deduplicate runs the rest of the pipeline at most once per identical
@@ -57,16 +71,23 @@ func (p *Pipeline) deduplicate(ctx context.Context, x *exchange) *envelope.Error
 		return nil // arguments the canonicaliser refuses are not suppressed (validation already passed them)
 	}
 	a, sharing, err := d.Table.Do(ctx, key, window, func(ctx context.Context) Recorded {
+		if d.Shared != nil {
+			return p.runShared(ctx, x, key, window, argsKey)
+		}
 		p.runStages(ctx, x, afterDedup)
 		return answerOf(x, argsKey, p.now())
-	}, func(a Recorded) bool { return a.reached })
+	}, func(a Recorded) bool { return a.reached && a.remote == 0 })
+	ranHere := sharing == dedup.Executed // then x already holds the outcome
+	if ranHere && a.remote != 0 {
+		sharing = a.remote // answered by an identical call on another replica
+	}
 	x.finished, x.sharing = true, sharing
 	if sharing == dedup.Joined || sharing == dedup.Replayed {
 		p.Metrics.DuplicateSuppressed(x.tool.ID, sharing.String())
 	}
 	switch {
-	case sharing == dedup.Executed:
-		return nil // x already holds the outcome
+	case ranHere:
+		return nil
 	case err != nil:
 		return doError(err)
 	case a.argsKey != argsKey:
@@ -74,6 +95,144 @@ func (p *Pipeline) deduplicate(ctx context.Context, x *exchange) *envelope.Error
 	}
 	x.adopt(a, sharing == dedup.Replayed)
 	return nil
+}
+
+// sharedDownWait is the retry hint while the shared store cannot be
+// reached: about as long as its health check takes to notice it is back.
+const sharedDownWait = time.Second
+
+// runShared runs the call as the shared level settles it (Dedup.Shared):
+// here, under a lease that other replicas' identical calls wait on, or not
+// at all, taking an identical call's answer from another replica. Its
+// result is what this replica's own joiners get.
+func (p *Pipeline) runShared(ctx context.Context, x *exchange, key dedup.Key, window time.Duration, argsKey dedup.Key) Recorded {
+	claim, err := p.Dedup.Shared.Claim(ctx, key, window)
+	switch {
+	case err == nil && claim.Lease != nil:
+		p.runStages(ctx, x, afterDedup)
+		a := answerOf(x, argsKey, p.now())
+		p.settle(ctx, x, claim.Lease, a)
+		return a
+	case err == nil:
+		a, derr := decodeRecorded(claim.Answer)
+		switch {
+		case derr != nil:
+			x.stage, x.failed = "deduplicate", envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
+				WithDetail("recorded answer of an identical call unreadable: "+derr.Error())
+		case a.argsKey != argsKey:
+			x.stage, x.failed = "deduplicate", envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.call.IdempotencyKey)
+		default:
+			x.adopt(a, claim.Sharing == dedup.Replayed)
+			a.remote = claim.Sharing
+			return a
+		}
+	case errors.Is(err, dedup.ErrAbandoned):
+		x.stage, x.failed = "deduplicate", envelope.Errorf(envelope.UpstreamError,
+			"an identical call was running on another gateway replica that stopped before it recorded the outcome; "+
+				"the outcome is unknown, so this call was not run").WithDetail(err.Error())
+	case ctx.Err() != nil:
+		x.stage, x.failed = "deduplicate", doError(err)
+	case p.Dedup.SharedFailOpen:
+		if p.Log != nil {
+			p.Log.Warn("shared duplicate suppression unavailable; call suppressed on this replica only", "tool", x.tool.ID, "err", err)
+		}
+		p.runStages(ctx, x, afterDedup)
+		return answerOf(x, argsKey, p.now())
+	default:
+		// rate_limited is the one retryable code that means "refused for
+		// now, before it ran; back off and retry" (rate limits answer it
+		// when they fail closed too). upstream_unavailable would blame a
+		// healthy upstream, and internal_error is not retryable.
+		x.stage, x.failed = "deduplicate", envelope.Errorf(envelope.RateLimited,
+			"duplicate suppression cannot be checked because the shared state store is unavailable, so the call was not run; retry in %s",
+			sharedDownWait).WithDetail("shared duplicate suppression: "+err.Error())
+	}
+	return answerOf(x, argsKey, p.now())
+}
+
+// settle ends the lease: the answer is recorded when the call may have
+// reached the upstream, else the lease is released so an identical call may
+// run. It happens even when the caller has gone. A failure is logged only:
+// the caller has its answer, and the store's marker runs out into "outcome
+// unknown", never into a second execution.
+func (p *Pipeline) settle(ctx context.Context, x *exchange, l dedup.Lease, a Recorded) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if a.reached {
+		var data []byte
+		if data, err = encodeRecorded(a); err == nil {
+			err = l.Done(ctx, data)
+		} else {
+			_ = l.Release(ctx)
+		}
+	} else {
+		err = l.Release(ctx)
+	}
+	if err != nil && p.Log != nil {
+		p.Log.Warn("shared duplicate suppression: the call's outcome was not recorded", "tool", x.tool.ID, "err", err)
+	}
+}
+
+// recordedJSON is a Recorded as the shared store keeps it.
+type recordedJSON struct {
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    *recordedError  `json:"error,omitempty"`
+	Stage    string          `json:"stage,omitempty"`
+	Outcome  breaker.Outcome `json:"outcome"`
+	ArgsKey  string          `json:"args_key"`
+	Finished time.Time       `json:"finished"`
+}
+
+type recordedError struct {
+	Code    envelope.Code `json:"code"`
+	Message string        `json:"message"`
+	Detail  string        `json:"detail,omitempty"`
+}
+
+func encodeRecorded(a Recorded) ([]byte, error) {
+	r := recordedJSON{Stage: a.stage, Outcome: a.outcome, ArgsKey: a.argsKey.String(), Finished: a.finished}
+	if a.result != nil {
+		res, err := json.Marshal(freshResult(a.result))
+		if err != nil {
+			return nil, err
+		}
+		r.Result = res
+	}
+	if a.failed != nil {
+		r.Error = &recordedError{Code: a.failed.Code, Message: a.failed.Message, Detail: a.failed.Detail}
+	}
+	return json.Marshal(r)
+}
+
+// decodeRecorded reads an answer another replica recorded. The result's
+// structured content is kept as the exact bytes it carried.
+func decodeRecorded(data []byte) (Recorded, error) {
+	var r recordedJSON
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Recorded{}, err
+	}
+	argsKey, err := dedup.ParseKey(r.ArgsKey)
+	if err != nil {
+		return Recorded{}, err
+	}
+	a := Recorded{stage: r.Stage, outcome: r.Outcome, reached: true, argsKey: argsKey, finished: r.Finished}
+	if len(r.Result) > 0 {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(r.Result, &res); err != nil {
+			return Recorded{}, err
+		}
+		if len(res.RawStructuredContent) > 0 {
+			res.StructuredContent, res.RawStructuredContent = json.RawMessage(res.RawStructuredContent), nil
+		}
+		a.result = &res
+	}
+	if r.Error != nil {
+		a.failed = &envelope.Error{Code: r.Error.Code, Message: r.Error.Message, Detail: r.Error.Detail}
+	}
+	if a.result == nil && a.failed == nil {
+		return Recorded{}, errors.New("neither a result nor an error")
+	}
+	return a, nil
 }
 
 func (d *Dedup) keys(x *exchange) (argsKey, key dedup.Key, window time.Duration, err error) {

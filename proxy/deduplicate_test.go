@@ -3,12 +3,15 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -107,4 +110,194 @@ func TestDedupSkips(t *testing.T) {
 			t.Fatalf("retry-safe tool deduplicated: %d executions", n)
 		}
 	})
+}
+
+// fakeShared is a dedup.Shared in memory that several pipelines (replicas)
+// share; err makes every Claim fail as an unreachable store would.
+type fakeShared struct {
+	mu       sync.Mutex
+	err      error
+	entries  map[dedup.Key]*fakeEntry
+	released int
+}
+
+type fakeEntry struct {
+	done     chan struct{}
+	answer   []byte
+	released bool
+	lost     bool
+}
+
+func newFakeShared() *fakeShared { return &fakeShared{entries: map[dedup.Key]*fakeEntry{}} }
+
+func (f *fakeShared) Claim(ctx context.Context, key dedup.Key, _ time.Duration) (dedup.Claim, error) {
+	for {
+		f.mu.Lock()
+		if f.err != nil {
+			f.mu.Unlock()
+			return dedup.Claim{}, f.err
+		}
+		e := f.entries[key]
+		if e == nil || e.released {
+			e = &fakeEntry{done: make(chan struct{})}
+			f.entries[key] = e
+			f.mu.Unlock()
+			return dedup.Claim{Lease: &fakeLease{f: f, e: e}}, nil
+		}
+		f.mu.Unlock()
+		sharing := dedup.Replayed
+		select {
+		case <-e.done:
+		default:
+			sharing = dedup.Joined
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				return dedup.Claim{}, ctx.Err()
+			}
+		}
+		if e.lost {
+			return dedup.Claim{}, dedup.ErrAbandoned
+		}
+		if e.answer != nil {
+			return dedup.Claim{Answer: e.answer, Sharing: sharing}, nil
+		}
+		// released: claim again
+	}
+}
+
+type fakeLease struct {
+	f *fakeShared
+	e *fakeEntry
+}
+
+func (l *fakeLease) Done(_ context.Context, answer []byte) error {
+	l.e.answer = answer
+	close(l.e.done)
+	return nil
+}
+
+func (l *fakeLease) Release(context.Context) error {
+	l.f.mu.Lock()
+	l.e.released = true
+	l.f.released++
+	l.f.mu.Unlock()
+	close(l.e.done)
+	return nil
+}
+
+// replicas is n pipelines, each with its own table, sharing one store and
+// one upstream.
+func replicas(t *testing.T, n int, up Upstreams, shared dedup.Shared) []*Pipeline {
+	ps := make([]*Pipeline, n)
+	for i := range ps {
+		ps[i] = dedupPipeline(t, up)
+		ps[i].Dedup.Shared = shared
+	}
+	return ps
+}
+
+// An identical call on another replica joins the one in flight, and a
+// later one is answered from the recorded result; both see the first
+// call's exact answer and only one execution happens.
+func TestSharedDedupAcrossReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+			<-release
+			return json.RawMessage(`{"content":[{"type":"text","text":"{\"refund\":7}"}]}`), nil
+		}}
+		shared := newFakeShared()
+		ps := replicas(t, 3, up, shared)
+		var wg sync.WaitGroup
+		envs := make([]envelope.Envelope, 2)
+		for i := range 2 {
+			wg.Go(func() { envs[i] = envelopeOf(t, ps[i].Handle(context.Background(), getOrder)) })
+		}
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		if up.calls.Load() != 1 || !envs[0].OK || !envs[1].OK || string(envs[0].Data) != string(envs[1].Data) || envs[0].Replayed || envs[1].Replayed {
+			t.Fatalf("two replicas, one call in flight: %d executions, %+v", up.calls.Load(), envs)
+		}
+		later := envelopeOf(t, ps[2].Handle(context.Background(), getOrder))
+		if up.calls.Load() != 1 || !later.OK || !later.Replayed || string(later.Data) != string(envs[0].Data) {
+			t.Fatalf("third replica after the call: %d executions, %+v", up.calls.Load(), later)
+		}
+		// The idempotency key check holds across replicas.
+		keyed := Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), IdempotencyKey: "k"}
+		ps[0].Handle(context.Background(), keyed)
+		keyed.Args = []byte(`{"order_id":2}`)
+		if env := envelopeOf(t, ps[1].Handle(context.Background(), keyed)); codeOf(env) != "invalid_arguments" || up.calls.Load() != 2 {
+			t.Fatalf("idempotency key reused with other arguments on another replica: %s, %d executions", codeOf(env), up.calls.Load())
+		}
+	})
+}
+
+// A tool error is an answer too: it is replayed from another replica as
+// the same envelope error.
+func TestSharedDedupReplaysFailures(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(`{"content":[{"type":"text","text":"no such order"}],"isError":true}`), nil
+	}}
+	ps := replicas(t, 2, up, newFakeShared())
+	first := envelopeOf(t, ps[0].Handle(context.Background(), getOrder))
+	again := envelopeOf(t, ps[1].Handle(context.Background(), getOrder))
+	if up.calls.Load() != 1 || codeOf(first) != "tool_failed" || codeOf(again) != "tool_failed" || !again.Replayed || *again.Message != *first.Message {
+		t.Fatalf("failure replayed across replicas: %d executions, %+v then %+v", up.calls.Load(), first, again)
+	}
+}
+
+// A call that never reached the upstream releases its claim: the repeat
+// on another replica runs.
+func TestSharedDedupReleasesUnsent(t *testing.T) {
+	up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+		if n == 1 {
+			return nil, notSent
+		}
+		return json.RawMessage(okText), nil
+	}}
+	shared := newFakeShared()
+	ps := replicas(t, 2, up, shared)
+	ps[0].Handle(context.Background(), getOrder)
+	if env := envelopeOf(t, ps[1].Handle(context.Background(), getOrder)); !env.OK || env.Replayed || up.calls.Load() != 2 || shared.released != 1 {
+		t.Fatalf("repeat of a never-sent call on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	}
+}
+
+// The store failing: closed (the default) refuses the call, retryable,
+// before it runs, saying why without internals; open runs it.
+func TestSharedDedupStoreDown(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return json.RawMessage(okText), nil }}
+	shared := newFakeShared()
+	shared.err = errors.New("the shared state store is unavailable: dial tcp 10.0.0.7:6379: connection refused")
+	p := replicas(t, 1, up, shared)[0]
+	env := envelopeOf(t, p.Handle(context.Background(), getOrder))
+	if codeOf(env) != "rate_limited" || !env.Retryable || up.calls.Load() != 0 ||
+		!strings.Contains(*env.Message, "shared state store is unavailable") || strings.Contains(*env.Message, "10.0.0.7") {
+		t.Fatalf("store down, closed: %+v, %d executions", env, up.calls.Load())
+	}
+	p.Dedup.SharedFailOpen = true
+	if env := envelopeOf(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 {
+		t.Fatalf("store down, open: %+v, %d executions", env, up.calls.Load())
+	}
+}
+
+// An identical call whose replica died mid-call: outcome unknown, and this
+// one is not run (not retryable for a tool that is not retry-safe).
+func TestSharedDedupAbandoned(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return json.RawMessage(okText), nil }}
+	shared := newFakeShared()
+	dead := &fakeEntry{done: make(chan struct{}), lost: true}
+	close(dead.done)
+	p := replicas(t, 1, up, shared)[0]
+	key, _, _, err := p.Dedup.keys(&exchange{call: getOrder, tool: &upstreams.Tool{ID: "orders/get"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.entries[key] = dead
+	env := envelopeOf(t, p.Handle(context.Background(), getOrder))
+	if codeOf(env) != "upstream_error" || env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("abandoned identical call: %+v, %d executions", env, up.calls.Load())
+	}
 }

@@ -162,7 +162,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	}
 	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
-		Resilience: resilience, Dedup: dedupFrom(cfg), Metrics: m, Tracing: tr, RateLimits: rateLimitsFrom(cfg, store),
+		Resilience: resilience, Dedup: dedupFrom(cfg, store), Metrics: m, Tracing: tr, RateLimits: rateLimitsFrom(cfg, store),
 		Approvals: &proxy.Approvals{Store: approvalStore, Rules: policy}}
 	if trail != nil {
 		pipe.Audit = trail // (a nil *audit.Log in the interface would not be nil)
@@ -228,14 +228,19 @@ func resilienceFrom(cfg *config.Config, log *slog.Logger) proxy.Resilience {
 	return r
 }
 
-// dedupFrom builds duplicate suppression (limits.dedup).
-func dedupFrom(cfg *config.Config) *proxy.Dedup {
-	return &proxy.Dedup{
+// dedupFrom builds duplicate suppression (limits.dedup): in this process,
+// and across replicas too when there is a shared store (state.redis).
+func dedupFrom(cfg *config.Config, store *state.Client) *proxy.Dedup {
+	d := &proxy.Dedup{
 		Table:        dedup.NewTable[proxy.Recorded](cfg.DedupMaxEntries(), time.Now),
 		Window:       cfg.DedupWindow(),
 		KeyWindow:    cfg.DedupKeyWindow(),
 		RetrySafeToo: cfg.DedupIncludeRetrySafe(),
 	}
+	if store != nil {
+		d.Shared, d.SharedFailOpen = store.Dedup(), cfg.DedupFailOpen()
+	}
+	return d
 }
 
 // openPins opens the tool-pin lock file in the configured mode; opts are

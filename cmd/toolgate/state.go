@@ -23,6 +23,7 @@ func openState(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*state
 		return nil, nil
 	}
 	m.StateFeatures(state.Features...)
+	m.StateFeatures(state.FeatureDedup)
 	return state.Open(state.Options{
 		URL: cfg.StateRedisURL(), KeyPrefix: cfg.StateKeyPrefix(),
 		DialTimeout: cfg.StateDialTimeout(), OpTimeout: cfg.StateOpTimeout(),
