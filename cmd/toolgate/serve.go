@@ -182,6 +182,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 	gw := &gateway{cfg: cfg, auth: auth, policy: policy, approvals: approvalStore, set: set, server: srv,
 		metrics: m, health: &metrics.Health{}, audit: trail, tracing: tr, state: store, replica: replicaID()}
 	observe(gw, resilience.Breakers)
+	shareBreakers(gw, resilience.Breakers)
 	auditDecisions(gw, log)
 	syncPolicy(gw)
 	log.Info("toolgate ready", "config", cfg.File, "tools", len(set.Catalog().Tools()), "policy", policy.Current().Version(),
