@@ -50,20 +50,14 @@ func (p *Pipeline) normalize(_ context.Context, x *exchange) *envelope.Error {
 }
 
 // strictUnmarshal decodes one JSON object and rejects nulls and trailing
-// data, so garbage is never half-accepted.
+// data, so garbage is never half-accepted. (json.Unmarshal already refuses
+// trailing data; a decoder would cost allocations on every call.)
 func strictUnmarshal(raw json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return errors.New("empty result")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the result")
-	}
-	return nil
+	return json.Unmarshal(trimmed, v)
 }
 
 // maxToolMessage bounds a tool's own error text in a tool_failed message.
@@ -76,7 +70,7 @@ func sanitizeContent(blocks []json.RawMessage) ([]mcp.Content, []string, error) 
 	out := make([]mcp.Content, 0, len(blocks))
 	var texts []string
 	for i, raw := range blocks {
-		c, err := mcp.UnmarshalContent(raw)
+		c, err := decodeBlock(raw)
 		if err != nil {
 			return nil, nil, fmt.Errorf("content[%d]: %s", i, sanitize.Clip(sanitize.Text(err.Error()), 120))
 		}
@@ -89,6 +83,26 @@ func sanitizeContent(blocks []json.RawMessage) ([]mcp.Content, []string, error) 
 		out = append(out, c)
 	}
 	return out, texts, nil
+}
+
+// textBlock is a text content block decoded in one pass; the type field
+// says whether it was one. Other fields of a text block (_meta) are
+// dropped anyway.
+type textBlock struct {
+	Type        string           `json:"type"`
+	Text        *string          `json:"text"`
+	Annotations *mcp.Annotations `json:"annotations"`
+}
+
+// decodeBlock decodes one content block. Text blocks, nearly every block a
+// tool sends, take one decode; the others go through mcp-go's decoder,
+// which reads the type first and then the whole block again.
+func decodeBlock(raw json.RawMessage) (mcp.Content, error) {
+	var tb textBlock
+	if err := json.Unmarshal(raw, &tb); err == nil && tb.Type == mcp.ContentTypeText && tb.Text != nil {
+		return mcp.TextContent{Annotated: mcp.Annotated{Annotations: tb.Annotations}, Type: mcp.ContentTypeText, Text: *tb.Text}, nil
+	}
+	return mcp.UnmarshalContent(raw)
 }
 
 // cleanBlock sanitises the text-bearing fields of one block and drops its
