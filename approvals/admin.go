@@ -27,7 +27,8 @@ const MaxBodyBytes = 64 << 10
 //	POST /v1/approvals/{id}/deny     body {"by": "…", "reason": "…"}         the Request as denied
 //
 // Errors are {"error": "…"}: 401 without a valid key, 400 for a bad body or state, 404 for an unknown
-// id, 409 for a request that is not pending (decided or expired). No CORS headers are sent, so browsers
+// id, 409 for a request that is not pending (decided or expired), 503 while a shared store cannot be
+// reached (nothing was decided). No CORS headers are sent, so browsers
 // cannot read the answers of cross-origin requests.
 
 // ListResponse is the body of GET /v1/approvals.
@@ -47,7 +48,7 @@ type errorBody struct {
 
 // Handler serves the admin API for s. adminKeyHash is the SHA-256 hex of the admin key (admin.key_sha256);
 // when it is empty every request is refused. log records decisions and refused credentials.
-func Handler(s *Store, adminKeyHash string, log *slog.Logger) http.Handler {
+func Handler(s Store, adminKeyHash string, log *slog.Logger) http.Handler {
 	h := newHandler(adminKeyHash, log)
 	h.store = s
 	mux := http.NewServeMux()
@@ -75,7 +76,7 @@ func newHandler(adminKeyHash string, log *slog.Logger) *handler {
 }
 
 type handler struct {
-	store   *Store
+	store   Store
 	keyHash []byte // nil: no key configured, nothing is accepted
 	log     *slog.Logger
 }
@@ -154,6 +155,11 @@ func (h *handler) decide(deny bool) http.HandlerFunc {
 			return
 		case errors.Is(err, ErrNotPending), errors.Is(err, ErrExpired):
 			writeJSON(w, http.StatusConflict, errorBody{err.Error()})
+			return
+		case errors.Is(err, ErrUnavailable):
+			h.log.Error("admin API: approvals store", "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{"the approvals store (the shared state store) is unavailable; nothing was decided, try again"})
 			return
 		case err != nil:
 			h.log.Error("admin API: approvals store", "err", err)

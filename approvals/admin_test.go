@@ -13,7 +13,7 @@ import (
 
 const adminKey = "tg_admin_secret"
 
-func adminServer(t *testing.T) (*Store, *httptest.Server) {
+func adminServer(t *testing.T) (*FileStore, *httptest.Server) {
 	t.Helper()
 	s, _, _ := open(t)
 	sum := sha256.Sum256([]byte(adminKey))

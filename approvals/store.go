@@ -2,13 +2,16 @@
 // (principal, tool, canonical arguments), which an approver approves or denies through the admin API, and
 // which the gateway consumes once when the agent repeats the call.
 //
-// The store is one JSON file (see fileFormat), rewritten atomically on every change under an flock, so
-// pending requests survive a restart and two processes sharing the file never lose each other's writes. A
-// file was chosen over bbolt or SQLite because the data is small (a bounded number of records), must be
-// readable by an operator, and needs no new dependency.
+// Store is what the gateway and the admin API use. FileStore, the default, is one JSON file (see
+// fileFormat), rewritten atomically on every change under an flock, so pending requests survive a restart
+// and two processes sharing the file never lose each other's writes. A file was chosen over bbolt or SQLite
+// because the data is small (a bounded number of records), must be readable by an operator, and needs no
+// new dependency. Replicas that share a Redis (state.redis) keep their requests there instead
+// (state.Approvals), so an approval given through one replica is consumed through any other, once.
 package approvals
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -84,13 +87,47 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// Errors of Approve and Deny; the admin API maps ErrNotFound to 404 and the others to 409.
+// Errors of Approve and Deny; the admin API maps ErrNotFound to 404, ErrUnavailable to 503 and the others
+// to 409.
 var (
 	ErrNotFound   = errors.New("no such approval request")
 	ErrNotPending = errors.New("approval request is not pending")
 	ErrExpired    = errors.New("approval request has expired")
 	ErrTooMany    = errors.New("too many pending approval requests")
+	// ErrUnavailable wraps the failures of a store that cannot be reached right now (a shared store
+	// down): nothing was decided, and the same operation may succeed later.
+	ErrUnavailable = errors.New("the approvals store is unavailable")
 )
+
+// Store keeps the approval requests: FileStore, or state.Approvals shared by replicas. Implementations are
+// safe for concurrent use.
+type Store interface {
+	// Check is what the gateway calls for a call that policy says needs approval:
+	//   - an approved, unexpired request for exactly (principal, tool, argsHash) is consumed (state used)
+	//     and Check returns Proceed with it: the call runs once, and the next identical call needs a new
+	//     approval. Consumption is atomic: however many gateways check at once, one of them gets Proceed;
+	//   - a denied one still in force returns Denied with it (Reason says why);
+	//   - a pending one returns Pending with it, so repeating the call does not create duplicates;
+	//   - otherwise a new pending request is created (expiring after the ttl) and returned with Pending.
+	//
+	// An error means nothing was decided and the call must not run.
+	Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error)
+	// List returns the requests in the given states (all when none is given), oldest first, with expiry
+	// applied. When the store cannot be read it answers from the last copy it read.
+	List(states ...State) []Request
+	// Get returns the request with that id, with expiry applied, or ErrNotFound.
+	Get(id string) (Request, error)
+	// Approve lets the next identical call run once. Only a pending request can be approved; the approval
+	// then lives for the ttl from now, so the agent has the whole ttl to repeat the call.
+	Approve(id, by string) (Request, error)
+	// Deny refuses a pending request: identical calls answer Denied with reason for the ttl from now.
+	Deny(id, by, reason string) (Request, error)
+	// OnDecision registers fn (replacing any earlier one), called after each approval or denial made
+	// through this Store was written, with the decided request. The audit trail records decisions here.
+	OnDecision(fn func(Request))
+}
+
+var _ Store = (*FileStore)(nil)
 
 // Bounds on what the file holds.
 const (
@@ -105,9 +142,9 @@ const (
 	maxReason = 1024
 )
 
-// Store is the set of approval requests of one file. It is safe for concurrent use, and several
+// FileStore is the set of approval requests of one file. It is safe for concurrent use, and several
 // processes may share the file: every operation re-reads it under an exclusive file lock.
-type Store struct {
+type FileStore struct {
 	path string
 	ttl  time.Duration
 	now  func() time.Time
@@ -120,12 +157,12 @@ type Store struct {
 
 // OnDecision registers fn (replacing any earlier one), called after each approval or denial made
 // through this Store was written, with the decided request. The audit trail records decisions here.
-func (s *Store) OnDecision(fn func(Request)) { s.onDecision.Store(&fn) }
+func (s *FileStore) OnDecision(fn func(Request)) { s.onDecision.Store(&fn) }
 
 // Open reads the file at path; a missing file is an empty store. A file that is not a complete,
 // consistent approvals file is an error naming it, never an empty store. ttl is how long pending and
 // approved requests live; now is the clock (nil: time.Now).
-func Open(path string, ttl time.Duration, now func() time.Time) (*Store, error) {
+func Open(path string, ttl time.Duration, now func() time.Time) (*FileStore, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("approvals: ttl must be positive, got %s", ttl)
 	}
@@ -136,24 +173,17 @@ func Open(path string, ttl time.Duration, now func() time.Time) (*Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Store{path: path, ttl: ttl, now: now, reqs: reqs}, nil
+	return &FileStore{path: path, ttl: ttl, now: now, reqs: reqs}, nil
 }
 
 // Path is the file.
-func (s *Store) Path() string { return s.path }
+func (s *FileStore) Path() string { return s.path }
 
 // TTL is how long a pending or approved request lives.
-func (s *Store) TTL() time.Duration { return s.ttl }
+func (s *FileStore) TTL() time.Duration { return s.ttl }
 
-// Check is what the gateway calls for a call that policy says needs approval:
-//   - an approved, unexpired request for exactly (principal, tool, argsHash) is consumed (state used) and
-//     Check returns Proceed with it: the call runs once, and the next identical call needs a new approval;
-//   - a denied one still in force returns Denied with it (Reason says why);
-//   - a pending one returns Pending with it, so repeating the call does not create duplicates;
-//   - otherwise a new pending request is created (expiring after the ttl) and returned with Pending.
-//
-// An error means nothing was decided and the call must not run.
-func (s *Store) Check(principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error) {
+// Check implements Store: it decides under the file lock. ctx is not used: the file answers at once.
+func (s *FileStore) Check(_ context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error) {
 	var (
 		out Outcome
 		got Request
@@ -196,7 +226,7 @@ func (s *Store) Check(principal, tool, argsHash string, args json.RawMessage, ru
 // List returns the requests in the given states (all when none is given), oldest first, with expiry
 // applied as of now. It reads the file again so that it sees other processes' changes; when that fails
 // it answers from the last copy read.
-func (s *Store) List(states ...State) []Request {
+func (s *FileStore) List(states ...State) []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if unlock, err := statefile.Lock(s.path, 0o600); err == nil {
@@ -217,7 +247,7 @@ func (s *Store) List(states ...State) []Request {
 }
 
 // Get returns the request with that id, with expiry applied, or ErrNotFound.
-func (s *Store) Get(id string) (Request, error) {
+func (s *FileStore) Get(id string) (Request, error) {
 	for _, r := range s.List() {
 		if r.ID == id {
 			return r, nil
@@ -228,14 +258,14 @@ func (s *Store) Get(id string) (Request, error) {
 
 // Approve lets the next identical call run once. Only a pending request can be approved; the approval
 // then lives for the ttl from now, so the agent has the whole ttl to repeat the call.
-func (s *Store) Approve(id, by string) (Request, error) {
+func (s *FileStore) Approve(id, by string) (Request, error) {
 	return s.decide(id, func(r *Request, now time.Time) {
 		r.State, r.DecidedAt, r.DecidedBy, r.ExpiresAt = StateApproved, now, by, now.Add(s.ttl)
 	})
 }
 
 // Deny refuses a pending request: identical calls answer Denied with reason for the ttl from now.
-func (s *Store) Deny(id, by, reason string) (Request, error) {
+func (s *FileStore) Deny(id, by, reason string) (Request, error) {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
@@ -244,7 +274,7 @@ func (s *Store) Deny(id, by, reason string) (Request, error) {
 	})
 }
 
-func (s *Store) decide(id string, apply func(*Request, time.Time)) (Request, error) {
+func (s *FileStore) decide(id string, apply func(*Request, time.Time)) (Request, error) {
 	var got Request
 	err := s.update(func(reqs []Request, now time.Time) ([]Request, error) {
 		i := slices.IndexFunc(reqs, func(r Request) bool { return r.ID == id })
@@ -271,7 +301,7 @@ func (s *Store) decide(id string, apply func(*Request, time.Time)) (Request, err
 // update is the one write path: under the file lock it re-reads the file, applies expiry, lets fn change
 // the records, prunes, and writes the file. The in-memory copy changes only when the write succeeded, so
 // a consumed approval is never reported as Proceed unless it is recorded as used.
-func (s *Store) update(fn func(reqs []Request, now time.Time) ([]Request, error)) error {
+func (s *FileStore) update(fn func(reqs []Request, now time.Time) ([]Request, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	unlock, err := statefile.Lock(s.path, 0o600)

@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -30,7 +31,7 @@ func (c *clock) add(d time.Duration) {
 
 const ttl = time.Hour
 
-func open(t *testing.T) (*Store, *clock, string) {
+func open(t *testing.T) (*FileStore, *clock, string) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	path := filepath.Join(t.TempDir(), "toolgate.approvals.json")
@@ -43,9 +44,9 @@ func open(t *testing.T) (*Store, *clock, string) {
 
 var args = json.RawMessage(`{"amount":20,"order_id":4821}`)
 
-func check(t *testing.T, s *Store, hash string, want Outcome) Request {
+func check(t *testing.T, s *FileStore, hash string, want Outcome) Request {
 	t.Helper()
-	out, r, err := s.Check("alice", "orders/refund_order", hash, args, "policy.csv:31")
+	out, r, err := s.Check(context.Background(), "alice", "orders/refund_order", hash, args, "policy.csv:31")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +74,8 @@ func TestPendingCreatedOncePerTriple(t *testing.T) {
 	}
 	// Changed arguments, another principal or another tool: separate requests.
 	c := check(t, s, "h2", Pending)
-	_, d, _ := s.Check("bob", "orders/refund_order", "h1", args, "")
-	_, e, _ := s.Check("alice", "orders/cancel_order", "h1", args, "")
+	_, d, _ := s.Check(context.Background(), "bob", "orders/refund_order", "h1", args, "")
+	_, e, _ := s.Check(context.Background(), "alice", "orders/cancel_order", "h1", args, "")
 	ids := map[string]bool{a.ID: true, c.ID: true, d.ID: true, e.ID: true}
 	if len(ids) != 4 {
 		t.Errorf("want 4 distinct requests, got %v", ids)
@@ -115,7 +116,7 @@ func TestConcurrentChecksConsumeOnce(t *testing.T) {
 	proceeded := 0
 	for range 8 {
 		wg.Go(func() {
-			out, _, err := s.Check("alice", "orders/refund_order", "h1", args, "")
+			out, _, err := s.Check(context.Background(), "alice", "orders/refund_order", "h1", args, "")
 			if err != nil {
 				t.Error(err)
 			}

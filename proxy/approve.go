@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
@@ -17,7 +18,10 @@ import (
 // tool and the exact canonical arguments, and is used up by the one call
 // it lets through. A nil *Approvals requires nothing.
 type Approvals struct {
-	Store *approvals.Store
+	// Store keeps the requests: the approvals file, or Redis shared by
+	// replicas (then an approval given through any replica is consumed
+	// through any other, once).
+	Store approvals.Store
 	// Rules is used when the call's policy snapshot has no approval rules
 	// of its own (authz.Policy has them).
 	Rules approvalRules
@@ -30,7 +34,7 @@ type approvalRules interface {
 // approve is the approval guard. It runs after the policy allowed the call
 // and before duplicate suppression, so an approved call runs once and its
 // repeat needs a new approval.
-func (p *Pipeline) approve(_ context.Context, x *exchange) *envelope.Error {
+func (p *Pipeline) approve(ctx context.Context, x *exchange) *envelope.Error {
 	a := p.Approvals
 	if a == nil || a.Store == nil {
 		return nil
@@ -51,8 +55,16 @@ func (p *Pipeline) approve(_ context.Context, x *exchange) *envelope.Error {
 		return envelope.Errorf(envelope.InvalidArguments, "arguments could not be put in canonical form for approval").WithDetail(err.Error())
 	}
 	sum := sha256.Sum256(canonical)
-	outcome, req, err := a.Store.Check(x.call.Subject.Principal, x.tool.ID, hex.EncodeToString(sum[:]), canonical, rule)
+	outcome, req, err := a.Store.Check(ctx, x.call.Subject.Principal, x.tool.ID, hex.EncodeToString(sum[:]), canonical, rule)
 	switch {
+	case errors.Is(err, approvals.ErrUnavailable):
+		// Always closed: running a call that needs an approval because
+		// the approvals cannot be read would be a bypass. rate_limited is
+		// the retryable "refused for now, before it ran" code, as for
+		// duplicate suppression and rate limits when their store is down.
+		return envelope.Errorf(envelope.RateLimited,
+			"this call needs an approval, which cannot be checked because the shared state store is unavailable, so the call was not run; retry in %s",
+			sharedDownWait).WithDetail("approval rule " + rule + ": " + err.Error())
 	case err != nil:
 		return envelope.Errorf(envelope.InternalError, "the approval store failed; the call was not run").WithDetail(err.Error())
 	case outcome == approvals.Proceed:

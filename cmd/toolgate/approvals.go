@@ -111,6 +111,12 @@ func approvalsFail(errOut io.Writer, err error) int {
 		fmt.Fprintln(errOut, "toolgate approvals: the admin API refused the key (check TOOLGATE_ADMIN_KEY against admin.key_sha256)")
 		return 1
 	}
+	if errors.As(err, &apiErr) && apiErr.Status == 503 {
+		// Replicas keep approvals in their shared store (state.redis); any replica's admin API will do
+		// once it is back.
+		fmt.Fprintln(errOut, "toolgate approvals: the gateway cannot reach its shared state store right now; nothing was decided, try again")
+		return 1
+	}
 	fmt.Fprintln(errOut, "toolgate approvals:", err)
 	return 1
 }

@@ -65,7 +65,7 @@ type gateway struct {
 	cfg       *config.Config
 	auth      *authn.Authenticator
 	policy    *authz.Store
-	approvals *approvals.Store
+	approvals approvals.Store // the file, or Redis with state.redis
 	set       *upstreams.Set
 	server    *proxy.Server
 	metrics   *metrics.Metrics
@@ -110,7 +110,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid authentication settings", err)
 		return nil, 2
 	}
-	approvalStore, err := approvals.Open(cfg.ApprovalsPath(), cfg.ApprovalTTL(), time.Now)
+	approvalStore, err := openApprovals(cfg) // nil with state.redis: set once the store is open
 	if err != nil {
 		auth.Close()
 		printProblems(os.Stderr, "invalid approvals file", err)
@@ -160,6 +160,7 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway,
 		printProblems(os.Stderr, "invalid state settings", err)
 		return nil, 2
 	}
+	approvalStore = sharedApprovals(cfg, store, approvalStore)
 	resilience := resilienceFrom(cfg, log)
 	pipe := &proxy.Pipeline{Catalog: set.Catalog, Policy: policy, Upstreams: set, Log: log,
 		Resilience: resilience, Dedup: dedupFrom(cfg, store), Metrics: m, Tracing: tr, RateLimits: rateLimitsFrom(cfg, store),

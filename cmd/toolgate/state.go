@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/metrics"
@@ -23,12 +25,37 @@ func openState(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*state
 		return nil, nil
 	}
 	m.StateFeatures(state.Features...)
-	m.StateFeatures(state.FeatureDedup)
+	m.StateFeatures(state.FeatureDedup, state.FeatureApprovals)
 	return state.Open(state.Options{
 		URL: cfg.StateRedisURL(), KeyPrefix: cfg.StateKeyPrefix(),
 		DialTimeout: cfg.StateDialTimeout(), OpTimeout: cfg.StateOpTimeout(),
 		Log: log.With("component", "state"), OnStatus: m.StateUp, OnError: m.StateError,
 	})
+}
+
+// openApprovals opens the approvals file, the embedded store. With
+// state.redis it opens nothing (nil): the requests live in Redis, and
+// sharedApprovals supplies the store once the client is open.
+func openApprovals(cfg *config.Config) (approvals.Store, error) {
+	if cfg.StateShared() {
+		return nil, nil
+	}
+	s, err := approvals.Open(cfg.ApprovalsPath(), cfg.ApprovalTTL(), time.Now)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// sharedApprovals is the approval store in Redis when there is a shared
+// store, so that an approval given through any replica is consumed through
+// any other, once; else the file store opened before. It always fails
+// closed (state.approvals_on_failure accepts only closed).
+func sharedApprovals(cfg *config.Config, store *state.Client, file approvals.Store) approvals.Store {
+	if store == nil {
+		return file
+	}
+	return store.Approvals(cfg.ApprovalTTL())
 }
 
 // syncPolicy keeps the policy in step with the other replicas: a swap here

@@ -1,0 +1,374 @@
+package state
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/approvals"
+)
+
+// FeatureApprovals labels the approval store's operations in the error metric.
+const FeatureApprovals = "approvals"
+
+// Approval requests shared by replicas (an approvals.Store). Under the prefix:
+//
+//	apr:req:<id>        a hash per request: doc (the JSON of what never changes: id, principal, tool,
+//	                    args_hash, args, rule), state, created, exp, decided (ms of Redis's clock), by,
+//	                    reason, and idx (the name of its index key). It lives until its expiry plus
+//	                    approvals.FinishedRetention, for List.
+//	apr:idx:<sha256>    the id of the request in force for one (principal, tool, args_hash), until that
+//	                    request expires; consuming an approval deletes it
+//	apr:active          a sorted set of the ids in force, by expiry: bounds them (approvals.MaxActive)
+//	apr:all             a sorted set of every id kept, by creation: List's order
+//
+// Every decision (Check, Approve, Deny) is one Lua script: Redis runs it alone, so two replicas that
+// check the same approved call at once cannot both consume it, and an approval cannot race a denial.
+// The scripts name the request hash from the id they read, which a Redis Cluster would refuse; toolgate
+// targets a single server (or a primary with replicas).
+
+// approvalCheckScript is Check. KEYS: the index key, apr:active, apr:all. ARGV: a new id, its doc, ttl
+// (ms), retention (ms), max active, the request key prefix. Replies {outcome, id, hash fields...} with
+// outcome proceed, denied or pending; or {"full"}.
+const approvalCheckScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+local id = redis.call('GET', KEYS[1])
+if id then
+  local rk = ARGV[6] .. id
+  local h = redis.call('HMGET', rk, 'state', 'exp')
+  if h[1] and now < tonumber(h[2]) then
+    local out = 'pending'
+    if h[1] == 'approved' then
+      redis.call('HSET', rk, 'state', 'used', 'decided', now)
+      redis.call('ZREM', KEYS[2], id)
+      redis.call('DEL', KEYS[1])
+      out = 'proceed'
+    elseif h[1] == 'denied' then
+      out = 'denied'
+    end
+    local reply = {out, id}
+    for _, v in ipairs(redis.call('HGETALL', rk)) do table.insert(reply, v) end
+    return reply
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'full'} end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - ttl - keep)
+local rk = ARGV[6] .. ARGV[1]
+redis.call('HSET', rk, 'doc', ARGV[2], 'state', 'pending', 'created', now, 'exp', now + ttl, 'idx', KEYS[1])
+redis.call('PEXPIRE', rk, ttl + keep)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+local reply = {'pending', ARGV[1]}
+for _, v in ipairs(redis.call('HGETALL', rk)) do table.insert(reply, v) end
+return reply
+`
+
+// approvalDecideScript is Approve and Deny. KEYS: the request hash, apr:active. ARGV: the id, the new
+// state, by, reason, ttl (ms), retention (ms). Replies {"ok", hash fields...}, {"notfound"},
+// {"expired"}, or {"decided", state}.
+const approvalDecideScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', KEYS[1], 'state', 'exp', 'idx')
+if not h[1] then return {'notfound'} end
+if h[1] == 'pending' and now >= tonumber(h[2]) then return {'expired'} end
+if h[1] ~= 'pending' then return {'decided', h[1]} end
+local ttl, keep = tonumber(ARGV[5]), tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'decided', now, 'by', ARGV[3], 'reason', ARGV[4], 'exp', now + ttl)
+redis.call('PEXPIRE', KEYS[1], ttl + keep)
+if redis.call('GET', h[3]) == ARGV[1] then redis.call('PEXPIRE', h[3], ttl) end
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+local reply = {'ok'}
+for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do table.insert(reply, v) end
+return reply
+`
+
+var (
+	approvalCheck  = redis.NewScript(approvalCheckScript)
+	approvalDecide = redis.NewScript(approvalDecideScript)
+)
+
+// Approvals is the approvals.Store of replicas sharing the store (see the key layout above). Its
+// failures wrap approvals.ErrUnavailable: the gateway then refuses calls that need an approval (never
+// runs them), and the admin API answers 503.
+type Approvals struct {
+	c   *Client
+	ttl time.Duration
+
+	onDecision atomic.Pointer[func(approvals.Request)]
+
+	mu   sync.Mutex
+	last []approvals.Request // List's last answer, for when the store cannot be read
+}
+
+var _ approvals.Store = (*Approvals)(nil)
+
+// Approvals returns the shared approval store; ttl is how long pending and approved requests live
+// (approvals.ttl).
+func (c *Client) Approvals(ttl time.Duration) *Approvals {
+	return &Approvals{c: c, ttl: ttl}
+}
+
+// OnDecision implements approvals.Store: fn sees the decisions made through this replica.
+func (a *Approvals) OnDecision(fn func(approvals.Request)) { a.onDecision.Store(&fn) }
+
+// requestDoc is the part of a request that never changes, as one JSON value.
+type requestDoc struct {
+	ID        string          `json:"id"`
+	Principal string          `json:"principal"`
+	Tool      string          `json:"tool"`
+	ArgsHash  string          `json:"args_hash"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	Rule      string          `json:"rule,omitempty"`
+}
+
+func (a *Approvals) reqKey(id string) string { return a.c.key("apr:req:" + id) }
+
+// indexKey names the (principal, tool, args_hash) triple: a hash of a length-prefixed encoding, so no two
+// triples share it.
+func (a *Approvals) indexKey(principal, tool, argsHash string) string {
+	h := sha256.New()
+	for _, f := range []string{principal, tool, argsHash} {
+		fmt.Fprintf(h, "%d:%s", len(f), f)
+	}
+	return a.c.key("apr:idx:" + hex.EncodeToString(h.Sum(nil)))
+}
+
+// Check implements approvals.Store, in one script.
+func (a *Approvals) Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (approvals.Outcome, approvals.Request, error) {
+	id, err := newRequestID()
+	if err != nil {
+		return 0, approvals.Request{}, err
+	}
+	doc, err := json.Marshal(requestDoc{ID: id, Principal: principal, Tool: tool, ArgsHash: argsHash, Args: args, Rule: rule})
+	if err != nil {
+		return 0, approvals.Request{}, err
+	}
+	var reply []any
+	err = a.c.Do(ctx, FeatureApprovals, func(ctx context.Context) error {
+		var err error
+		reply, err = approvalCheck.Run(ctx, a.c.rdb,
+			[]string{a.indexKey(principal, tool, argsHash), a.c.key("apr:active"), a.c.key("apr:all")},
+			id, doc, ms(a.ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey("")).Slice()
+		return err
+	})
+	if err != nil {
+		return 0, approvals.Request{}, unavailable(err)
+	}
+	if len(reply) == 1 && reply[0] == "full" {
+		return 0, approvals.Request{}, approvals.ErrTooMany
+	}
+	if len(reply) < 2 {
+		return 0, approvals.Request{}, fmt.Errorf("approval check script: unexpected reply %v", reply)
+	}
+	r, err := requestFrom(reply[2:])
+	if err != nil {
+		return 0, approvals.Request{}, err
+	}
+	switch reply[0] {
+	case "proceed":
+		return approvals.Proceed, r, nil
+	case "denied":
+		return approvals.Denied, r, nil
+	case "pending":
+		return approvals.Pending, r, nil
+	}
+	return 0, approvals.Request{}, fmt.Errorf("approval check script: unexpected reply %v", reply[0])
+}
+
+// Approve implements approvals.Store.
+func (a *Approvals) Approve(id, by string) (approvals.Request, error) {
+	return a.decide(id, approvals.StateApproved, by, "")
+}
+
+// Deny implements approvals.Store. The reason is capped as the file store caps it.
+func (a *Approvals) Deny(id, by, reason string) (approvals.Request, error) {
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	return a.decide(id, approvals.StateDenied, by, reason)
+}
+
+func (a *Approvals) decide(id string, to approvals.State, by, reason string) (approvals.Request, error) {
+	var reply []any
+	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
+		var err error
+		reply, err = approvalDecide.Run(ctx, a.c.rdb, []string{a.reqKey(id), a.c.key("apr:active")},
+			id, string(to), by, reason, ms(a.ttl), ms(approvals.FinishedRetention)).Slice()
+		return err
+	})
+	if err != nil {
+		return approvals.Request{}, unavailable(err)
+	}
+	switch {
+	case len(reply) == 1 && reply[0] == "notfound":
+		return approvals.Request{}, approvals.ErrNotFound
+	case len(reply) == 1 && reply[0] == "expired":
+		return approvals.Request{}, approvals.ErrExpired
+	case len(reply) == 2 && reply[0] == "decided":
+		return approvals.Request{}, fmt.Errorf("%w: it is %v", approvals.ErrNotPending, reply[1])
+	case len(reply) > 1 && reply[0] == "ok":
+		r, err := requestFrom(reply[1:])
+		if err != nil {
+			return approvals.Request{}, err
+		}
+		if fn := a.onDecision.Load(); fn != nil {
+			(*fn)(r)
+		}
+		return r, nil
+	}
+	return approvals.Request{}, fmt.Errorf("approval decide script: unexpected reply %v", reply)
+}
+
+// Get implements approvals.Store.
+func (a *Approvals) Get(id string) (approvals.Request, error) {
+	var fields map[string]string
+	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
+		var err error
+		fields, err = a.c.rdb.HGetAll(ctx, a.reqKey(id)).Result()
+		return err
+	})
+	if err != nil {
+		return approvals.Request{}, unavailable(err)
+	}
+	if len(fields) == 0 {
+		return approvals.Request{}, approvals.ErrNotFound
+	}
+	r, err := requestFromMap(fields)
+	if err != nil {
+		return approvals.Request{}, err
+	}
+	expire(&r, time.Now())
+	return r, nil
+}
+
+// List implements approvals.Store: every request kept, oldest first, read in one round trip after
+// the index. When the store cannot be read it answers its last list.
+func (a *Approvals) List(states ...approvals.State) []approvals.Request {
+	all, err := a.list()
+	a.mu.Lock()
+	if err == nil {
+		a.last = all
+	} else {
+		all = a.last
+	}
+	a.mu.Unlock()
+	now := time.Now()
+	out := []approvals.Request{}
+	for _, r := range all {
+		expire(&r, now)
+		if len(states) == 0 || slices.Contains(states, r.State) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (a *Approvals) list() ([]approvals.Request, error) {
+	var out []approvals.Request
+	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
+		ids, err := a.c.rdb.ZRange(ctx, a.c.key("apr:all"), 0, -1).Result()
+		if err != nil {
+			return err
+		}
+		pipe := a.c.rdb.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.HGetAll(ctx, a.reqKey(id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		var gone []any
+		for i, cmd := range cmds {
+			if len(cmd.Val()) == 0 {
+				gone = append(gone, ids[i]) // expired past its retention
+				continue
+			}
+			r, err := requestFromMap(cmd.Val())
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		if len(gone) > 0 {
+			a.c.rdb.ZRem(ctx, a.c.key("apr:all"), gone...)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// expire shows a pending or approved request past its expiry as expired, as the file store does.
+func expire(r *approvals.Request, now time.Time) {
+	if (r.State == approvals.StatePending || r.State == approvals.StateApproved) && !now.Before(r.ExpiresAt) {
+		r.State, r.DecidedAt = approvals.StateExpired, r.ExpiresAt
+	}
+}
+
+// unavailable marks a store failure for the gateway (refuse the call) and the admin API (503).
+func unavailable(err error) error {
+	return fmt.Errorf("%w: %w", approvals.ErrUnavailable, err)
+}
+
+// requestFrom reads a request from HGETALL's flat field, value list.
+func requestFrom(flat []any) (approvals.Request, error) {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		m[k] = v
+	}
+	return requestFromMap(m)
+}
+
+func requestFromMap(m map[string]string) (approvals.Request, error) {
+	var d requestDoc
+	if err := json.Unmarshal([]byte(m["doc"]), &d); err != nil {
+		return approvals.Request{}, fmt.Errorf("approval request in the store: %w", err)
+	}
+	st, err := approvals.ParseState(m["state"])
+	if err != nil {
+		return approvals.Request{}, fmt.Errorf("approval request %s in the store: %w", d.ID, err)
+	}
+	r := approvals.Request{ID: d.ID, Principal: d.Principal, Tool: d.Tool, ArgsHash: d.ArgsHash, Args: d.Args, Rule: d.Rule,
+		State: st, Reason: m["reason"], DecidedBy: m["by"]}
+	for _, f := range []struct {
+		name string
+		to   *time.Time
+	}{{"created", &r.CreatedAt}, {"exp", &r.ExpiresAt}, {"decided", &r.DecidedAt}} {
+		if v, ok := m[f.name]; ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return approvals.Request{}, errors.New("approval request in the store: bad " + f.name)
+			}
+			*f.to = time.UnixMilli(n).UTC()
+		}
+	}
+	return r, nil
+}
+
+// newRequestID is "apr_" and 16 random bytes, as the file store's.
+func newRequestID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "apr_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,188 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/redistest"
+)
+
+var refundArgs = json.RawMessage(`{"order_id":7,"amount":12.50}`)
+
+func checkOn(t *testing.T, a *Approvals, hash string, want approvals.Outcome) approvals.Request {
+	t.Helper()
+	out, r, err := a.Check(context.Background(), "alice", "orders/refund", hash, refundArgs, "policy.csv:3")
+	if err != nil || out != want {
+		t.Fatalf("Check: %v, %v (want %v)", out, err, want)
+	}
+	return r
+}
+
+// A request made through one replica is approved through another and
+// consumed through a third, once; the next identical call needs a new
+// approval. Everything a request carries survives the trip.
+func TestApprovalsAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := open(t, srv, "t:")
+	b, _ := open(t, srv, "t:")
+	c, _ := open(t, srv, "t:")
+	ra, rb, rc := a.Approvals(time.Hour), b.Approvals(time.Hour), c.Approvals(time.Hour)
+	var decided []approvals.Request
+	rb.OnDecision(func(r approvals.Request) { decided = append(decided, r) })
+
+	req := checkOn(t, ra, "h1", approvals.Pending)
+	if again := checkOn(t, rc, "h1", approvals.Pending); again.ID != req.ID {
+		t.Fatalf("a repeat made a second request: %s then %s", req.ID, again.ID)
+	}
+	if req.Principal != "alice" || req.Tool != "orders/refund" || req.ArgsHash != "h1" || string(req.Args) != string(refundArgs) ||
+		req.Rule != "policy.csv:3" || req.State != approvals.StatePending || req.CreatedAt.IsZero() || !req.ExpiresAt.After(req.CreatedAt) {
+		t.Fatalf("request as stored: %+v", req)
+	}
+	approved, err := rb.Approve(req.ID, "carol")
+	if err != nil || approved.State != approvals.StateApproved || approved.DecidedBy != "carol" || len(decided) != 1 {
+		t.Fatalf("approve: %+v, %v (decisions seen %d)", approved, err, len(decided))
+	}
+	if got := rc.List(approvals.StateApproved); len(got) != 1 || got[0].ID != req.ID {
+		t.Fatalf("another replica lists %+v", got)
+	}
+	used := checkOn(t, rc, "h1", approvals.Proceed)
+	if used.ID != req.ID || used.State != approvals.StateUsed {
+		t.Fatalf("consumed: %+v", used)
+	}
+	if next := checkOn(t, ra, "h1", approvals.Pending); next.ID == req.ID {
+		t.Fatal("the approval was used twice")
+	}
+	if _, err := rb.Approve(req.ID, "carol"); !errors.Is(err, approvals.ErrNotPending) {
+		t.Fatalf("approving a used request: %v", err)
+	}
+	if _, err := rb.Approve("apr_nosuch", "carol"); !errors.Is(err, approvals.ErrNotFound) {
+		t.Fatalf("approving an unknown request: %v", err)
+	}
+	if got, err := ra.Get(req.ID); err != nil || got.State != approvals.StateUsed {
+		t.Fatalf("Get: %+v, %v", got, err)
+	}
+}
+
+// Many replicas check the same approved call at once: exactly one runs.
+func TestApprovalConsumedOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	var stores []*Approvals
+	for range 3 {
+		c, _ := open(t, srv, "t:")
+		stores = append(stores, c.Approvals(time.Hour))
+	}
+	req := checkOn(t, stores[0], "race", approvals.Pending)
+	if _, err := stores[1].Approve(req.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		proceeds int
+	)
+	for i := range 30 {
+		wg.Go(func() {
+			out, _, err := stores[i%3].Check(context.Background(), "alice", "orders/refund", "race", refundArgs, "")
+			if err != nil {
+				t.Error(err)
+			}
+			if out == approvals.Proceed {
+				mu.Lock()
+				proceeds++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if proceeds != 1 {
+		t.Fatalf("%d checks proceeded on one approval", proceeds)
+	}
+}
+
+// A denial holds on every replica, with its reason; a decided request
+// cannot be decided again.
+func TestApprovalDenied(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := open(t, srv, "t:")
+	b, _ := open(t, srv, "t:")
+	ra, rb := a.Approvals(time.Hour), b.Approvals(time.Hour)
+	req := checkOn(t, ra, "h2", approvals.Pending)
+	if _, err := rb.Deny(req.ID, "carol", "not this order"); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkOn(t, ra, "h2", approvals.Denied); got.Reason != "not this order" || got.ID != req.ID {
+		t.Fatalf("denied: %+v", got)
+	}
+	if _, err := ra.Approve(req.ID, "dave"); !errors.Is(err, approvals.ErrNotPending) {
+		t.Fatalf("approving a denied request: %v", err)
+	}
+}
+
+// Requests expire after the ttl: an expired one cannot be approved, and
+// the next identical call makes a new one.
+func TestApprovalExpires(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := open(t, srv, "t:")
+	a := c.Approvals(50 * time.Millisecond)
+	req := checkOn(t, a, "h3", approvals.Pending)
+	pollUntil(t, func() bool { r, err := a.Get(req.ID); return err == nil && r.State == approvals.StateExpired })
+	if _, err := a.Approve(req.ID, "carol"); !errors.Is(err, approvals.ErrExpired) {
+		t.Fatalf("approving an expired request: %v", err)
+	}
+	if next := checkOn(t, a, "h3", approvals.Pending); next.ID == req.ID {
+		t.Fatal("an expired request still decides identical calls")
+	}
+	if got := a.List(approvals.StateExpired); len(got) != 1 || got[0].ID != req.ID {
+		t.Fatalf("expired requests listed: %+v", got)
+	}
+}
+
+// pollUntil polls cond until it holds (time passing on the server's clock).
+func pollUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(deadline)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-timeout:
+			t.Fatal("condition never held")
+		}
+	}
+}
+
+// With the server down nothing is decided: Check and Approve fail with
+// approvals.ErrUnavailable (so the call is refused, never run), List
+// answers its last copy, and everything works again after a restart.
+func TestApprovalsStoreDown(t *testing.T) {
+	srv := redistest.Start(t)
+	c, ev := open(t, srv, "t:")
+	a := c.Approvals(time.Hour)
+	req := checkOn(t, a, "h4", approvals.Pending)
+	if got := a.List(); len(got) != 1 {
+		t.Fatalf("list: %+v", got)
+	}
+	srv.Kill()
+	ev.waitStatus(t, false)
+	if out, _, err := a.Check(context.Background(), "alice", "orders/refund", "h4", refundArgs, ""); !errors.Is(err, approvals.ErrUnavailable) || out == approvals.Proceed {
+		t.Fatalf("check with the server down: %v, %v", out, err)
+	}
+	if _, err := a.Approve(req.ID, "carol"); !errors.Is(err, approvals.ErrUnavailable) {
+		t.Fatalf("approve with the server down: %v", err)
+	}
+	if got := a.List(); len(got) != 1 || got[0].ID != req.ID {
+		t.Fatalf("list with the server down: %+v", got)
+	}
+	if ev.errorsOf(FeatureApprovals) == 0 {
+		t.Error("failures not counted")
+	}
+	srv.Restart()
+	ev.waitStatus(t, true)
+	checkOn(t, a, "h4", approvals.Pending) // the server restarted empty: a new request
+}
