@@ -49,6 +49,7 @@ type BreakerSync struct {
 	force   func(server string, until time.Time)
 
 	wake    chan struct{}
+	failing bool // the last announcement failed (and was logged); only work touches it
 	mu      sync.Mutex
 	pending map[string]time.Time // openings to announce: server -> end
 	catchUp bool                 // read the published openings
@@ -185,12 +186,14 @@ func (s *BreakerSync) step(ctx context.Context) (more, failed bool) {
 	s.mu.Unlock()
 	for server, until := range pending {
 		if err := s.announce(ctx, server, until); err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !s.failing { // once per outage: every retry is counted anyway
 				s.c.log.Warn("circuit breaker opening not shared with the other replicas yet; retrying while it lasts",
 					"server", server, "open_for", time.Until(until).Round(time.Millisecond), "err", err)
 			}
+			s.failing = true
 			return true, true
 		}
+		s.failing = false
 		s.mu.Lock()
 		if s.pending[server].Equal(until) {
 			delete(s.pending, server)
