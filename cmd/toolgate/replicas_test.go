@@ -141,7 +141,9 @@ func (rs *replicaSet) spend(t *testing.T, calls, allowed int) {
 // up; and after Redis restarts on its port everything works again without
 // restarting a gateway.
 func TestReplicasShareRedis(t *testing.T) {
-	rs := startReplicas(t, 3, "rate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 5}\n")
+	// dedup_on_failure: open, so that the calls made while Redis is down
+	// show the rate limits' own failure behaviour (open by default).
+	rs := startReplicas(t, 3, "  dedup_on_failure: open\nrate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 5}\n")
 	rs.waitReady(t, true, "ok")
 
 	rs.spend(t, 8, 5)
@@ -188,7 +190,7 @@ func TestReplicasShareRedis(t *testing.T) {
 // while Redis is down (rate_limited, retryable), one without a limit runs,
 // and limits work again once Redis is back.
 func TestRateLimitsFailClosed(t *testing.T) {
-	rs := startReplicas(t, 1, "  rate_limits_on_failure: closed\nrate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 2}\n")
+	rs := startReplicas(t, 1, "  rate_limits_on_failure: closed\n  dedup_on_failure: open\nrate_limits:\n  tools:\n    hostile/tick: {rate: 1, per: 1h, burst: 2}\n")
 	rs.redis.Kill()
 	env := rs.call(t, 0, "hostile__tick", `{"label":"closed"}`)
 	if env["error_code"] != "rate_limited" || env["retryable"] != true || !strings.Contains(fmt.Sprint(env["message"]), "cannot be checked right now") {
