@@ -563,3 +563,7 @@ func (c *Config) redis() *Redis {
 	}
 	return c.State.Redis
 }
+
+// HTTPFastPath reports whether plain tools/calls over Streamable HTTP skip mcp-go's transport layer:
+// listen.fast_path, true unless set to false.
+func (c *Config) HTTPFastPath() bool { return c.Listen.FastPath == nil || *c.Listen.FastPath }

@@ -66,6 +66,7 @@ func (l *loader) listenFields(x *Listen) fields {
 		"max_body_bytes":   set(&x.MaxBodyBytes, l.bytes),
 		"session_idle_ttl": set(&x.SessionIdleTTL, l.duration),
 		"allowed_origins":  set(&x.AllowedOrigins, l.strList),
+		"fast_path":        set(&x.FastPath, l.optBool),
 	}
 }
 

@@ -32,15 +32,22 @@ type HTTPOptions struct {
 	MaxBodyBytes   int64        // request body cap
 	SessionIdleTTL time.Duration
 	AllowedOrigins []string // accepted besides loopback origins
-	Log            *slog.Logger
+	// NoFastPath sends every request through mcp-go's handler, including
+	// the tools/calls the fast path would answer (see fastCalls).
+	NoFastPath bool
+	Log        *slog.Logger
 }
 
 // HTTPEndpoint is the Streamable HTTP endpoint. Shutdown stops its session
 // reaper and closes its sessions.
 type HTTPEndpoint struct {
 	http.Handler
-	mcp *server.StreamableHTTPServer
+	mcp  *server.StreamableHTTPServer
+	fast *fastCalls
 }
+
+// FastCalls is how many tools/calls the fast path answered.
+func (e *HTTPEndpoint) FastCalls() uint64 { return e.fast.taken.Load() }
 
 // Shutdown ends every session; call it after the http.Server stopped.
 func (e *HTTPEndpoint) Shutdown(ctx context.Context) error { return e.mcp.Shutdown(ctx) }
@@ -58,7 +65,12 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
 		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal)),
 	)
-	var h http.Handler = http.MaxBytesHandler(mcpHTTP, o.MaxBodyBytes)
+	fast := &fastCalls{srv: s, next: mcpHTTP, idleTTL: o.SessionIdleTTL, now: time.Now}
+	var h http.Handler = fast
+	if o.NoFastPath {
+		h = mcpHTTP
+	}
+	h = http.MaxBytesHandler(h, o.MaxBodyBytes)
 	h = authenticate(h, o)
 	h = checkOrigin(h, o.AllowedOrigins)
 	mux := http.NewServeMux()
@@ -68,7 +80,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 			mux.Handle(path, o.Metadata)
 		}
 	}
-	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP}
+	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP, fast: fast}
 }
 
 // authenticate resolves the credential to a subject or answers 401 with

@@ -19,6 +19,12 @@ type clientRelay struct {
 	srv     *server.MCPServer
 	ctx     context.Context // the client request's
 	session string
+	// direct is set for a fast call (see fastCalls): log messages land on
+	// notes and are written on the call's response at once; requests are
+	// refused, since the fast path takes only clients that declared no
+	// capability to answer them.
+	direct *callStream
+	notes  chan mcp.JSONRPCNotification
 }
 
 // withClientRelay marks ctx so upstream requests made for it reach this
@@ -44,6 +50,9 @@ func (r *clientRelay) Session() string { return r.session }
 // passed back as the result. A client that cannot or will not answer
 // becomes a JSON-RPC error for the upstream, with no gateway internals.
 func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if r.direct != nil {
+		return nil, &upstreams.RelayError{Code: mcp.METHOD_NOT_FOUND, Message: "the client does not support " + method}
+	}
 	params, err := sanitize.JSON(params) // the upstream's text reaches a user (elicitation) or a model (sampling)
 	if err != nil {
 		return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "params are not valid JSON"}
@@ -84,4 +93,7 @@ func (r *clientRelay) Log(params json.RawMessage) {
 	}
 	n.Method = string(mcp.MethodNotificationMessage)
 	_ = r.srv.SendLogMessageToClient(r.ctx, n)
+	if r.direct != nil {
+		r.direct.notify(r.notes)
+	}
 }

@@ -30,7 +30,7 @@ type Server struct {
 	mcp      *server.MCPServer
 	pipe     *Pipeline
 	log      *slog.Logger
-	sessions sync.Map // session id -> authz.Subject, for per-client list_changed
+	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
 
 	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
 	syncMu sync.Mutex                   // serialises SyncFeatures
@@ -47,8 +47,14 @@ func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
 	hooks := &server.Hooks{}
 	hooks.AddAfterListTools(s.filterList)
 	hooks.AddBeforeCallTool(s.routeUnknown)
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
+			caps := req.Params.Capabilities
+			s.clientSession(ctx, cs.SessionID()).relayCaps.Store(caps.Sampling != nil || caps.Elicitation != nil || caps.Roots != nil)
+		}
+	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		s.sessions.Store(cs.SessionID(), SubjectFrom(ctx))
+		s.clientSession(ctx, cs.SessionID()).cs.Store(&cs)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.sessions.Delete(cs.SessionID())
@@ -112,31 +118,50 @@ func clientTool(t *upstreams.Tool) mcp.Tool {
 // handle is the one tools/call handler: everything goes through the
 // pipeline.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	call := Call{
-		Subject: SubjectFrom(ctx),
-		Name:    req.Params.Name,
-		Args:    req.Params.RawArguments,
+	name := req.Params.Name
+	if name == unresolvedTool {
+		name = requestedName(req)
 	}
-	if req.Params.Name == unresolvedTool {
-		call.Name = requestedName(req)
-	}
+	call := s.newCall(SubjectFrom(ctx), name, req.Params.RawArguments, req.Params.Meta, sessionID(ctx))
 	ctx = s.withClientRelay(ctx)
 	call.Progress = progressRelay(ctx, req)
-	if req.Params.Meta != nil {
-		call.TraceMeta = req.Params.Meta.AdditionalFields
-	}
-	if key, err := dedup.IdempotencyKeyFrom(req.Params.Meta); err != nil {
-		s.log.Info("idempotency key ignored", "tool", req.Params.Name, "reason", err.Error())
-	} else {
-		call.IdempotencyKey = key
-	}
-	if session := server.ClientSessionFromContext(ctx); session != nil {
-		call.Session = session.SessionID()
-	}
 	if server.IsModernRequest(ctx) {
 		return s.handleModern(ctx, req, call), nil
 	}
 	return s.pipe.Handle(ctx, call), nil
+}
+
+// newCall is a tools/call as the pipeline takes it, on either path (mcp-go's
+// handler or the fast path).
+func (s *Server) newCall(subject authz.Subject, name string, args json.RawMessage, meta *mcp.Meta, session string) Call {
+	call := Call{Subject: subject, Name: name, Args: args, Session: session}
+	if meta != nil {
+		call.TraceMeta = meta.AdditionalFields
+	}
+	if key, err := dedup.IdempotencyKeyFrom(meta); err != nil {
+		s.log.Info("idempotency key ignored", "tool", name, "reason", err.Error())
+	} else {
+		call.IdempotencyKey = key
+	}
+	return call
+}
+
+// clientSession is the entry of a session, created by the first hook that
+// sees it, for the subject of the request that created it.
+func (s *Server) clientSession(ctx context.Context, id string) *clientSession {
+	if e := s.session(id); e != nil {
+		return e
+	}
+	e, _ := s.sessions.LoadOrStore(id, &clientSession{subject: SubjectFrom(ctx)})
+	return e.(*clientSession)
+}
+
+// session is the entry of a registered session, or nil.
+func (s *Server) session(id string) *clientSession {
+	if e, ok := s.sessions.Load(id); ok {
+		return e.(*clientSession)
+	}
+	return nil
 }
 
 // routeUnknown sends a call of a name mcp-go does not know to the
@@ -192,7 +217,7 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 func (s *Server) PolicyChanged(old, new Policy) {
 	tools := s.pipe.Catalog().Tools()
 	s.sessions.Range(func(key, value any) bool {
-		id, subject := key.(string), value.(authz.Subject)
+		id, subject := key.(string), value.(*clientSession).subject
 		for _, t := range tools {
 			if old.Visible(subject, t.ID) != new.Visible(subject, t.ID) {
 				if err := s.mcp.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationToolsListChanged), nil); err != nil {

@@ -323,7 +323,7 @@ func httpOptions(gw *gateway, log *slog.Logger) proxy.HTTPOptions {
 		Auth:     gw.auth,
 		Metadata: gw.auth.ProtectedResourceMetadata(), MetadataPaths: gw.auth.MetadataPaths(),
 		MaxBodyBytes: gw.cfg.MaxBodyBytes(), SessionIdleTTL: gw.cfg.SessionIdleTTL(),
-		AllowedOrigins: gw.cfg.Listen.AllowedOrigins, Log: log,
+		AllowedOrigins: gw.cfg.Listen.AllowedOrigins, NoFastPath: !gw.cfg.HTTPFastPath(), Log: log,
 	}
 }
 

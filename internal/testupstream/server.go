@@ -22,6 +22,7 @@
 //	stop_reading    stdio: stop reading stdin, so a writer of a large request blocks
 //	tick            counts its executions: {"executions": n} (not idempotent); waits ms first
 //	headers         structuredContent: the HTTP request headers the call arrived with ({} over stdio)
+//	log {message}   sends message as notifications/message (level error) during the call, answers "logged"
 //	crash           ends the process with exit code 3 mid-call (Options.Exit)
 //	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
 //	unknown_content answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":[{"type":"hologram","data":"x"}]}}
@@ -207,6 +208,9 @@ func NewServer(o Options) *server.MCPServer {
 			hints(false, false, false, false)), Handler: tick},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("meta", "Returns the _meta this call arrived with (trace context, progress token).", noArgs, sideEffectFree), Handler: meta},
+		{Tool: tool("log", "Sends its message as a log notification (level error) during the call, then answers \"logged\".",
+			`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}`,
+			sideEffectFree), Handler: logMessage},
 		{Tool: tool("gather", "Waits until n calls with the same key are in flight at once, then answers them all: proves concurrency without timing.",
 			`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":`+strconv.Itoa(maxGather)+`},"key":{"type":"string"},"i":{"type":"integer"}},"required":["n","key"],"additionalProperties":false}`,
 			sideEffectFree), Handler: gather},
@@ -440,6 +444,20 @@ func gather(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 		gatherings.Unlock()
 		return nil, ctx.Err()
 	}
+}
+
+// logMessage logs during the call, so a test can see where the gateway
+// relays an upstream's log messages.
+func logMessage(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	msg, err := req.RequireString("message")
+	if err != nil {
+		return nil, err
+	}
+	n := mcp.NewLoggingMessageNotification(mcp.LoggingLevelError, "testupstream", msg)
+	if err := server.ServerFromContext(ctx).SendLogMessageToClient(ctx, n); err != nil {
+		return nil, err
+	}
+	return mcp.NewToolResultText("logged"), nil
 }
 
 func meta(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

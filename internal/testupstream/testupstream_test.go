@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // baseTools are the tools every upstream has.
 var baseTools = []string{
 	"ansi", "bad_output", "big", "cancelled_requests", "crash", "drip", "echo", "endless", "env", "fail",
-	"flip_tools", "garbage", "gather", "good_output", "headers", "ignore_cancel", "meta", "progress", "rpc_error", "sleep",
+	"flip_tools", "garbage", "gather", "good_output", "headers", "ignore_cancel", "log", "meta", "progress", "rpc_error", "sleep",
 	"rug_pull", "stdout_noise", "stop_reading", "target", "tick", "unknown_content", "with_meta", "wrong_id",
 }
 

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testupstream"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// fastPathGateway runs a gateway like httpGatewayFull, with the tools/call
+// fast path on or off, and returns its endpoint to count fast calls.
+func fastPathGateway(t *testing.T, cfgPath string, fast bool) (string, *proxy.HTTPEndpoint) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	gw, code := startGateway(context.Background(), cfgPath, log)
+	if gw == nil {
+		t.Fatalf("gateway did not start (exit %d)", code)
+	}
+	o := httpOptions(gw, log)
+	o.NoFastPath = !fast
+	endpoint := gw.server.HTTPHandler(o)
+	srv := httptest.NewServer(endpoint)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = endpoint.Shutdown(context.Background())
+		gw.close()
+	})
+	return srv.URL + "/mcp", endpoint
+}
+
+// rawSession speaks Streamable HTTP with hand-written bodies, so a test
+// controls every byte and sees every byte of the answer.
+type rawSession struct {
+	t        *testing.T
+	url, sid string
+	client   *http.Client
+}
+
+type rawAnswer struct {
+	status int
+	ctype  string
+	body   string
+}
+
+// openRawSession initializes a 2025-11-25 session declaring caps and
+// sends notifications/initialized.
+func openRawSession(t *testing.T, url, caps string) *rawSession {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	s := &rawSession{t: t, url: url, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps +
+		`,"clientInfo":{"name":"raw","version":"1"}}}`
+	resp := s.send(init, nil)
+	s.sid = resp.Header.Get("Mcp-Session-Id")
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if s.sid == "" {
+		t.Fatalf("initialize: no session (status %d)", resp.StatusCode)
+	}
+	if a := s.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); a.status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %+v", a)
+	}
+	return s
+}
+
+// post sends body with the session's headers; hdr overrides them ("" deletes).
+func (s *rawSession) post(body string, hdr map[string]string) rawAnswer {
+	s.t.Helper()
+	resp := s.send(body, hdr)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rawAnswer{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: string(data)}
+}
+
+func (s *rawSession) send(body string, hdr map[string]string) *http.Response {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	h := map[string]string{"Authorization": "Bearer " + aliceKey, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Session-Id": s.sid, "MCP-Protocol-Version": "2025-11-25"}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	for k, v := range h {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp
+}
+
+func toolsCall(id, params string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":` + params + `}`
+}
+
+// The fast path answers exactly what mcp-go's handler answers: the same
+// status, content type and bytes, for successes and for every kind of
+// refusal.
+func TestFastPathAnswersAsMCPGo(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", "")
+	fastURL, fast := fastPathGateway(t, writeConfig(t, servers), true)
+	slowURL, slow := fastPathGateway(t, writeConfig(t, servers), false)
+	fs, ss := openRawSession(t, fastURL, `{}`), openRawSession(t, slowURL, `{}`)
+	calls := []struct{ name, id, params string }{
+		{"success", `2`, `{"name":"hostile__echo","arguments":{"b":1,"a":"x \u00e9"}}`},
+		{"string id, no arguments", `"s-1"`, `{"name":"hostile__echo"}`},
+		{"negative id, null arguments", `-4`, `{"name":"hostile__echo","arguments":null}`},
+		{"denied by policy", `3`, `{"name":"hostile__headers","arguments":{}}`},
+		{"unknown tool", `4`, `{"name":"nope__x","arguments":{}}`},
+		{"invalid arguments", `5`, `{"name":"hostile__sleep","arguments":{"ms":"soon"}}`},
+		{"tool error", `6`, `{"name":"hostile__fail","arguments":{"message":"no"}}`},
+		{"structured output", `7`, `{"name":"hostile__good_output","arguments":{}}`},
+		{"trace context in _meta", `8`, `{"name":"hostile__meta","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`},
+	}
+	for _, c := range calls {
+		got, want := fs.post(toolsCall(c.id, c.params), nil), ss.post(toolsCall(c.id, c.params), nil)
+		if got != want {
+			t.Errorf("%s: fast path answered\n%+v\nmcp-go answered\n%+v", c.name, got, want)
+		}
+		if !strings.Contains(got.body, `"structuredContent"`) {
+			t.Errorf("%s: no envelope in %s", c.name, got.body)
+		}
+	}
+	if n := fast.FastCalls(); n != uint64(len(calls)) {
+		t.Errorf("fast path took %d of %d calls", n, len(calls))
+	}
+	if n := slow.FastCalls(); n != 0 {
+		t.Errorf("with the fast path off, %d calls took it", n)
+	}
+}
+
+// What the fast path does not take goes to mcp-go untouched: the answer
+// is mcp-go's, byte for byte.
+func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", "")
+	fastURL, fast := fastPathGateway(t, writeConfig(t, servers), true)
+	slowURL, _ := fastPathGateway(t, writeConfig(t, servers), false)
+	echo := `{"name":"hostile__echo","arguments":{"x":1}}`
+	cases := []struct {
+		name, caps, body string
+		hdr              map[string]string
+	}{
+		{"progress token", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":"p1"}}`), nil},
+		{"client can answer sampling", `{"sampling":{}}`, toolsCall(`1`, echo), nil},
+		{"client has roots", `{"roots":{"listChanged":true}}`, toolsCall(`1`, echo), nil},
+		{"fractional id", `{}`, toolsCall(`1.5`, echo), nil},
+		{"escaped string id", `{}`, toolsCall(`"a\u0041"`, echo), nil},
+		{"no protocol version header", `{}`, toolsCall(`1`, echo), map[string]string{"MCP-Protocol-Version": ""}},
+		{"unknown protocol version", `{}`, toolsCall(`1`, echo), map[string]string{"MCP-Protocol-Version": "1999-01-01"}},
+		{"not JSON content", `{}`, toolsCall(`1`, echo), map[string]string{"Content-Type": "text/plain"}},
+		{"unknown session", `{}`, toolsCall(`1`, echo), map[string]string{"Mcp-Session-Id": "mcp-session-00000000-0000-0000-0000-000000000000"}},
+		{"batch", `{}`, `[` + toolsCall(`1`, echo) + `]`, nil},
+		{"malformed JSON", `{}`, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`, nil},
+		{"another method", `{}`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil},
+		{"task", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"task":{"ttl":1000}}`), nil},
+	}
+	for _, c := range cases {
+		fs, ss := openRawSession(t, fastURL, c.caps), openRawSession(t, slowURL, c.caps)
+		before := fast.FastCalls()
+		got, want := fs.post(c.body, c.hdr), ss.post(c.body, c.hdr)
+		if fast.FastCalls() != before {
+			t.Errorf("%s: the fast path took it", c.name)
+		}
+		if got != want {
+			t.Errorf("%s: answered\n%+v\nwhere mcp-go alone answers\n%+v", c.name, got, want)
+		}
+	}
+}
+
+// An upstream's log message during a fast call is written on the call's
+// own response, which becomes an event stream, before the answer. (The
+// upstream is served over HTTP: mcp-go's stdio server writes notifications
+// from another goroutine, so one may follow the answer it belongs to.)
+func TestFastPathRelaysLogsOnTheCall(t *testing.T) {
+	upURL, stop, err := testupstream.StartHTTP(testupstream.Options{Name: "hostile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	url, fast := fastPathGateway(t, writeConfig(t, fmt.Sprintf("  hostile:\n    url: %q\n", upURL)), true)
+	s := openRawSession(t, url, `{}`)
+	a := s.post(toolsCall(`1`, `{"name":"hostile__log","arguments":{"message":"disk almost full"}}`), nil)
+	if fast.FastCalls() != 1 {
+		t.Fatalf("the fast path did not take the call")
+	}
+	if a.ctype != "text/event-stream" {
+		t.Fatalf("content type %q, body %s", a.ctype, a.body)
+	}
+	var methods []string
+	for _, line := range strings.Split(a.body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var m struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		switch {
+		case m.Method == "notifications/message" && bytes.Contains(m.Params, []byte("disk almost full")):
+			methods = append(methods, "log")
+		case m.Result != nil && bytes.Contains(m.Result, []byte(`logged`)):
+			methods = append(methods, "answer")
+		}
+	}
+	if strings.Join(methods, ",") != "log,answer" {
+		t.Fatalf("events %v in\n%s", methods, a.body)
+	}
+}
+
+// A client's notifications/cancelled ends a fast call in flight, and the
+// session goes on.
+func TestFastPathCancel(t *testing.T) {
+	url, fast := fastPathGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")), true)
+	s := openRawSession(t, url, `{}`)
+	done := make(chan rawAnswer, 1)
+	go func() { done <- s.post(toolsCall(`9`, `{"name":"hostile__sleep","arguments":{"ms":600000}}`), nil) }()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var a rawAnswer
+wait:
+	for {
+		select {
+		case a = <-done:
+			break wait
+		case <-tick.C: // the cancel may arrive before the call is in flight: repeat it until the call ends
+			s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"user"}}`, nil)
+		case <-deadline:
+			t.Fatal("the cancelled call did not end")
+		}
+	}
+	if fast.FastCalls() != 1 {
+		t.Fatalf("the fast path took %d calls", fast.FastCalls())
+	}
+	if !strings.Contains(a.body, "was cancelled") {
+		t.Fatalf("the call ended without being cancelled: %d %s", a.status, a.body)
+	}
+	if got := s.post(toolsCall(`10`, `{"name":"hostile__echo","arguments":{"after":"cancel"}}`), nil); !strings.Contains(got.body, `"ok":true`) {
+		t.Fatalf("after the cancel: %+v", got)
+	}
+}

@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// callSession is the client's session as a fast call's handlers see it:
+// the registered session, except that notifications sent for this call
+// (an upstream's log messages) land on the call's own channel, to be
+// written on the call's response rather than on whichever stream happens
+// to drain the session's.
+type callSession struct {
+	server.ClientSession
+	notes chan mcp.JSONRPCNotification
+}
+
+func (c *callSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return c.notes }
+
+// GetLogLevel and SetLogLevel are the session's: mcp-go filters log
+// messages by them.
+func (c *callSession) GetLogLevel() mcp.LoggingLevel {
+	if l, ok := c.ClientSession.(server.SessionWithLogging); ok {
+		return l.GetLogLevel()
+	}
+	return mcp.LoggingLevelError
+}
+
+func (c *callSession) SetLogLevel(level mcp.LoggingLevel) {
+	if l, ok := c.ClientSession.(server.SessionWithLogging); ok {
+		l.SetLogLevel(level)
+	}
+}
+
+// callStream is a fast call's response: plain JSON, or an event stream
+// once a notification had to be written before the answer (the shapes
+// mcp-go writes). After the answer, nothing more is written.
+type callStream struct {
+	mu       sync.Mutex
+	w        http.ResponseWriter
+	upgraded bool
+	finished bool
+}
+
+// notify writes the notifications waiting on notes.
+func (s *callStream) notify(notes <-chan mcp.JSONRPCNotification) {
+	for {
+		select {
+		case n := <-notes:
+			s.event(n)
+		default:
+			return
+		}
+	}
+}
+
+func (s *callStream) event(v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
+	}
+	s.writeEvent(data)
+}
+
+// writeEvent writes one SSE event, upgrading the response first; mu held.
+func (s *callStream) writeEvent(data []byte) {
+	if !s.upgraded {
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Connection", "keep-alive")
+		h.Set("Cache-Control", "no-cache")
+		s.w.WriteHeader(http.StatusOK)
+		s.upgraded = true
+	}
+	buf := make([]byte, 0, len(data)+32)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, _ = s.w.Write(buf)
+	if fl, ok := s.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+// fastResponse is mcp-go's JSON-RPC response with the client's id bytes.
+type fastResponse struct {
+	JSONRPC string              `json:"jsonrpc"`
+	ID      json.RawMessage     `json:"id"`
+	Result  *mcp.CallToolResult `json:"result"`
+}
+
+type fastError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// finish writes the answer (a JSON-RPC error when the call panicked).
+func (s *callStream) finish(id json.RawMessage, res *mcp.CallToolResult, failed error) {
+	var v any = fastResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: res}
+	if failed != nil {
+		e := fastError{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
+		e.Error.Code, e.Error.Message = mcp.INTERNAL_ERROR, failed.Error()
+		v = e
+	}
+	data, err := json.Marshal(v)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished = true
+	if err != nil {
+		http.Error(s.w, "the answer could not be encoded", http.StatusInternalServerError)
+		return
+	}
+	if s.upgraded {
+		s.writeEvent(data)
+		return
+	}
+	s.w.Header().Set("Content-Type", "application/json")
+	s.w.WriteHeader(http.StatusOK)
+	_, _ = s.w.Write(append(data, '\n'))
+}
