@@ -131,11 +131,19 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, fastPara
 func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
 	cs := entry.cs.Load()
 	version := r.Header.Get(mcp.HeaderProtocolVersion)
-	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return cs != nil && (*cs).Initialized() && !entry.relayCaps.Load() &&
-		err == nil && mediaType == "application/json" &&
+	return cs != nil && (*cs).Initialized() && !entry.relayCaps.Load() && jsonContent(r.Header.Get("Content-Type")) &&
 		mcp.IsValidProtocolVersion(version) && !mcp.IsModernProtocol(version) &&
 		!dnsRebinding(r)
+}
+
+// jsonContent is mcp-go's content type check, without parsing the usual
+// exact value.
+func jsonContent(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == "application/json"
 }
 
 // fresh reports whether mcp-go saw the session recently enough that this

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Only ids mcp-go writes back with the client's very bytes take the fast
@@ -45,5 +48,44 @@ func TestFastPathKeepsSessionsAlive(t *testing.T) {
 	}
 	if (&fastCalls{now: time.Now}).fresh(&clientSession{}) != true {
 		t.Error("without an idle TTL every session is fresh")
+	}
+}
+
+// The hand-written response has mcp-go's bytes for every result the
+// pipeline makes; others are left to encoding/json.
+func TestAppendResponseMatchesMCPGo(t *testing.T) {
+	results := map[string]*mcp.CallToolResult{
+		"text and envelope": {Content: []mcp.Content{mcp.NewTextContent("hi <b>&</b>\u2028")},
+			StructuredContent: json.RawMessage(`{"ok":true,"data":{"a": "<x>\u2028"},"error_code":null}`)},
+		"tool error": {Content: []mcp.Content{mcp.NewTextContent("tool_failed: boom")}, IsError: true,
+			StructuredContent: json.RawMessage(`{"ok":false}`)},
+		"no content": {StructuredContent: json.RawMessage(`{"ok":true,"data":null}`)},
+		"image and resource": {Content: []mcp.Content{mcp.NewImageContent("AAAA", "image/png"),
+			mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "file:///a", Text: "t"})},
+			StructuredContent: json.RawMessage(`{"ok":true}`)},
+	}
+	for name, res := range results {
+		got, ok := appendResponse(nil, json.RawMessage(`7`), res)
+		if !ok {
+			t.Errorf("%s: left to encoding/json", name)
+			continue
+		}
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(7)), Result: res}); err != nil {
+			t.Fatal(err)
+		}
+		if string(got)+"\n" != want.String() {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want.String())
+		}
+	}
+	for name, res := range map[string]*mcp.CallToolResult{
+		"_meta":               {Result: mcp.Result{Meta: &mcp.Meta{}}, StructuredContent: json.RawMessage(`{}`)},
+		"not raw JSON":        {StructuredContent: map[string]any{"ok": true}},
+		"invalid JSON":        {StructuredContent: json.RawMessage(`{"ok":`)},
+		"raw structured copy": {RawStructuredContent: json.RawMessage(`{}`)},
+	} {
+		if _, ok := appendResponse(nil, json.RawMessage(`7`), res); ok {
+			t.Errorf("%s: written by hand", name)
+		}
 	}
 }

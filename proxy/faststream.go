@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -91,6 +92,57 @@ func (s *callStream) writeEvent(data []byte) {
 	}
 }
 
+// encodeAnswer is the JSON-RPC response as mcp-go encodes it.
+func encodeAnswer(id json.RawMessage, res *mcp.CallToolResult, failed error) ([]byte, error) {
+	if failed != nil {
+		e := fastError{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
+		e.Error.Code, e.Error.Message = mcp.INTERNAL_ERROR, failed.Error()
+		return json.Marshal(e)
+	}
+	if buf, ok := appendResponse(make([]byte, 0, 512), id, res); ok {
+		return buf, nil
+	}
+	return json.Marshal(fastResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: res})
+}
+
+// appendResponse writes the response for the results the pipeline makes
+// (content, an envelope as structuredContent, isError) with the bytes
+// mcp-go's encoder gives them: CallToolResult.MarshalJSON builds a map, so
+// its keys come sorted, and every level is compacted again. Anything else
+// is left to encoding/json (ok false).
+func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, bool) {
+	if res == nil || res.Meta != nil || res.ResultType != "" || len(res.RawStructuredContent) > 0 ||
+		len(res.InputRequests) > 0 || res.RequestState != "" {
+		return buf, false
+	}
+	envelope, isRaw := res.StructuredContent.(json.RawMessage)
+	var compact bytes.Buffer
+	if !isRaw || json.Compact(&compact, envelope) != nil {
+		return buf, false
+	}
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	buf = append(buf, `,"result":{"content":[`...)
+	for i, c := range res.Content {
+		block, err := json.Marshal(c)
+		if err != nil {
+			return buf, false
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, block...)
+	}
+	buf = append(buf, ']')
+	if res.IsError {
+		buf = append(buf, `,"isError":true`...)
+	}
+	buf = append(buf, `,"structuredContent":`...)
+	escaped := bytes.NewBuffer(buf)
+	json.HTMLEscape(escaped, compact.Bytes()) // as encoding/json compacts a RawMessage
+	return append(escaped.Bytes(), "}}"...), true
+}
+
 // fastResponse is mcp-go's JSON-RPC response with the client's id bytes.
 type fastResponse struct {
 	JSONRPC string              `json:"jsonrpc"`
@@ -109,13 +161,7 @@ type fastError struct {
 
 // finish writes the answer (a JSON-RPC error when the call panicked).
 func (s *callStream) finish(id json.RawMessage, res *mcp.CallToolResult, failed error) {
-	var v any = fastResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: res}
-	if failed != nil {
-		e := fastError{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
-		e.Error.Code, e.Error.Message = mcp.INTERNAL_ERROR, failed.Error()
-		v = e
-	}
-	data, err := json.Marshal(v)
+	data, err := encodeAnswer(id, res, failed)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finished = true

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -513,8 +514,28 @@ func (c *Conn) cancelUpstream(id mcp.RequestId, why error) {
 const cancelNoticeTimeout = time.Second
 
 func idKey(id mcp.RequestId) string {
+	switch v := id.Value().(type) {
+	case string:
+		if plainJSONString(v) {
+			return `"` + v + `"` // what json.Marshal writes, without its cost (two keys per request)
+		}
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
 	b, _ := json.Marshal(id)
 	return string(b)
+}
+
+// plainJSONString reports whether json.Marshal writes s as is between
+// quotes: printable ASCII without quotes, backslashes or the characters it
+// escapes for HTML.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // pendingSet holds the ids of requests still waiting for an answer, and

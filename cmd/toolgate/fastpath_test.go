@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/testupstream"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -123,6 +120,8 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 	fs, ss := openRawSession(t, fastURL, `{}`), openRawSession(t, slowURL, `{}`)
 	calls := []struct{ name, id, params string }{
 		{"success", `2`, `{"name":"hostile__echo","arguments":{"b":1,"a":"x \u00e9"}}`},
+		{"HTML and line separators", `12`, `{"name":"hostile__echo","arguments":{"html":"<b>&amp;</b>","ls":"a\u2028b","ctl":"\u001b[31m"}}`},
+		{"spaced JSON", `13`, `{ "name" : "hostile__echo" , "arguments" : { "a" : [ 1 , 2.50 , 1e3 ] } }`},
 		{"string id, no arguments", `"s-1"`, `{"name":"hostile__echo"}`},
 		{"negative id, null arguments", `-4`, `{"name":"hostile__echo","arguments":null}`},
 		{"denied by policy", `3`, `{"name":"hostile__headers","arguments":{}}`},
@@ -188,48 +187,39 @@ func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
 }
 
 // An upstream's log message during a fast call is written on the call's
-// own response, which becomes an event stream, before the answer. (The
-// upstream is served over HTTP: mcp-go's stdio server writes notifications
-// from another goroutine, so one may follow the answer it belongs to.)
+// own response, which becomes an event stream, at once: the call is still
+// running (the tool holds until cancelled) when the client reads it.
 func TestFastPathRelaysLogsOnTheCall(t *testing.T) {
-	upURL, stop, err := testupstream.StartHTTP(testupstream.Options{Name: "hostile"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	url, fast := fastPathGateway(t, writeConfig(t, fmt.Sprintf("  hostile:\n    url: %q\n", upURL)), true)
+	url, fast := fastPathGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")), true)
 	s := openRawSession(t, url, `{}`)
-	a := s.post(toolsCall(`1`, `{"name":"hostile__log","arguments":{"message":"disk almost full"}}`), nil)
+	resp := s.send(toolsCall(`1`, `{"name":"hostile__log","arguments":{"message":"disk almost full","hold":true}}`), nil)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	events := bufio.NewScanner(resp.Body)
+	if ev := nextEvent(t, events); !strings.Contains(ev, `"method":"notifications/message"`) || !strings.Contains(ev, "disk almost full") {
+		t.Fatalf("first event: %s", ev)
+	}
 	if fast.FastCalls() != 1 {
 		t.Fatalf("the fast path did not take the call")
 	}
-	if a.ctype != "text/event-stream" {
-		t.Fatalf("content type %q, body %s", a.ctype, a.body)
+	s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, nil)
+	if ev := nextEvent(t, events); !strings.Contains(ev, `"id":1,"result"`) || !strings.Contains(ev, "was cancelled") {
+		t.Fatalf("answer event: %s", ev)
 	}
-	var methods []string
-	for _, line := range strings.Split(a.body, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		var m struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-			Result json.RawMessage `json:"result"`
-		}
-		if err := json.Unmarshal([]byte(data), &m); err != nil {
-			t.Fatalf("event %q: %v", data, err)
-		}
-		switch {
-		case m.Method == "notifications/message" && bytes.Contains(m.Params, []byte("disk almost full")):
-			methods = append(methods, "log")
-		case m.Result != nil && bytes.Contains(m.Result, []byte(`logged`)):
-			methods = append(methods, "answer")
+}
+
+// nextEvent reads the data of the next SSE event.
+func nextEvent(t *testing.T, sc *bufio.Scanner) string {
+	t.Helper()
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			return data
 		}
 	}
-	if strings.Join(methods, ",") != "log,answer" {
-		t.Fatalf("events %v in\n%s", methods, a.body)
-	}
+	t.Fatalf("the event stream ended: %v", sc.Err())
+	return ""
 }
 
 // A client's notifications/cancelled ends a fast call in flight, and the

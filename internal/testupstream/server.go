@@ -22,7 +22,10 @@
 //	stop_reading    stdio: stop reading stdin, so a writer of a large request blocks
 //	tick            counts its executions: {"executions": n} (not idempotent); waits ms first
 //	headers         structuredContent: the HTTP request headers the call arrived with ({} over stdio)
-//	log {message}   sends message as notifications/message (level error) during the call, answers "logged"
+//	log {message, hold?} sends message as notifications/message (level error) during the call, then
+//	                answers "logged", or with hold waits until the call is cancelled (a JSON-RPC error):
+//	                mcp-go may write a notification after the answer, or on another stream, so a test
+//	                that must see it during the call holds the call until it did
 //	crash           ends the process with exit code 3 mid-call (Options.Exit)
 //	garbage         answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":42}}
 //	unknown_content answered with {"jsonrpc":"2.0","id":<id>,"result":{"content":[{"type":"hologram","data":"x"}]}}
@@ -208,8 +211,8 @@ func NewServer(o Options) *server.MCPServer {
 			hints(false, false, false, false)), Handler: tick},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("meta", "Returns the _meta this call arrived with (trace context, progress token).", noArgs, sideEffectFree), Handler: meta},
-		{Tool: tool("log", "Sends its message as a log notification (level error) during the call, then answers \"logged\".",
-			`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}`,
+		{Tool: tool("log", "Sends its message as a log notification (level error) during the call, then answers \"logged\"; with hold, waits until the call is cancelled instead.",
+			`{"type":"object","properties":{"message":{"type":"string"},"hold":{"type":"boolean"}},"required":["message"],"additionalProperties":false}`,
 			sideEffectFree), Handler: logMessage},
 		{Tool: tool("gather", "Waits until n calls with the same key are in flight at once, then answers them all: proves concurrency without timing.",
 			`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":`+strconv.Itoa(maxGather)+`},"key":{"type":"string"},"i":{"type":"integer"}},"required":["n","key"],"additionalProperties":false}`,
@@ -456,6 +459,10 @@ func logMessage(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResu
 	n := mcp.NewLoggingMessageNotification(mcp.LoggingLevelError, "testupstream", msg)
 	if err := server.ServerFromContext(ctx).SendLogMessageToClient(ctx, n); err != nil {
 		return nil, err
+	}
+	if req.GetBool("hold", false) {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return mcp.NewToolResultText("logged"), nil
 }
