@@ -20,7 +20,7 @@ const (
 )
 
 // Features lists every feature, so metrics can show each at zero.
-var Features = []string{FeatureRateLimits, FeaturePolicy, FeatureBreaker}
+var Features = []string{FeatureRateLimits, FeaturePolicy, FeatureBreaker, FeatureDedup, FeatureApprovals}
 
 // ErrUnavailable is returned, wrapped, by operations that were not tried
 // because the store is known to be down.
@@ -103,6 +103,22 @@ func Open(o Options) (*Client, error) {
 	c.wg.Add(1)
 	go c.monitor(ctx)
 	return c, nil
+}
+
+// Ping connects to the store once and asks PING, within the dial and
+// operation timeouts: for `toolgate check`, which reports a store it
+// cannot reach. The error never holds the URL (it may carry a password).
+func Ping(ctx context.Context, o Options) error {
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return fmt.Errorf("state.redis.url cannot be used: %v", withoutURL(err))
+	}
+	applyOptions(ro, o)
+	rdb := redis.NewClient(ro)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout+o.OpTimeout)
+	defer cancel()
+	return rdb.Ping(ctx).Err()
 }
 
 // applyOptions bounds every wait by the configured timeouts and turns off

@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/pins"
+	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -52,12 +53,29 @@ func check(path string, offline bool, out io.Writer) int {
 		auth.Close()
 	}
 	if !offline {
+		problems += checkState(cfg, out)
 		problems += checkUpstreams(cfg, out)
 	}
 	if problems > 0 {
 		return 1
 	}
 	fmt.Fprintf(out, "ok: %s\n", cfg.File)
+	return 0
+}
+
+// checkState pings the shared store, when state.redis is set: serve
+// starts without it (not ready), so check is where an operator learns of a
+// wrong address or password before traffic does.
+func checkState(cfg *config.Config, out io.Writer) int {
+	if !cfg.StateShared() {
+		return 0
+	}
+	err := state.Ping(context.Background(), state.Options{URL: cfg.StateRedisURL(), DialTimeout: cfg.StateDialTimeout(), OpTimeout: cfg.StateOpTimeout()})
+	if err != nil {
+		fmt.Fprintf(out, "state.redis: unreachable: %s\n", err)
+		return 1
+	}
+	fmt.Fprintf(out, "state.redis: reachable\n")
 	return 0
 }
 

@@ -290,3 +290,26 @@ func grepLines(text, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// check pings the shared store: reachable, or unreachable with the reason
+// and a non-zero exit, and never the URL's password.
+func TestCheckPingsRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	withRedis := func(url string) string {
+		path := strings.TrimSuffix(cfg, ".yaml") + "-redis.yaml"
+		write(t, path, mustRead(t, cfg)+fmt.Sprintf("state:\n  redis: {url: %q, dial_timeout: 200ms}\n", url))
+		return path
+	}
+	var out strings.Builder
+	if code := check(withRedis(rs.URL()), false, &out); code != 0 || !strings.Contains(out.String(), "state.redis: reachable") {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	rs.Kill()
+	out.Reset()
+	down := strings.Replace(rs.URL(), "redis://", "redis://:hunter2@", 1)
+	if code := check(withRedis(down), false, &out); code != 1 || !strings.Contains(out.String(), "state.redis: unreachable: ") ||
+		strings.Contains(out.String(), "hunter2") {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
