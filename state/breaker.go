@@ -265,10 +265,21 @@ func (s *BreakerSync) readOpenings(ctx context.Context) error {
 			}
 			return nil
 		})
-		if errors.Is(err, redis.Nil) {
-			return nil // some key is missing: read each below
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
 		}
-		return err
+		// Pipelined reports only the first command's error: a missing key
+		// (redis.Nil) there would hide a later command's failure, and the
+		// catch-up would count as done with servers unread.
+		for i := range gets {
+			if err := gets[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			if err := ttls[i].Err(); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err

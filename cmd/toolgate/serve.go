@@ -79,10 +79,10 @@ type gateway struct {
 // close releases what startGateway started: upstream processes and
 // connections, JWKS refreshes.
 func (gw *gateway) close() {
+	gw.set.Close() // first: calls still running end, and record their outcome in the shared store
 	if gw.state != nil {
-		gw.state.Close() // first: its announcements reload the policy, which is audited
+		gw.state.Close() // before the audit trail: its announcements reload the policy, which is audited
 	}
-	gw.set.Close()
 	gw.auth.Close()
 	if gw.audit != nil {
 		_ = gw.audit.Close()
