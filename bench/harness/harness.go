@@ -25,8 +25,11 @@ const (
 	Direct        = "direct"
 	ToolgateHTTP  = "toolgate-http"
 	ToolgateStdio = "toolgate-stdio"
-	MCPProxy      = "mcp-proxy"
-	Supergateway  = "supergateway"
+	// ToolgateHTTPSlow is toolgate-http with listen.fast_path: false, so
+	// every call goes through mcp-go's Streamable HTTP handler.
+	ToolgateHTTPSlow = "toolgate-http-nofast"
+	MCPProxy         = "mcp-proxy"
+	Supergateway     = "supergateway"
 
 	GoEcho     = "go"
 	Everything = "everything"
@@ -81,7 +84,7 @@ func (o *Options) Defaults() {
 		o.Upstreams = []string{GoEcho, Everything}
 	}
 	if len(o.Targets) == 0 {
-		o.Targets = []string{Direct, ToolgateHTTP, ToolgateStdio, MCPProxy, Supergateway}
+		o.Targets = []string{Direct, ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio, MCPProxy, Supergateway}
 	}
 	if o.NPMDir == "" {
 		o.NPMDir = filepath.Join(o.Root, "bench", "npm")

@@ -152,12 +152,12 @@ func start(ctx context.Context, e *env, name string, u targets.Upstream) (target
 	switch name {
 	case Direct:
 		return targets.StartDirect(ctx, u)
-	case ToolgateHTTP, ToolgateStdio:
-		cfg, err := writeGateway(e, name+"-"+u.Name, u)
+	case ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio:
+		cfg, err := writeGateway(e, name+"-"+u.Name, u, name == ToolgateHTTPSlow)
 		if err != nil {
 			return nil, err
 		}
-		if name == ToolgateHTTP {
+		if name != ToolgateStdio {
 			return targets.StartToolgateHTTP(ctx, name, e.toolgate, cfg, tool, benchKey)
 		}
 		return targets.StartToolgateStdio(ctx, name, e.toolgate, cfg, tool)
@@ -177,14 +177,14 @@ func start(ctx context.Context, e *env, name string, u targets.Upstream) (target
 // a directory of its own (each gateway process holds its audit trail
 // alone): API key, a Casbin policy allowing exactly the echo tool, and
 // every default, the audit trail's fsync (interval) included.
-func writeGateway(e *env, dir string, u targets.Upstream) (string, error) {
+func writeGateway(e *env, dir string, u targets.Upstream, noFastPath bool) (string, error) {
 	dir = filepath.Join(e.work, dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	policy := fmt.Sprintf("p, benchers, %s/%s, call, allow\ng, %s, benchers\n", u.Name, u.Tool, benchPrincipal)
 	g := targets.Gateway{Servers: []targets.Upstream{u}, Policy: policy,
-		Keys: map[string]string{benchPrincipal: benchKey}, Stdio: benchPrincipal}
+		Keys: map[string]string{benchPrincipal: benchKey}, Stdio: benchPrincipal, NoFastPath: noFastPath}
 	return g.Write(dir, e.model)
 }
 
@@ -208,7 +208,7 @@ func tableNotes(e *env) []string {
 	notes := []string{
 		"Workload: the upstream's `echo` tool with `{\"message\": \"ping <n>\"}`, n unique per call (so toolgate's duplicate suppression runs on every call but never replays one); each answer must carry the message back, or the call counts as an error. Upstreams: `go` is bench/echo (mcp-go, stdio); `everything` is npm @modelcontextprotocol/server-everything over stdio.",
 		"Load client: native Go, mcp-go's client, protocol 2025-11-25. Over Streamable HTTP each worker has its own session (one keep-alive connection each). Over stdio (direct, toolgate-stdio) a process has exactly one session, so the workers share it with their calls in flight concurrently.",
-		"direct: the client talks to the upstream process over stdio: the physical limit. toolgate-http: `toolgate serve` with the full pipeline (API key, Casbin, schema validation, breaker, retries, duplicate suppression, envelope, audit trail with its default fsync (interval: written before the answer, on disk within 1 s), one log line per call at the default level info); max_in_flight raised to 256 so the 64 workers are never refused. toolgate-stdio: `toolgate serve --stdio`, same config. mcp-proxy 6.7.19 (one upstream for all sessions) and supergateway 4.0.0 --stateful (one upstream process per session) check nothing.",
+		"direct: the client talks to the upstream process over stdio: the physical limit. toolgate-http: `toolgate serve` with the full pipeline (API key, Casbin, schema validation, breaker, retries, duplicate suppression, envelope, audit trail with its default fsync (interval: written before the answer, on disk within 1 s), one log line per call at the default level info); max_in_flight raised to 256 so the 64 workers are never refused. toolgate-http-nofast: the same with `listen.fast_path: false`, so every call goes through mcp-go's Streamable HTTP handler (toolgate-http answers plain tools/calls itself). toolgate-stdio: `toolgate serve --stdio`, same config. mcp-proxy 6.7.19 (one upstream for all sessions) and supergateway 4.0.0 --stateful (one upstream process per session) check nothing.",
 		"CPU µs/call: utime+stime from /proc/<pid>/stat (10 ms ticks) around the measured part of the cell, divided by its calls. gateway: the gateway or proxy process; upstream: every process below it (or the direct upstream process), plus children it reaped meanwhile; client: this harness process, which makes the calls on the same cores. Peak RSS: the gateway's VmHWM, reset at each cell's start (clear_refs), so each cell shows its own peak. other CPU %: the share of the machine's CPU that other processes used during the cell (from /proc/stat): anything above a few % means the cell was disturbed.",
 		fmt.Sprintf("What bounds it on this machine: %d cores shared by the load client, the gateway and the upstream, so at saturation calls/s ≈ cores ÷ (client + gateway + upstream CPU per call). A small append+fsync in the work directory takes %.2f ms (median of 50) here: what every call would pay at concurrency 1 with audit.fsync: always (the default, interval, pays it once a second).",
 			runtime.NumCPU(), float64(e.fsync)/float64(time.Millisecond)),

@@ -30,6 +30,8 @@ type Gateway struct {
 	Stdio string
 	// Extra is YAML appended at the top level, e.g. an audit section.
 	Extra string
+	// NoFastPath sets listen.fast_path: false.
+	NoFastPath bool
 }
 
 // Write writes toolgate.yaml, model.conf (the text given) and policy.csv
@@ -42,7 +44,7 @@ type Gateway struct {
 // the table would measure refusals.
 func (g Gateway) Write(dir, model string) (string, error) {
 	var b strings.Builder
-	b.WriteString("listen: {http: \"127.0.0.1:0\"}\nadmin: {listen: \"127.0.0.2:0\"}\n")
+	fmt.Fprintf(&b, "listen: {http: \"127.0.0.1:0\", fast_path: %t}\nadmin: {listen: \"127.0.0.2:0\"}\n", !g.NoFastPath)
 	b.WriteString("authz: {model: model.conf, policy: policy.csv}\n")
 	fmt.Fprintf(&b, "auth:\n  stdio_principal: %s\n  api_keys:\n", g.Stdio)
 	for _, p := range sortedKeys(g.Keys) {

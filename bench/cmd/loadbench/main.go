@@ -38,7 +38,7 @@ func run() int {
 	flag.DurationVar(&o.Settle, "settle", 0, "the most each cell waits for the machine to be quiet first (default 30s; off with -quick; negative: off)")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "concurrent workers per cell, comma-separated")
 	flag.StringVar(&ups, "upstreams", "go,everything", "upstreams: go (bench/echo), everything (npm server-everything)")
-	flag.StringVar(&tgts, "targets", "direct,toolgate-http,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
+	flag.StringVar(&tgts, "targets", "direct,toolgate-http,toolgate-http-nofast,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
 	flag.StringVar(&o.Toolgate, "toolgate", "", "a toolgate binary to measure instead of building ./cmd/toolgate")
 	flag.StringVar(&o.Revision, "toolgate-rev", "", "what the -toolgate binary was built from (a commit), for the report")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the work directory (generated configs, audit trails)")
