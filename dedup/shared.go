@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -26,9 +27,11 @@ type Shared interface {
 	//     ended with Release instead, Claim tries again.
 	//
 	// Errors: ErrAbandoned when the replica running the identical call
-	// stopped (its lease ran out) without recording an outcome; ctx's error
-	// when ctx ended while waiting; anything else means the store failed and
-	// nothing was decided.
+	// stopped (its lease ran out) without recording an outcome; a
+	// *RecoveringError (errors.Is ErrRecovering) while the store recovers
+	// from losing its data and nothing may be claimed yet; ctx's error when
+	// ctx ended while waiting; anything else means the store failed and
+	// nothing was decided. After an error the caller holds nothing.
 	Claim(ctx context.Context, key Key, window time.Duration) (Claim, error)
 }
 
@@ -56,3 +59,24 @@ type Lease interface {
 // lease) before it recorded what happened. Whether that call reached the
 // tool is unknown, so the identical call must not run again on its own.
 var ErrAbandoned = errors.New("dedup: the replica running an identical call stopped before it recorded the outcome")
+
+// ErrRecovering is what a *RecoveringError is (errors.Is): the shared store
+// recently lost its data (a restart without persistence, a flush) or never
+// had any, so calls that were running on some replica when it did may have
+// no marker yet. New claims are refused for one lease, the time every live
+// holder needs to renew, and so re-assert, its marker; markers already back
+// are joined as usual. Nothing was decided: the call may be tried again
+// after Left.
+var ErrRecovering = errors.New("dedup: the shared store is recovering from a loss of its data")
+
+// RecoveringError is Shared.Claim's error while the store recovers (see
+// ErrRecovering).
+type RecoveringError struct {
+	Left time.Duration // until claims are accepted again
+}
+
+func (e *RecoveringError) Error() string {
+	return fmt.Sprintf("%v; claims resume in %s", ErrRecovering, e.Left)
+}
+
+func (e *RecoveringError) Is(target error) bool { return target == ErrRecovering }

@@ -106,7 +106,8 @@ const sharedDownWait = time.Second
 // at all, taking an identical call's answer from another replica. Its
 // result is what this replica's own joiners get.
 func (p *Pipeline) runShared(ctx context.Context, x *exchange, key dedup.Key, window time.Duration, argsKey dedup.Key) Recorded {
-	claim, err := p.Dedup.Shared.Claim(ctx, key, window)
+	claim, err := p.claimShared(ctx, key, window)
+	var recovering *dedup.RecoveringError
 	switch {
 	case err == nil && claim.Lease != nil:
 		p.runStages(ctx, x, afterDedup)
@@ -130,6 +131,10 @@ func (p *Pipeline) runShared(ctx context.Context, x *exchange, key dedup.Key, wi
 		x.stage, x.failed = "deduplicate", envelope.Errorf(envelope.UpstreamError,
 			"an identical call was running on another gateway replica that stopped before it recorded the outcome; "+
 				"the outcome is unknown, so this call was not run").WithDetail(err.Error())
+	case errors.As(err, &recovering) && !p.Dedup.SharedFailOpen:
+		x.stage, x.failed = "deduplicate", envelope.Errorf(envelope.RateLimited,
+			"duplicate suppression is paused because the shared state store lost its data and is recovering, so the call was not run; retry in %s",
+			max(recovering.Left.Round(100*time.Millisecond), 100*time.Millisecond)).WithDetail("shared duplicate suppression: "+err.Error())
 	case ctx.Err() != nil:
 		x.stage, x.failed = "deduplicate", doError(err)
 	case p.Dedup.SharedFailOpen:
@@ -149,6 +154,37 @@ func (p *Pipeline) runShared(ctx context.Context, x *exchange, key dedup.Key, wi
 	}
 	return answerOf(x, argsKey, p.now())
 }
+
+// claimShared is Shared.Claim, waiting out the quiet lease of a store that
+// lost its data (dedup.ErrRecovering) rather than refusing the call at
+// once: within it, the identical call's marker may come back (it is then
+// joined), and on a new store no call is running anyway. It gives up, with
+// the recovering error, when the caller's context would end first; with
+// SharedFailOpen it does not wait at all (the call then runs as when the
+// store is down).
+func (p *Pipeline) claimShared(ctx context.Context, key dedup.Key, window time.Duration) (dedup.Claim, error) {
+	for {
+		claim, err := p.Dedup.Shared.Claim(ctx, key, window)
+		var re *dedup.RecoveringError
+		if !errors.As(err, &re) || p.Dedup.SharedFailOpen {
+			return claim, err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= re.Left {
+			return claim, err
+		}
+		t := time.NewTimer(min(re.Left, recoveringRecheck))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return claim, err
+		case <-t.C:
+		}
+	}
+}
+
+// recoveringRecheck is how often claimShared looks again while it waits
+// out a recovering store: how soon a marker that came back is joined.
+const recoveringRecheck = 250 * time.Millisecond
 
 // settle ends the lease: the answer is recorded when the call may have
 // reached the upstream, else the lease is released so an identical call may

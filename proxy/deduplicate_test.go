@@ -113,10 +113,12 @@ func TestDedupSkips(t *testing.T) {
 }
 
 // fakeShared is a dedup.Shared in memory that several pipelines (replicas)
-// share; err makes every Claim fail as an unreachable store would.
+// share; err makes every Claim fail as an unreachable store would, and
+// recoverUntil makes it refuse claims as a store that lost its data does.
 type fakeShared struct {
-	mu       sync.Mutex
-	err      error
+	mu           sync.Mutex
+	err          error
+	recoverUntil time.Time
 	entries  map[dedup.Key]*fakeEntry
 	released int
 }
@@ -136,6 +138,10 @@ func (f *fakeShared) Claim(ctx context.Context, key dedup.Key, _ time.Duration) 
 		if f.err != nil {
 			f.mu.Unlock()
 			return dedup.Claim{}, f.err
+		}
+		if left := time.Until(f.recoverUntil); left > 0 {
+			f.mu.Unlock()
+			return dedup.Claim{}, &dedup.RecoveringError{Left: left}
 		}
 		e := f.entries[key]
 		if e == nil || e.released {
@@ -300,4 +306,36 @@ func TestSharedDedupAbandoned(t *testing.T) {
 	if codeOf(env) != "upstream_error" || env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "outcome is unknown") {
 		t.Fatalf("abandoned identical call: %+v, %d executions", env, up.calls.Load())
 	}
+}
+
+// A store recovering from a loss of its data refuses claims for a while:
+// the call waits it out and then runs (closed, the default), unless the
+// caller's deadline ends first: then it is refused, retryable, saying the
+// store is recovering, never run. Open runs it at once.
+func TestSharedDedupRecovering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return json.RawMessage(okText), nil }}
+		shared := newFakeShared()
+		p := replicas(t, 1, up, shared)[0]
+		shared.recoverUntil = time.Now().Add(10 * time.Second)
+
+		short, cancel := context.WithTimeout(context.Background(), time.Second)
+		env := envelopeOf(t, p.Handle(short, getOrder))
+		cancel()
+		if codeOf(env) != "rate_limited" || !env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "recovering") {
+			t.Fatalf("recovering store, caller's deadline before its end: %+v, %d executions", env, up.calls.Load())
+		}
+		start := time.Now()
+		if env := envelopeOf(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 || time.Since(start) < 10*time.Second {
+			t.Fatalf("recovering store, no deadline: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
+		}
+
+		shared.recoverUntil = time.Now().Add(10 * time.Second)
+		p.Dedup.SharedFailOpen = true
+		start = time.Now()
+		other := Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)}
+		if env := envelopeOf(t, p.Handle(context.Background(), other)); !env.OK || up.calls.Load() != 2 || time.Since(start) != 0 {
+			t.Fatalf("recovering store, open: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
+		}
+	})
 }

@@ -71,6 +71,7 @@ type Client struct {
 	err     error         // nil while up
 	up      chan struct{} // closed while up
 	closers []func()      // run at Close, before waiting for the goroutines
+	upHooks []func()      // run when the health check sees the store come back (onUp)
 }
 
 // Open connects to the store and starts its health check. The first PING
@@ -293,6 +294,26 @@ func (c *Client) setStatus(err error) {
 	}
 	if c.opts.OnStatus != nil {
 		c.opts.OnStatus(err == nil)
+	}
+	if err == nil && known {
+		c.runUpHooks()
+	}
+}
+
+// onUp registers fn to run, from the health-check goroutine, each time the
+// store answers again after it did not: fn must not block.
+func (c *Client) onUp(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upHooks = append(c.upHooks, fn)
+}
+
+func (c *Client) runUpHooks() {
+	c.mu.Lock()
+	hooks := c.upHooks
+	c.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
 	}
 }
 

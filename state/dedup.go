@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,6 +26,10 @@ const FeatureDedup = "dedup"
 //	                       {s: released}                         it never reached the tool
 //	dedup:<key hex>:done   a channel: "done" or "released" when the call ends,
 //	                       for the replicas waiting on it
+//	dedup:epoch            a random value, no expiry: its absence means the store
+//	                       lost its data (or never had any)
+//	dedup:quiet            set, for one lease, when the epoch was found missing:
+//	                       no new claim is accepted while it lasts
 //
 // Times are milliseconds of Redis's clock (TIME), the one all replicas share.
 //
@@ -38,6 +43,21 @@ const FeatureDedup = "dedup"
 // A done answer stays for the window (replays), and at least dedupJoinGrace
 // for the callers that were already waiting; a released one lets the next
 // caller claim at once.
+//
+// Loss of the store's data. A missing marker means "nobody runs this call",
+// which is false right after the store lost its data (a restart without
+// persistence, a flush, a failover to an empty server) while some replica
+// still runs the call: that replica puts its marker back only at its next
+// renewal. So every claim (and renewal) first looks for the epoch key; when
+// it is missing, the store has lost its data (or is new): the epoch is
+// created again and the quiet key set for one lease, during which claims
+// that would take a free call are refused (dedup.RecoveringError), while
+// markers that are back are waited for and joined as usual. One lease is
+// enough for every live holder to renew, and so re-assert, its marker; each
+// replica also renews all its leases at once when its health check sees the
+// store come back. A store that is new (the first deployment, or a new key
+// prefix) sees one such quiet lease too: it cannot be told apart from one
+// that lost its data.
 
 // DefaultDedupLease is how long a claim lasts without renewal: how long
 // identical calls wait for a replica that died mid-call before they are told
@@ -58,12 +78,19 @@ const (
 // lease), and "1" when the caller was already waiting for this call (it
 // then takes any finished answer, and a vanished marker is news to it).
 //
+// KEYS[2] and KEYS[3] are the epoch and quiet keys, ARGV[5] a new epoch
+// value (see "Loss of the store's data" above).
+//
 // Replies: {"claimed"}; {"run", ms left on the lease}; {"lost"};
-// {"done", answer}; {"gone"} (only for a waiting caller: the marker vanished
-// without an answer, as when the store lost its data).
+// {"done", answer}; {"quiet", ms left of the quiet lease} (nothing to join,
+// and no claim may be taken yet); {"gone"} (only for a waiting caller: the
+// marker vanished without an answer and did not come back).
 const dedupClaimScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('SET', KEYS[2], ARGV[5], 'NX') then
+  redis.call('SET', KEYS[3], '1', 'PX', tonumber(ARGV[2]))
+end
 local h = redis.call('HMGET', KEYS[1], 's', 'u', 'a', 'w')
 local waiting = ARGV[4] == '1'
 if h[1] == 'run' then
@@ -72,22 +99,28 @@ if h[1] == 'run' then
   return {'lost'}
 elseif h[1] == 'done' then
   if waiting or now < tonumber(h[4]) then return {'done', h[3]} end
-elseif not h[1] and waiting then
-  return {'gone'}
 end
+local quiet = redis.call('PTTL', KEYS[3])
+if quiet > 0 then return {'quiet', quiet} end
+if not h[1] and waiting then return {'gone'} end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 's', 'run', 'o', ARGV[1], 'u', now + tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]))
 return {'claimed'}
 `
 
-// dedupRenewScript extends the owner's lease (ARGV owner, lease, hold). A marker
-// that vanished (the store restarted) is put back, so identical calls keep
-// waiting for the call that is still running; one that is someone else's
-// or finished is left alone. It returns 1 when the lease is held.
+// dedupRenewScript extends the owner's lease (KEYS the hash, the epoch and
+// quiet keys; ARGV owner, lease, hold, a new epoch value). A marker that
+// vanished (the store lost its data) is put back, so identical calls keep
+// waiting for the call that is still running, and a missing epoch starts
+// the quiet lease as a claim would; a marker that is someone else's or
+// finished is left alone. It returns 1 when the lease is held.
 const dedupRenewScript = `
 local h = redis.call('HMGET', KEYS[1], 's', 'o')
 if h[1] and (h[1] ~= 'run' or h[2] ~= ARGV[1]) then return 0 end
+if redis.call('SET', KEYS[2], ARGV[4], 'NX') then
+  redis.call('SET', KEYS[3], '1', 'PX', tonumber(ARGV[2]))
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 's', 'run', 'o', ARGV[1], 'u', now + tonumber(ARGV[2]))
@@ -137,6 +170,13 @@ var (
 type Dedup struct {
 	c     *Client
 	lease time.Duration
+
+	mu     sync.Mutex
+	leases map[*lease]struct{} // held here, renewed at once when the store comes back
+
+	// replyLost, when set (tests), makes a claim that reached the store
+	// fail as if its reply had been lost.
+	replyLost func() bool
 }
 
 // DedupOption configures a Dedup.
@@ -154,11 +194,26 @@ func WithLease(d time.Duration) DedupOption {
 
 // Dedup returns duplicate suppression over this store.
 func (c *Client) Dedup(opts ...DedupOption) *Dedup {
-	d := &Dedup{c: c, lease: DefaultDedupLease}
+	d := &Dedup{c: c, lease: DefaultDedupLease, leases: map[*lease]struct{}{}}
 	for _, o := range opts {
 		o(d)
 	}
+	c.onUp(d.renewAll)
 	return d
+}
+
+// renewAll asks every lease held here to renew now: the store just came
+// back, maybe without its data, and the markers of the calls running here
+// must be back before the quiet lease ends.
+func (d *Dedup) renewAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for l := range d.leases {
+		select {
+		case l.now <- struct{}{}:
+		default:
+		}
+	}
 }
 
 var _ dedup.Shared = (*Dedup)(nil)
@@ -188,6 +243,8 @@ func (d *Dedup) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 		return dedup.Claim{Answer: r.answer, Sharing: dedup.Replayed}, nil
 	case "lost":
 		return dedup.Claim{}, dedup.ErrAbandoned
+	case "quiet":
+		return dedup.Claim{}, &dedup.RecoveringError{Left: r.left}
 	}
 	return d.wait(ctx, k, owner, window)
 }
@@ -222,6 +279,8 @@ func (d *Dedup) wait(ctx context.Context, k, owner string, window time.Duration)
 		case "lost", "gone":
 			return dedup.Claim{}, dedup.ErrAbandoned
 		}
+		// "run", or "quiet": the store lost its data, and the marker of
+		// the call waited for may come back with its holder's renewal.
 		t := time.NewTimer(min(r.left+time.Millisecond, dedupRecheck))
 		select {
 		case <-ctx.Done():
@@ -234,17 +293,73 @@ func (d *Dedup) wait(ctx context.Context, k, owner string, window time.Duration)
 	}
 }
 
+// errReplyLost is the error of a claim whose reply replyLost discarded.
+var errReplyLost = errors.New("the claim's reply was lost (test fault)")
+
+// claim runs the claim script for owner. When it fails after the script may
+// have been sent (a timeout, a broken connection, the caller leaving), the
+// script may have claimed the call for owner, whom nobody will renew or
+// settle: such a marker would answer "outcome unknown" for max(window,
+// lease) although the call never ran. So owner's claim, if any, is released
+// in the background (releaseOrphan).
 func (d *Dedup) claim(ctx context.Context, k, owner string, window time.Duration, waiting bool) (claimReply, error) {
 	var reply []any
-	err := d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-		var err error
-		reply, err = claimCall.Run(ctx, d.c.rdb, []string{k}, owner, ms(d.lease), ms(d.hold0(window)), flag(waiting)).Slice()
-		return err
-	})
+	epoch, err := newOwner()
 	if err != nil {
 		return claimReply{}, err
 	}
+	err = d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
+		var err error
+		reply, err = claimCall.Run(ctx, d.c.rdb, []string{k, d.epochKey(), d.quietKey()},
+			owner, ms(d.lease), ms(d.hold0(window)), flag(waiting), epoch).Slice()
+		if err == nil && d.replyLost != nil && d.replyLost() {
+			err = errReplyLost
+		}
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) { // else it was never sent
+			d.releaseOrphan(k, owner)
+		}
+		return claimReply{}, err
+	}
 	return parseClaim(reply)
+}
+
+func (d *Dedup) epochKey() string { return d.c.key("dedup:epoch") }
+func (d *Dedup) quietKey() string { return d.c.key("dedup:quiet") }
+
+// orphanRetry bounds how long releaseOrphan keeps trying while the store
+// is down: past it, a marker it could not release answers "outcome
+// unknown" until it expires (the safe side).
+const orphanRetry = time.Minute
+
+// releaseOrphan releases owner's claim of k, if the claim script made one,
+// on a goroutine of the client: each attempt bounded by the operation
+// timeout, retried when the store comes back, for orphanRetry at most.
+// Releasing is safe because the caller that owned it never ran the call;
+// a claim that was not made (someone else's marker, or none) is left alone.
+func (d *Dedup) releaseOrphan(k, owner string) {
+	c := d.c
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.goRun(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, orphanRetry)
+		defer cancel()
+		b := c.newBackoff()
+		for {
+			err := c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
+				return releaseCall.Run(ctx, c.rdb, []string{k, k + ":done"}, owner, ms(dedupJoinGrace)).Err()
+			})
+			if err == nil || !c.waitUp(ctx, b.wait()) {
+				if err != nil {
+					c.log.Warn("shared duplicate suppression: a claim whose reply was lost could not be released; identical calls are refused until it expires", "err", err)
+				}
+				return
+			}
+		}
+	}, nil)
 }
 
 func parseClaim(reply []any) (claimReply, error) {
@@ -252,7 +367,7 @@ func parseClaim(reply []any) (claimReply, error) {
 	switch {
 	case len(reply) == 1 && (kind == "claimed" || kind == "lost" || kind == "gone"):
 		return claimReply{kind: kind}, nil
-	case len(reply) == 2 && kind == "run":
+	case len(reply) == 2 && (kind == "run" || kind == "quiet"):
 		if left, ok := reply[1].(int64); ok {
 			return claimReply{kind: kind, left: time.Duration(left) * time.Millisecond}, nil
 		}
@@ -270,7 +385,11 @@ func (d *Dedup) hold0(window time.Duration) time.Duration { return max(window, d
 
 // hold starts renewing a claimed lease until Done or Release.
 func (d *Dedup) hold(k, owner string, window time.Duration) *lease {
-	l := &lease{d: d, key: k, owner: owner, window: window, stop: make(chan struct{}), stopped: make(chan struct{})}
+	l := &lease{d: d, key: k, owner: owner, window: window, now: make(chan struct{}, 1),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	d.mu.Lock()
+	d.leases[l] = struct{}{}
+	d.mu.Unlock()
 	go l.renew()
 	return l
 }
@@ -280,14 +399,15 @@ type lease struct {
 	d          *Dedup
 	key, owner string
 	window     time.Duration
+	now        chan struct{} // renew at once (renewAll)
 	stop       chan struct{}
 	stopped    chan struct{}
 	once       sync.Once
 }
 
-// renew extends the lease every third of it until stopped or the client
-// closes. A failed renewal is tried again at the next tick: the lease has
-// two more thirds to go.
+// renew extends the lease every third of it, and at once when asked
+// (renewAll), until stopped or the client closes. A failed renewal is
+// tried again at the next tick: the lease has two more thirds to go.
 func (l *lease) renew() {
 	defer close(l.stopped)
 	t := time.NewTicker(l.d.lease / 3)
@@ -299,15 +419,26 @@ func (l *lease) renew() {
 		case <-l.d.c.ctx.Done():
 			return
 		case <-t.C:
+		case <-l.now:
+		}
+		epoch, err := newOwner()
+		if err != nil {
+			continue
 		}
 		_ = l.d.c.Do(l.d.c.ctx, FeatureDedup, func(ctx context.Context) error {
-			return renewCall.Run(ctx, l.d.c.rdb, []string{l.key}, l.owner, ms(l.d.lease), ms(l.d.hold0(l.window))).Err()
+			return renewCall.Run(ctx, l.d.c.rdb, []string{l.key, l.d.epochKey(), l.d.quietKey()},
+				l.owner, ms(l.d.lease), ms(l.d.hold0(l.window)), epoch).Err()
 		})
 	}
 }
 
 func (l *lease) end() {
-	l.once.Do(func() { close(l.stop) })
+	l.once.Do(func() {
+		close(l.stop)
+		l.d.mu.Lock()
+		delete(l.d.leases, l)
+		l.d.mu.Unlock()
+	})
 	<-l.stopped
 }
 

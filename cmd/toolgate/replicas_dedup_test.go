@@ -29,6 +29,7 @@ func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*repl
 	t.Helper()
 	counter := testupstream.StartCounter(t)
 	rs := &replicaSet{redis: redistest.Start(t), servers: fmt.Sprintf("  counter:\n    url: %q\n", counter.URL)}
+	seedDedupEpoch(t, rs.redis)
 	for range n {
 		cfg := writeConfig(t, rs.servers)
 		body := strings.Replace(mustRead(t, cfg), "dedup: {window: 0s}", "dedup: {window: 1m}", 1)
@@ -42,6 +43,19 @@ func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*repl
 		rs.clients, rs.reloads = append(rs.clients, connectHTTP(t, url, aliceKey)), append(rs.reloads, make(chan string, 1))
 	}
 	return rs, counter
+}
+
+// seedDedupEpoch marks the replicas' store as one in use for a while (not
+// new, no data lost), so that duplicate suppression does not start with
+// its quiet lease (state.Dedup): the tests that are not about it need not
+// wait it out.
+func seedDedupEpoch(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	if err := rdb.Set(context.Background(), "replicas:dedup:epoch", "seeded", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // asyncCall is a call running on its own goroutine.
@@ -214,5 +228,41 @@ func TestReplicasDedupRedisDown(t *testing.T) {
 	}
 	if counter.Count("fresh") != 1 || counter.Count("during") != 1 {
 		t.Fatalf("executions after the restart: fresh %d, during %d", counter.Count("fresh"), counter.Count("during"))
+	}
+}
+
+// Redis restarts empty while a non-idempotent call runs on replica 0: its
+// duplicate sent to replica 1 after the restart finds no marker, yet it is
+// not run. The store is recovering (state.Dedup's quiet lease), replica 0
+// puts its marker back as soon as it sees Redis again, and the duplicate
+// joins it: one execution, one answer for both. After the quiet lease, new
+// calls run and are deduplicated again, with no gateway restarted.
+func TestReplicasDedupRedisRestartsEmpty(t *testing.T) {
+	rs, counter := startCounterReplicas(t, 3, "", "")
+	held := `{"label":"across","hold":true}`
+	first := callAsync(rs.clients[0], "counter__count", held)
+	waitStarted(t, counter, "across")
+
+	rs.redis.Kill()
+	rs.waitReady(t, false, "state: the shared state store (Redis) is unreachable")
+	rs.redis.Restart()
+	rs.waitReady(t, true, "ok")
+	dup := callAsync(rs.clients[1], "counter__count", held)
+	waitJoiners(t, rs, held, 1) // replica 0's marker is back, and the duplicate waits on it
+	counter.Release("across")
+	a, b := first.wait(t), dup.wait(t)
+	if a["ok"] != true || b["ok"] != true || dataOf(a) != dataOf(b) || counter.Count("across") != 1 {
+		t.Fatalf("a duplicate sent after Redis restarted empty: %v / %v, %d executions", a, b, counter.Count("across"))
+	}
+
+	// Past the quiet lease (a new call waits it out), calls run once again.
+	if env := rs.call(t, 2, "counter__count", `{"label":"after"}`); env["ok"] != true || env["replayed"] == true {
+		t.Fatalf("a new call after the restart: %v", env)
+	}
+	if env := rs.call(t, 0, "counter__count", `{"label":"after"}`); env["ok"] != true || env["replayed"] != true {
+		t.Fatalf("its duplicate on another replica: %v", env)
+	}
+	if counter.Count("after") != 1 || counter.Count("across") != 1 {
+		t.Fatalf("executions: after %d, across %d", counter.Count("after"), counter.Count("across"))
 	}
 }
