@@ -38,6 +38,8 @@ type Dedup struct {
 	// while Shared fails (its store unreachable), instead of refusing it
 	// (state.dedup_on_failure).
 	SharedFailOpen bool
+
+	encode func(Recorded) ([]byte, error) // encodeRecorded; tests make it fail
 }
 
 // Recorded is what an executed call leaves for the calls that join or
@@ -110,9 +112,17 @@ func (p *Pipeline) runShared(ctx context.Context, x *exchange, key dedup.Key, wi
 	var recovering *dedup.RecoveringError
 	switch {
 	case err == nil && claim.Lease != nil:
+		settled := false
+		defer func() {
+			if !settled { // a panic outside the stages: never leave the lease renewing
+				p.settle(ctx, x, claim.Lease, Recorded{failed: outcomeUnknown("the gateway failed while handling it"),
+					outcome: x.outcome, reached: x.attempts > 0, argsKey: argsKey, finished: p.now()})
+			}
+		}()
 		p.runStages(ctx, x, afterDedup)
 		a := answerOf(x, argsKey, p.now())
 		p.settle(ctx, x, claim.Lease, a)
+		settled = true
 		return a
 	case err == nil:
 		a, derr := decodeRecorded(claim.Answer)
@@ -186,21 +196,40 @@ func (p *Pipeline) claimShared(ctx context.Context, key dedup.Key, window time.D
 // out a recovering store: how soon a marker that came back is joined.
 const recoveringRecheck = 250 * time.Millisecond
 
+// outcomeUnknown is the answer recorded for a call that may have reached
+// the upstream when its real answer cannot be: identical calls are told
+// the outcome is unknown, never given the call to run again.
+func outcomeUnknown(why string) *envelope.Error {
+	return envelope.Errorf(envelope.UpstreamError,
+		"an identical call may have reached the tool, but %s before its answer was recorded; the outcome is unknown, so this call was not run", why)
+}
+
 // settle ends the lease: the answer is recorded when the call may have
 // reached the upstream, else the lease is released so an identical call may
 // run. It happens even when the caller has gone. A failure is logged only:
 // the caller has its answer, and the store's marker runs out into "outcome
-// unknown", never into a second execution.
+// unknown", never into a second execution. An answer that cannot be
+// encoded is recorded as "outcome unknown": the lease is never released
+// for a call that may have run.
 func (p *Pipeline) settle(ctx context.Context, x *exchange, l dedup.Lease, a Recorded) {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	if a.reached {
-		var data []byte
-		if data, err = encodeRecorded(a); err == nil {
-			err = l.Done(ctx, data)
-		} else {
-			_ = l.Release(ctx)
+		encode := encodeRecorded
+		if p.Dedup.encode != nil {
+			encode = p.Dedup.encode
 		}
+		data, encErr := encode(a)
+		if encErr != nil {
+			if p.Log != nil {
+				p.Log.Warn("shared duplicate suppression: the answer cannot be recorded; identical calls are told the outcome is unknown", "tool", x.tool.ID, "err", encErr)
+			}
+			// An empty answer if even this fails: identical calls then get
+			// internal_error, still never a second execution.
+			data, _ = encodeRecorded(Recorded{failed: outcomeUnknown("its answer could not be recorded"),
+				stage: a.stage, outcome: a.outcome, argsKey: a.argsKey, finished: a.finished})
+		}
+		err = l.Done(ctx, data)
 	} else {
 		err = l.Release(ctx)
 	}

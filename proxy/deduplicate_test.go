@@ -119,8 +119,8 @@ type fakeShared struct {
 	mu           sync.Mutex
 	err          error
 	recoverUntil time.Time
-	entries  map[dedup.Key]*fakeEntry
-	released int
+	entries      map[dedup.Key]*fakeEntry
+	released     int
 }
 
 type fakeEntry struct {
@@ -338,4 +338,66 @@ func TestSharedDedupRecovering(t *testing.T) {
 			t.Fatalf("recovering store, open: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
 		}
 	})
+}
+
+// entryOf is the fake store's entry for getOrder.
+func entryOf(t *testing.T, p *Pipeline, shared *fakeShared) *fakeEntry {
+	t.Helper()
+	key, _, _, err := p.Dedup.keys(&exchange{call: getOrder, tool: &upstreams.Tool{ID: "orders/get"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.entries[key]
+}
+
+// An answer that cannot be encoded for the shared store, of a call that
+// reached the upstream, is recorded as "outcome unknown": the lease is not
+// released, so no replica runs the call again.
+func TestSharedDedupUnencodableAnswer(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return json.RawMessage(okText), nil }}
+	shared := newFakeShared()
+	ps := replicas(t, 2, up, shared)
+	ps[0].Dedup.encode = func(a Recorded) ([]byte, error) {
+		if a.result != nil {
+			return nil, errors.New("cannot encode")
+		}
+		return encodeRecorded(a)
+	}
+	if env := envelopeOf(t, ps[0].Handle(context.Background(), getOrder)); !env.OK {
+		t.Fatalf("the call itself: %+v", env)
+	}
+	env := envelopeOf(t, ps[1].Handle(context.Background(), getOrder))
+	if up.calls.Load() != 1 || shared.released != 0 || codeOf(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	}
+}
+
+// A panic after the call ran, outside any stage, still ends the lease: the
+// marker says "outcome unknown" rather than "running" forever, and the
+// caller gets internal_error.
+func TestSharedDedupPanicSettles(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return json.RawMessage(okText), nil }}
+	shared := newFakeShared()
+	ps := replicas(t, 2, up, shared)
+	ps[0].Dedup.encode = func(a Recorded) ([]byte, error) {
+		if a.result != nil {
+			panic("encoding blew up")
+		}
+		return encodeRecorded(a)
+	}
+	if env := envelopeOf(t, ps[0].Handle(context.Background(), getOrder)); codeOf(env) != "internal_error" {
+		t.Fatalf("the call that panicked: %+v", env)
+	}
+	e := entryOf(t, ps[0], shared)
+	select {
+	case <-e.done:
+	default:
+		t.Fatal("the lease was left running after a panic")
+	}
+	env := envelopeOf(t, ps[1].Handle(context.Background(), getOrder))
+	if up.calls.Load() != 1 || shared.released != 0 || codeOf(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	}
 }
