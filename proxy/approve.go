@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
@@ -33,7 +34,10 @@ type approvalRules interface {
 
 // approve is the approval guard. It runs after the policy allowed the call
 // and before duplicate suppression, so an approved call runs once and its
-// repeat needs a new approval.
+// repeat needs a new approval. A call that uses up an approval runs the
+// stages after this one itself (as deduplicate does), so that a refusal
+// from them can say the approval is spent (spentApproval); its stage time
+// then includes theirs.
 func (p *Pipeline) approve(ctx context.Context, x *exchange) *envelope.Error {
 	a := p.Approvals
 	if a == nil || a.Store == nil {
@@ -69,6 +73,9 @@ func (p *Pipeline) approve(ctx context.Context, x *exchange) *envelope.Error {
 		return envelope.Errorf(envelope.InternalError, "the approval store failed; the call was not run").WithDetail(err.Error())
 	case outcome == approvals.Proceed:
 		x.approval = req.ID
+		p.runStages(ctx, x, stageAfter("approve"))
+		x.finished = true
+		x.spentApproval()
 		return nil
 	case outcome == approvals.Denied:
 		msg := "an approver denied this call (request " + req.ID + ")"
@@ -81,4 +88,39 @@ func (p *Pipeline) approve(ctx context.Context, x *exchange) *envelope.Error {
 		"this call needs a human approval first: request %s for %s with arguments %s awaits an approver "+
 			"(toolgate approvals approve %s); repeat exactly the same call once it is approved",
 		req.ID, x.tool.Name, sanitize.Clip(string(canonical), 300), req.ID).WithDetail("approval rule " + rule)
+}
+
+// stageAfter is the index of the stage after the one named name.
+func stageAfter(name string) int {
+	for i, st := range stages {
+		if st.name == name {
+			return i + 1
+		}
+	}
+	panic("proxy: no stage " + name)
+}
+
+// spentApproval rewords the refusal of a call that used up an approval
+// and was then refused before it ran (a later guard failing closed, an
+// open breaker, a busy server): the approval is consumed when it is
+// checked, so the usual "retry in ..." would only lead to a new
+// approval_required. The message says so instead. (Restoring the approval
+// would need every approvals.Store to support it; this is the minimal fix.)
+func (x *exchange) spentApproval() {
+	if x.approval == "" || x.failed == nil {
+		return
+	}
+	switch x.failed.Code {
+	case envelope.RateLimited, envelope.UpstreamUnavailable: // refused, not run
+	default:
+		return
+	}
+	why, _, _ := strings.Cut(x.failed.Message, "; ")
+	detail := "refused after the approval was used: " + x.failed.Message
+	if x.failed.Detail != "" {
+		detail += " (" + x.failed.Detail + ")"
+	}
+	x.failed = (&envelope.Error{Code: x.failed.Code,
+		Message: why + "; the call was not run, but it used up its approval (request " + x.approval +
+			"), so running it needs a new approval: repeating it asks for one"}).WithDetail(detail)
 }
