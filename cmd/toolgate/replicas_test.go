@@ -42,6 +42,9 @@ type replicaSet struct {
 func startReplicas(t *testing.T, n int, extra string) *replicaSet {
 	t.Helper()
 	rs := &replicaSet{redis: redistest.Start(t), servers: stdioUpstream(t, "hostile", "")}
+	// A store in use for a while, not a new one: a new one makes duplicate
+	// suppression wait out one quiet lease first (see state/dedup.go).
+	seedDedupEpoch(t, rs.redis)
 	for range n {
 		cfg := writeConfig(t, rs.servers)
 		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
