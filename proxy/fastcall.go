@@ -69,16 +69,16 @@ type clientSession struct {
 	lastSlow  atomic.Int64                         // unix nanos of the last request handed to mcp-go
 }
 
-// fastMessage is the one decode of a request body.
+// fastMessage is the one decode of a request body, params included.
 type fastMessage struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
+	Params  *fastParams     `json:"params"`
 }
 
-// fastParams are tools/call params; the fields only mcp-go handles are
-// read to refuse the call.
+// fastParams are tools/call params (the fields only mcp-go handles are
+// read to refuse the call), and the request notifications/cancelled names.
 type fastParams struct {
 	Name           string          `json:"name"`
 	Arguments      json.RawMessage `json:"arguments"`
@@ -86,45 +86,45 @@ type fastParams struct {
 	Task           json.RawMessage `json:"task"`
 	InputResponses json.RawMessage `json:"inputResponses"`
 	RequestState   json.RawMessage `json:"requestState"`
+	RequestID      json.RawMessage `json:"requestId"`
 }
 
 func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	entry, msg, params, ok := f.take(r)
+	entry, msg, ok := f.take(r)
 	if !ok {
 		f.next.ServeHTTP(w, r)
 		return
 	}
 	f.taken.Add(1)
-	f.serve(w, r, entry, msg, params)
+	f.serve(w, r, entry, msg)
 }
 
 // take decides whether the request is a fast call. Whatever it decides,
 // r.Body reads the same bytes again afterwards.
-func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, fastParams, bool) {
+func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, bool) {
 	var msg fastMessage
-	var params fastParams
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	if r.Method != http.MethodPost || sid == "" {
-		return nil, msg, params, false
+		return nil, msg, false
 	}
 	entry := f.srv.session(sid)
 	if entry == nil || !f.eligibleRequest(r, entry) {
-		return nil, msg, params, false
+		return nil, msg, false
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = replayBody(body, err)
 	if err != nil || json.Unmarshal(body, &msg) != nil {
 		f.markSlow(entry)
-		return nil, msg, params, false
+		return nil, msg, false
 	}
-	if msg.Method == string(mcp.MethodNotificationCancelled) {
-		f.cancel(sid, msg.Params)
+	if msg.Method == string(mcp.MethodNotificationCancelled) && msg.Params != nil {
+		f.cancel(sid, msg.Params.RequestID)
 	}
-	if !fastCall(msg, &params) || !f.fresh(entry) {
+	if !fastCall(msg) || !f.fresh(entry) {
 		f.markSlow(entry)
-		return nil, msg, params, false
+		return nil, msg, false
 	}
-	return entry, msg, params, true
+	return entry, msg, true
 }
 
 // eligibleRequest checks what the headers and the session say.
@@ -158,12 +158,10 @@ func (f *fastCalls) fresh(entry *clientSession) bool {
 func (f *fastCalls) markSlow(entry *clientSession) { entry.lastSlow.Store(f.now().UnixNano()) }
 
 // fastCall reports whether msg is a tools/call the fast path answers
-// exactly as mcp-go would, decoding its params.
-func fastCall(msg fastMessage, params *fastParams) bool {
-	if msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) || !plainID(msg.ID) {
-		return false
-	}
-	if len(msg.Params) == 0 || json.Unmarshal(msg.Params, params) != nil {
+// exactly as mcp-go would.
+func fastCall(msg fastMessage) bool {
+	params := msg.Params
+	if msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) || !plainID(msg.ID) || params == nil {
 		return false
 	}
 	if len(params.Task) > 0 || len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
@@ -196,20 +194,15 @@ func plainID(id json.RawMessage) bool {
 
 // cancel ends a fast call the client cancelled. mcp-go still gets the
 // notification (and answers it); it knows nothing of the call.
-func (f *fastCalls) cancel(sid string, raw json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(raw, &p) != nil {
-		return
-	}
-	if stop, ok := f.inflight.Load(fastKey{sid, string(p.RequestID)}); ok {
+func (f *fastCalls) cancel(sid string, requestID json.RawMessage) {
+	if stop, ok := f.inflight.Load(fastKey{sid, string(requestID)}); ok {
 		stop.(context.CancelFunc)()
 	}
 }
 
 // serve runs the call through the pipeline and writes the answer.
-func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientSession, msg fastMessage, params fastParams) {
+func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientSession, msg fastMessage) {
+	params := msg.Params
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	ctx, cancel := context.WithCancel(r.Context())
 	key := fastKey{sid, string(msg.ID)}
@@ -255,8 +248,11 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // name that is not loopback): such a request goes to mcp-go, which refuses
 // it.
 func dnsRebinding(r *http.Request) bool {
+	if loopbackHost(r.Host) {
+		return false // the usual case, decided without the listener's address
+	}
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
+	return ok && local != nil && loopbackHost(local.String())
 }
 
 func loopbackHost(hostport string) bool {

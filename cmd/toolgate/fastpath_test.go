@@ -95,7 +95,10 @@ func (s *rawSession) send(body string, hdr map[string]string) *http.Response {
 		h[k] = v
 	}
 	for k, v := range h {
-		if v != "" {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v != "":
 			req.Header.Set(k, v)
 		}
 	}
@@ -172,6 +175,7 @@ func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
 		{"malformed JSON", `{}`, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`, nil},
 		{"another method", `{}`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil},
 		{"task", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"task":{"ttl":1000}}`), nil},
+		{"DNS rebinding (a loopback listener reached as another name)", `{}`, toolsCall(`1`, echo), map[string]string{"Host": "evil.example:80"}},
 	}
 	for _, c := range cases {
 		fs, ss := openRawSession(t, fastURL, c.caps), openRawSession(t, slowURL, c.caps)
