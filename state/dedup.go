@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +25,10 @@ const FeatureDedup = "dedup"
 //	                       {s: run, o: owner, u: lease end}      a replica runs the call
 //	                       {s: done, a: answer, w: replay end}   it finished; a is the answer
 //	                       {s: released}                         it never reached the tool
-//	dedup:<key hex>:done   a channel: "done" or "released" when the call ends,
-//	                       for the replicas waiting on it
+//	dedup:done             a channel: the call's hash key (dedup:<key hex>,
+//	                       prefixed) when a call ends, done or released
+//	dedup:<key hex>:done   a channel: "done" or "released" when the call ends
+//	                       (kept for replicas of earlier versions, see below)
 //	dedup:epoch            a random value, no expiry: its absence means the store
 //	                       lost its data (or never had any)
 //	dedup:quiet            set, for one lease, when the epoch was found missing:
@@ -34,8 +37,8 @@ const FeatureDedup = "dedup"
 // Times are milliseconds of Redis's clock (TIME), the one all replicas share.
 //
 // The replica that claims a call holds a lease on it and renews it every
-// third of the lease while the call runs. Identical calls wait (subscribed
-// to the channel, and looking again at least every dedupRecheck) until the
+// third of the lease while the call runs. Identical calls wait (woken by
+// the channel, and looking again at least every dedupRecheck) until the
 // hash says done. A lease that ran out means the replica stopped mid-call:
 // the marker then stays, as "lost", for max(window, lease), and identical
 // calls meanwhile get dedup.ErrAbandoned rather than a second execution.
@@ -58,6 +61,29 @@ const FeatureDedup = "dedup"
 // store come back. A store that is new (the first deployment, or a new key
 // prefix) sees one such quiet lease too: it cannot be told apart from one
 // that lost its data.
+//
+// Waking the waiters. Each Dedup holds one subscription (one connection,
+// whatever the number of waiting calls), opened when it is created and
+// closed with the Client, to the shared dedup:done channel; a call that
+// ends publishes its hash key there, and the subscription wakes the calls
+// waiting for that key here through an in-memory registry (waiters). A
+// waiter registers before it looks at the hash, so a message sent after it
+// looked always finds it registered. A call waiting on its own connection
+// (a SUBSCRIBE per waiter, as earlier versions did) would make a burst of
+// duplicates (a client's retry storm) one Redis connection each, and could
+// exhaust Redis's maxclients and the gateway's descriptors.
+//
+// The per-key channel is kept, on both sides, for a rolling upgrade and
+// for operators: the scripts that end a call still publish on it, so that
+// the waiters of a replica of an earlier version (subscribed to it alone)
+// are woken at once rather than by their re-check; and the subscription
+// also follows, on the same connection, the per-key channel of every call
+// waited for here, so that a call run by an earlier replica (which
+// publishes only there) wakes this one's waiters at once, and PUBSUB
+// NUMSUB on a call's channel still tells how many replicas wait for it.
+// Waking never decides anything: a woken waiter looks at the hash again,
+// and the re-check covers every message lost while the subscription was
+// down (each resubscription also wakes every waiter to look).
 
 // DefaultDedupLease is how long a claim lasts without renewal: how long
 // identical calls wait for a replica that died mid-call before they are told
@@ -71,6 +97,9 @@ const (
 	// dedupJoinGrace keeps a finished answer readable by the callers that
 	// were waiting for it, even with a replay window of 0.
 	dedupJoinGrace = 10 * time.Second
+
+	// dedupChannelSuffix ends a call's own channel (and names the shared one).
+	dedupChannelSuffix = ":done"
 )
 
 // dedupClaimScript settles who runs a call. KEYS[1] is the call's hash; ARGV is
@@ -129,8 +158,10 @@ return 1
 `
 
 // dedupDoneScript records the owner's answer (KEYS[1] the hash, KEYS[2] the
-// channel; ARGV owner, answer, window (ms), join grace (ms)) and wakes the
-// waiting callers. A marker now someone else's is left alone (0).
+// call's channel, KEYS[3] the shared one; ARGV owner, answer, window (ms),
+// join grace (ms)) and wakes the waiting callers: on the shared channel
+// (this version's replicas) and on the call's own (earlier versions'). A
+// marker now someone else's is left alone (0).
 const dedupDoneScript = `
 local o = redis.call('HGET', KEYS[1], 'o')
 if o and o ~= ARGV[1] then return 0 end
@@ -140,6 +171,7 @@ local window = tonumber(ARGV[3])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 's', 'done', 'a', ARGV[2], 'w', now + window)
 redis.call('PEXPIRE', KEYS[1], math.max(window, tonumber(ARGV[4]), 1))
+redis.call('PUBLISH', KEYS[3], KEYS[1])
 redis.call('PUBLISH', KEYS[2], 'done')
 return 1
 `
@@ -152,6 +184,7 @@ if o ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 's', 'released')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+redis.call('PUBLISH', KEYS[3], KEYS[1])
 redis.call('PUBLISH', KEYS[2], 'released')
 return 1
 `
@@ -174,6 +207,17 @@ type Dedup struct {
 	mu     sync.Mutex
 	leases map[*lease]struct{} // held here, renewed at once when the store comes back
 
+	wmu     sync.Mutex
+	waiters map[string]map[chan struct{}]struct{} // hash key -> the calls waiting for it here
+	resync  chan struct{}                         // the set of keys waited for changed
+
+	// recheck is dedupRecheck (tests lengthen it, to tell a wake-up by
+	// message from one by the re-check).
+	recheck time.Duration
+	// looked, when set (tests), is called each time a waiter found the
+	// call still running, before it waits for a wake-up or the re-check.
+	looked func()
+
 	// replyLost, when set (tests), makes a claim that reached the store
 	// fail as if its reply had been lost.
 	replyLost func() bool
@@ -193,13 +237,192 @@ func WithLease(d time.Duration) DedupOption {
 }
 
 // Dedup returns duplicate suppression over this store.
+// Its subscription (see "Waking the waiters") runs until the client closes.
 func (c *Client) Dedup(opts ...DedupOption) *Dedup {
-	d := &Dedup{c: c, lease: DefaultDedupLease, leases: map[*lease]struct{}{}}
+	d := &Dedup{c: c, lease: DefaultDedupLease, leases: map[*lease]struct{}{},
+		waiters: map[string]map[chan struct{}]struct{}{}, resync: make(chan struct{}, 1),
+		recheck: dedupRecheck}
 	for _, o := range opts {
 		o(d)
 	}
-	c.onUp(d.renewAll)
+	c.onUp(func() {
+		d.renewAll()
+		d.wakeAll() // messages were lost while the store was away
+	})
+	if c.ctx.Err() == nil {
+		ps := c.rdb.Subscribe(c.ctx)
+		c.goRun(func(ctx context.Context) { d.listen(ctx, ps) }, func() { _ = ps.Close() })
+		c.goRun(func(ctx context.Context) { d.follow(ctx, ps) }, nil)
+	}
 	return d
+}
+
+// channel is the shared channel on which every ended call is announced.
+func (d *Dedup) channel() string { return d.c.key("dedup" + dedupChannelSuffix) }
+
+// listen follows the shared channel, and the per-key channels follow adds,
+// until Close, waking the waiters of each call that ends. Each
+// (re)subscription wakes every waiter to look again, since messages may
+// have been missed meanwhile. A lost subscription is counted as an error
+// of the feature and logged once; waiters meanwhile rely on the re-check.
+func (d *Dedup) listen(ctx context.Context, ps *redis.PubSub) {
+	shared := d.channel()
+	_ = ps.Subscribe(ctx, shared) // on failure, the first Receive connects and subscribes
+	retry := d.c.newBackoff()
+	lost := false
+	for ctx.Err() == nil {
+		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" && m.Channel == shared {
+				if lost {
+					d.c.log.Info("hearing again of the ends of calls that duplicates wait for")
+					lost = false
+				}
+				// A store known down would fail the waiters' look: the
+				// health check's onUp wakes them when it is back.
+				if d.c.Err() == nil {
+					d.wakeAll()
+				}
+			}
+		case *redis.Message:
+			if m.Channel == shared {
+				d.wake(m.Payload)
+			} else if k, ok := strings.CutSuffix(m.Channel, dedupChannelSuffix); ok {
+				d.wake(k) // from a replica of an earlier version
+			}
+		}
+		if err == nil {
+			retry.reset()
+			continue
+		}
+		if isTimeout(err) {
+			_ = ps.Ping(ctx) // a dead connection fails the next Receive
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.c.failed(FeatureDedup)
+		if !lost {
+			d.c.log.Warn("not hearing of the ends of calls that duplicates wait for; they look again every second until it is back", "err", err)
+			lost = true
+		}
+		d.c.lookNow()
+		d.c.waitUp(ctx, retry.wait())
+	}
+}
+
+// follow keeps the subscription on the per-key channels of the calls
+// waited for here, and on those only, until Close (see "Waking the
+// waiters": for replicas of earlier versions, and for PUBSUB NUMSUB). The
+// changes of a burst are sent together; the subscription itself
+// resubscribes them after a reconnect.
+func (d *Dedup) follow(ctx context.Context, ps *redis.PubSub) {
+	on := map[string]struct{}{} // hash keys whose channel was subscribed
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.resync:
+		}
+		var add, drop []string
+		d.wmu.Lock()
+		for k := range d.waiters {
+			if _, ok := on[k]; !ok {
+				add = append(add, k+dedupChannelSuffix)
+				on[k] = struct{}{}
+			}
+		}
+		for k := range on {
+			if _, ok := d.waiters[k]; !ok {
+				drop = append(drop, k+dedupChannelSuffix)
+				delete(on, k)
+			}
+		}
+		d.wmu.Unlock()
+		// Errors are left to the subscription: the channels are recorded
+		// (or forgotten) by it either way, and subscribed on reconnecting.
+		opCtx, cancel := context.WithTimeout(ctx, d.c.opts.DialTimeout+d.c.opts.OpTimeout)
+		if len(drop) > 0 {
+			_ = ps.Unsubscribe(opCtx, drop...)
+		}
+		if len(add) > 0 {
+			_ = ps.Subscribe(opCtx, add...)
+		}
+		cancel()
+	}
+}
+
+// await registers a waiter for the call whose hash is k: the channel
+// receives (at most one pending) wake-up for each message about k; done
+// unregisters it and must be called on every exit. The registry holds only
+// keys with waiters.
+func (d *Dedup) await(k string) (wake <-chan struct{}, done func()) {
+	ch := make(chan struct{}, 1)
+	d.wmu.Lock()
+	set, ok := d.waiters[k]
+	if !ok {
+		set = map[chan struct{}]struct{}{}
+		d.waiters[k] = set
+	}
+	set[ch] = struct{}{}
+	d.wmu.Unlock()
+	if !ok {
+		d.poke()
+	}
+	return ch, func() {
+		d.wmu.Lock()
+		delete(set, ch)
+		last := len(set) == 0
+		if last {
+			delete(d.waiters, k)
+		}
+		d.wmu.Unlock()
+		if last {
+			d.poke()
+		}
+	}
+}
+
+func (d *Dedup) poke() {
+	select {
+	case d.resync <- struct{}{}:
+	default:
+	}
+}
+
+// wake wakes the waiters of the call whose hash is k.
+func (d *Dedup) wake(k string) {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	for ch := range d.waiters[k] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeAll wakes every waiter, to look again now.
+func (d *Dedup) wakeAll() {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	for _, set := range d.waiters {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// waiting is how many calls wait here for the call whose hash is k.
+func (d *Dedup) waiting(k string) int {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	return len(d.waiters[k])
 }
 
 // renewAll asks every lease held here to renew now: the store just came
@@ -250,22 +473,12 @@ func (d *Dedup) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 }
 
 // wait follows an identical call running elsewhere until it ends: woken by
-// its channel, and looking again at least every dedupRecheck (and when its
-// lease would run out), so a lost message or a dead owner is noticed.
+// the subscription, and looking again at least every recheck (and when its
+// lease would run out), so a lost message or a dead owner is noticed. It
+// registers before it first looks: a message sent after that look wakes it.
 func (d *Dedup) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
-	var ps *redis.PubSub
-	err := d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-		ps = d.c.rdb.Subscribe(ctx, k+":done")
-		_, err := ps.Receive(ctx) // the subscription is confirmed: no message can be missed from here on
-		return err
-	})
-	if ps != nil {
-		defer ps.Close()
-	}
-	if err != nil {
-		return dedup.Claim{}, err
-	}
-	msgs := ps.Channel()
+	wake, done := d.await(k)
+	defer done()
 	for {
 		r, err := d.claim(ctx, k, owner, window, true)
 		if err != nil {
@@ -281,12 +494,15 @@ func (d *Dedup) wait(ctx context.Context, k, owner string, window time.Duration)
 		}
 		// "run", or "quiet": the store lost its data, and the marker of
 		// the call waited for may come back with its holder's renewal.
-		t := time.NewTimer(min(r.left+time.Millisecond, dedupRecheck))
+		if d.looked != nil {
+			d.looked()
+		}
+		t := time.NewTimer(min(r.left+time.Millisecond, d.recheck))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return dedup.Claim{}, ctx.Err()
-		case <-msgs:
+		case <-wake:
 		case <-t.C:
 		}
 		t.Stop()
@@ -350,7 +566,7 @@ func (d *Dedup) releaseOrphan(k, owner string) {
 		b := c.newBackoff()
 		for {
 			err := c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-				return releaseCall.Run(ctx, c.rdb, []string{k, k + ":done"}, owner, ms(dedupJoinGrace)).Err()
+				return releaseCall.Run(ctx, c.rdb, []string{k, k + dedupChannelSuffix, d.channel()}, owner, ms(dedupJoinGrace)).Err()
 			})
 			if err == nil || !c.waitUp(ctx, b.wait()) {
 				if err != nil {
@@ -448,7 +664,7 @@ func (l *lease) end() {
 func (l *lease) Done(ctx context.Context, answer []byte) error {
 	l.end()
 	return l.d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-		return doneCall.Run(ctx, l.d.c.rdb, []string{l.key, l.key + ":done"}, l.owner, answer, max(l.window.Milliseconds(), 0), ms(dedupJoinGrace)).Err()
+		return doneCall.Run(ctx, l.d.c.rdb, []string{l.key, l.key + dedupChannelSuffix, l.d.channel()}, l.owner, answer, max(l.window.Milliseconds(), 0), ms(dedupJoinGrace)).Err()
 	})
 }
 
@@ -458,7 +674,7 @@ func (l *lease) Done(ctx context.Context, answer []byte) error {
 func (l *lease) Release(ctx context.Context) error {
 	l.end()
 	return l.d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-		return releaseCall.Run(ctx, l.d.c.rdb, []string{l.key, l.key + ":done"}, l.owner, ms(dedupJoinGrace)).Err()
+		return releaseCall.Run(ctx, l.d.c.rdb, []string{l.key, l.key + dedupChannelSuffix, l.d.channel()}, l.owner, ms(dedupJoinGrace)).Err()
 	})
 }
 

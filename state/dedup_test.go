@@ -42,12 +42,38 @@ func waitMarker(t *testing.T, c *Client, key dedup.Key, s string) {
 	}
 }
 
-// waitSubscribers waits until n callers wait on the call's channel: a
-// waiting Claim subscribes before it looks again, so from then on it can
-// only be joined, never replayed.
+// waitWaiters waits until n callers wait in d for the call: a waiting
+// Claim registers before it looks again, so from then on it can only be
+// joined, never replayed.
+func waitWaiters(t *testing.T, d *Dedup, key dedup.Key, n int) {
+	t.Helper()
+	k := d.c.key("dedup:" + key.String())
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(deadline)
+	for {
+		got := d.waiting(k)
+		if got == n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-timeout:
+			t.Fatalf("%d callers wait for %s, want %d", got, key, n)
+		}
+	}
+}
+
+// waitSubscribers waits until n subscriptions (one per Dedup with waiters
+// for the call) follow the call's own channel, on any client.
 func waitSubscribers(t *testing.T, c *Client, key dedup.Key, n int64) {
 	t.Helper()
-	ch := c.key("dedup:" + key.String() + ":done")
+	waitNumSub(t, c, c.key("dedup:"+key.String()+":done"), n)
+}
+
+// waitNumSub waits until ch has n subscribers.
+func waitNumSub(t *testing.T, c *Client, ch string, n int64) {
+	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	timeout := time.After(deadline)
@@ -59,7 +85,7 @@ func waitSubscribers(t *testing.T, c *Client, key dedup.Key, n int64) {
 		select {
 		case <-tick.C:
 		case <-timeout:
-			t.Fatalf("%d callers wait on %s, want %d (err %v)", got[ch], ch, n, err)
+			t.Fatalf("%d subscribers to %s, want %d (err %v)", got[ch], ch, n, err)
 		}
 	}
 }
@@ -105,7 +131,7 @@ func TestDedupJoinAndReplay(t *testing.T) {
 		t.Fatalf("first claim: %+v, %v", first, err)
 	}
 	joiner := claimAsync(db, callKey, time.Minute)
-	waitSubscribers(t, a, callKey, 1)
+	waitWaiters(t, db, callKey, 1)
 	if err := first.Lease.Done(ctx, []byte(`{"answer":1}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +169,9 @@ func TestDedupRelease(t *testing.T) {
 	if err != nil || first.Lease == nil {
 		t.Fatalf("first claim: %+v, %v", first, err)
 	}
-	joiner := claimAsync(b.Dedup(), callKey, time.Minute)
-	waitSubscribers(t, a, callKey, 1)
+	db := b.Dedup()
+	joiner := claimAsync(db, callKey, time.Minute)
+	waitWaiters(t, db, callKey, 1)
 	if err := first.Lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +202,7 @@ func TestDedupLease(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", held, err)
 	}
 	joiner := claimAsync(db, callKey, time.Minute)
-	waitSubscribers(t, a, callKey, 1)
+	waitWaiters(t, db, callKey, 1)
 	waitRenewals(t, a, callKey, 3) // three renewals: well past the first lease
 	if err := held.Lease.Done(ctx, []byte(`"long"`)); err != nil {
 		t.Fatal(err)
@@ -309,7 +336,7 @@ func TestDedupStoreLostData(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", held, err)
 	}
 	waiter := claimAsync(db, callKey, time.Minute)
-	waitSubscribers(t, a, callKey, 1)
+	waitWaiters(t, db, callKey, 1)
 
 	srv.Kill()
 	evA.waitStatus(t, false)
@@ -381,16 +408,20 @@ func TestDedupWaitCancelled(t *testing.T) {
 	defer held.Lease.Release(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan error, 1)
+	db := b.Dedup()
 	go func() {
-		_, err := b.Dedup().Claim(ctx, callKey, time.Minute)
+		_, err := db.Claim(ctx, callKey, time.Minute)
 		out <- err
 	}()
-	waitSubscribers(t, a, callKey, 1)
+	waitWaiters(t, db, callKey, 1)
 	cancel()
 	select {
 	case err := <-out:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v", err)
+		}
+		if n := db.waiting(db.c.key("dedup:" + callKey.String())); n != 0 {
+			t.Fatalf("a cancelled waiter stayed registered: %d", n)
 		}
 	case <-time.After(deadline):
 		t.Fatal("a cancelled waiter went on waiting")
