@@ -119,9 +119,10 @@ func waitStarted(t *testing.T, counter *testupstream.Counter, label string) {
 	}
 }
 
-// waitJoiners waits until n callers on any replica wait in Redis for
-// alice's call of counter/count with args: from then on they can only be
-// joined to it (they subscribed before looking again).
+// waitJoiners waits until n replicas have callers waiting in Redis for
+// alice's call of counter/count with args (each replica follows the call's
+// channel once, however many of its callers wait): from then on they can
+// only be joined to it (they subscribed before looking again).
 func waitJoiners(t *testing.T, rs *replicaSet, args string, n int64) {
 	t.Helper()
 	canonical, err := canonjson.Canonical([]byte(args))
