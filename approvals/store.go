@@ -1,6 +1,7 @@
 // Package approvals keeps the calls that policy says need a human approval: a pending request per
 // (principal, tool, canonical arguments), which an approver approves or denies through the admin API, and
-// which the gateway consumes once when the agent repeats the call.
+// which the gateway consumes once when the agent repeats the call. A consumption whose call was then
+// refused before it was sent upstream is undone (Restore), so that the approval still stands.
 //
 // Store is what the gateway and the admin API use. FileStore, the default, is one JSON file (see
 // fileFormat), rewritten atomically on every change under an flock, so pending requests survive a restart
@@ -18,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +37,7 @@ const (
 	StatePending  State = "pending"  // waiting for an approver
 	StateApproved State = "approved" // the next identical call runs, once
 	StateDenied   State = "denied"   // identical calls are refused until ExpiresAt
-	StateUsed     State = "used"     // the approved call ran
+	StateUsed     State = "used"     // the approved call ran (or may have: it was sent upstream)
 	StateExpired  State = "expired"  // nobody decided (or the approved call was not repeated) in time
 )
 
@@ -57,11 +60,14 @@ type Request struct {
 	Args      json.RawMessage `json:"args,omitempty"`
 	Rule      string          `json:"rule,omitempty"` // the policy line that required approval, e.g. "policy.csv:31"
 	State     State           `json:"state"`
-	Reason    string          `json:"reason,omitempty"` // why it was denied
+	Reason    string          `json:"reason,omitempty"` // why it was denied (or, to OnDecision, why it was restored)
 	CreatedAt time.Time       `json:"created_at"`
 	DecidedAt time.Time       `json:"decided_at,omitzero"` // approved, denied, used or expired
 	ExpiresAt time.Time       `json:"expires_at"`
 	DecidedBy string          `json:"decided_by,omitempty"`
+	// Consumption identifies the consumption that Check reported with Proceed, for Restore; empty
+	// otherwise. It is not part of the record.
+	Consumption string `json:"-"`
 }
 
 // Outcome is what Check tells the gateway to do with a call.
@@ -94,6 +100,10 @@ var (
 	ErrNotPending = errors.New("approval request is not pending")
 	ErrExpired    = errors.New("approval request has expired")
 	ErrTooMany    = errors.New("too many pending approval requests")
+	// ErrNotRestorable is Restore's refusal: the consumption is no longer the request's last (it was
+	// restored already, or restored and consumed again), the approval has expired, or a newer request
+	// for the same call is in force. The request stays as it is.
+	ErrNotRestorable = errors.New("the approval cannot be restored")
 	// ErrUnavailable wraps the failures of a store that cannot be reached right now (a shared store
 	// down): nothing was decided, and the same operation may succeed later.
 	ErrUnavailable = errors.New("the approvals store is unavailable")
@@ -112,6 +122,14 @@ type Store interface {
 	//
 	// An error means nothing was decided and the call must not run.
 	Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error)
+	// Restore undoes a consumption: used is the request Check returned with Proceed, whose call was then
+	// refused before anything was sent upstream. The request is approved again, with its approver and
+	// expiry unchanged, so the next identical call runs without a new approval. Only that consumption
+	// is undone, once: Restore fails with ErrNotRestorable, changing nothing, when the request is no
+	// longer used by it, when the approval has expired, or when a newer request for the same call is in
+	// force (an identical call asked for one meanwhile). It returns the approved request and reports it
+	// to OnDecision with Reason saying it was restored.
+	Restore(ctx context.Context, used Request) (Request, error)
 	// List returns the requests in the given states (all when none is given), oldest first, with expiry
 	// applied. When the store cannot be read it answers from the last copy it read.
 	List(states ...State) []Request
@@ -122,10 +140,14 @@ type Store interface {
 	Approve(id, by string) (Request, error)
 	// Deny refuses a pending request: identical calls answer Denied with reason for the ttl from now.
 	Deny(id, by, reason string) (Request, error)
-	// OnDecision registers fn (replacing any earlier one), called after each approval or denial made
-	// through this Store was written, with the decided request. The audit trail records decisions here.
+	// OnDecision registers fn (replacing any earlier one), called after each approval, denial or
+	// restore made through this Store was written, with the decided request (a restored one is approved,
+	// with Reason RestoredReason). The audit trail records decisions here.
 	OnDecision(fn func(Request))
 }
+
+// RestoredReason is the Reason of a request that Restore reports to OnDecision.
+const RestoredReason = "approval restored: the call that used it was refused before it was sent upstream"
 
 var _ Store = (*FileStore)(nil)
 
@@ -193,8 +215,12 @@ func (s *FileStore) Check(_ context.Context, principal, tool, argsHash string, a
 			r := &reqs[i]
 			switch r.State {
 			case StateApproved:
+				approvedAt := r.DecidedAt
 				r.State, r.DecidedAt = StateUsed, now
 				out = Proceed
+				got = *r
+				got.Consumption = fileConsumption(now, approvedAt)
+				return reqs, nil
 			case StateDenied:
 				out = Denied
 			default:
@@ -221,6 +247,51 @@ func (s *FileStore) Check(_ context.Context, principal, tool, argsHash string, a
 		return 0, Request{}, err
 	}
 	return out, got, nil
+}
+
+// fileConsumption is the Consumption of a FileStore request: when it was consumed (its DecidedAt while
+// used, which identifies the consumption) and when it had been approved (its DecidedAt again once
+// restored), in Unix nanoseconds.
+func fileConsumption(usedAt, approvedAt time.Time) string {
+	return strconv.FormatInt(usedAt.UnixNano(), 10) + "/" + strconv.FormatInt(approvedAt.UnixNano(), 10)
+}
+
+// Restore implements Store under the file lock. ctx is not used: the file answers at once.
+func (s *FileStore) Restore(_ context.Context, used Request) (Request, error) {
+	usedAt, approvedAt, ok := strings.Cut(used.Consumption, "/")
+	usedNs, err1 := strconv.ParseInt(usedAt, 10, 64)
+	approvedNs, err2 := strconv.ParseInt(approvedAt, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return Request{}, fmt.Errorf("%w: not a consumption reported by Check", ErrNotRestorable)
+	}
+	var got Request
+	err := s.update(func(reqs []Request, now time.Time) ([]Request, error) {
+		i := slices.IndexFunc(reqs, func(r Request) bool { return r.ID == used.ID })
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		r := &reqs[i]
+		switch {
+		case r.State != StateUsed || r.DecidedAt.UnixNano() != usedNs:
+			return nil, fmt.Errorf("%w: it is %s, not used by that call", ErrNotRestorable, r.State)
+		case !now.Before(r.ExpiresAt):
+			return nil, fmt.Errorf("%w: %w", ErrNotRestorable, ErrExpired)
+		case active(reqs, r.Principal, r.Tool, r.ArgsHash, now) >= 0:
+			return nil, fmt.Errorf("%w: a newer request for the same call is in force", ErrNotRestorable)
+		}
+		r.State, r.DecidedAt = StateApproved, time.Unix(0, approvedNs).UTC()
+		got = *r
+		return reqs, nil
+	})
+	if err != nil {
+		return Request{}, err
+	}
+	if fn := s.onDecision.Load(); fn != nil {
+		reported := got
+		reported.Reason = RestoredReason
+		(*fn)(reported)
+	}
+	return got, nil
 }
 
 // List returns the requests in the given states (all when none is given), oldest first, with expiry

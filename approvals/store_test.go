@@ -264,3 +264,97 @@ func TestPrune(t *testing.T) {
 		}
 	}
 }
+
+// consume approves a new request for hash and consumes it, returning what Check returned.
+func consume(t *testing.T, s *FileStore, hash string) Request {
+	t.Helper()
+	req := check(t, s, hash, Pending)
+	if _, err := s.Approve(req.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	used := check(t, s, hash, Proceed)
+	if used.ID != req.ID || used.State != StateUsed || used.Consumption == "" {
+		t.Fatalf("consumed: %+v", used)
+	}
+	return used
+}
+
+// Restore undoes one consumption, once: the request is approved again as the approver left it, and
+// the next identical call runs; a stale consumption (restored already, or restored and consumed again)
+// is refused, as are a request that is not used, an expired approval and one a newer request
+// supersedes. Another process sharing the file can restore what this one consumed.
+func TestRestore(t *testing.T) {
+	s, clk, path := open(t)
+	var reported []Request
+	s.OnDecision(func(r Request) { reported = append(reported, r) })
+	req := check(t, s, "h1", Pending)
+	approved, err := s.Approve(req.ID, "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Minute)
+	first := check(t, s, "h1", Proceed)
+	restored, err := s.Restore(context.Background(), first)
+	if err != nil || restored.State != StateApproved || restored.DecidedBy != "carol" ||
+		!restored.DecidedAt.Equal(approved.DecidedAt) || !restored.ExpiresAt.Equal(approved.ExpiresAt) {
+		t.Fatalf("restored: %+v, %v (approved %+v)", restored, err, approved)
+	}
+	if len(reported) != 2 || reported[1].ID != req.ID || reported[1].State != StateApproved || reported[1].Reason != RestoredReason {
+		t.Fatalf("decisions reported: %+v", reported)
+	}
+	if got, _ := s.Get(req.ID); got.State != StateApproved || got.Reason != "" {
+		t.Fatalf("stored after the restore: %+v", got)
+	}
+	if _, err := s.Restore(context.Background(), first); !errors.Is(err, ErrNotRestorable) {
+		t.Fatalf("restoring twice: %v", err)
+	}
+	clk.add(time.Minute)
+	second := check(t, s, "h1", Proceed)
+	if second.ID != req.ID || second.Consumption == first.Consumption {
+		t.Fatalf("the restored approval consumed again: %+v (first %+v)", second, first)
+	}
+	if _, err := s.Restore(context.Background(), first); !errors.Is(err, ErrNotRestorable) {
+		t.Fatalf("restoring a consumption by another check: %v", err)
+	}
+	if got, _ := s.Get(req.ID); got.State != StateUsed {
+		t.Fatalf("after a stale restore: %+v", got)
+	}
+	other, err := Open(path, ttl, clk.now) // another process sharing the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := other.Restore(context.Background(), second); err != nil || r.State != StateApproved {
+		t.Fatalf("restore through another process: %+v, %v", r, err)
+	}
+	check(t, s, "h1", Proceed)
+	check(t, s, "h1", Pending) // used for good: a new request
+	if len(reported) != 2 {
+		t.Fatalf("%d decisions reported; the other process's restore is its own", len(reported))
+	}
+
+	pending := check(t, s, "h2", Pending)
+	if _, err := s.Restore(context.Background(), Request{ID: pending.ID, Consumption: first.Consumption}); !errors.Is(err, ErrNotRestorable) {
+		t.Fatalf("restoring a pending request: %v", err)
+	}
+	if _, err := s.Restore(context.Background(), Request{ID: "apr_nosuchrequest", Consumption: first.Consumption}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("restoring an unknown request: %v", err)
+	}
+
+	late := consume(t, s, "h3")
+	clk.add(ttl)
+	if _, err := s.Restore(context.Background(), late); !errors.Is(err, ErrNotRestorable) || !errors.Is(err, ErrExpired) {
+		t.Fatalf("restoring after the expiry: %v", err)
+	}
+	if got, _ := s.Get(late.ID); got.State != StateUsed {
+		t.Fatalf("an expired approval after a refused restore: %+v", got)
+	}
+
+	superseded := consume(t, s, "h4")
+	newer := check(t, s, "h4", Pending) // an identical call asked for a new approval meanwhile
+	if _, err := s.Restore(context.Background(), superseded); !errors.Is(err, ErrNotRestorable) {
+		t.Fatalf("restoring under a newer request: %v", err)
+	}
+	if got := check(t, s, "h4", Pending); got.ID != newer.ID {
+		t.Fatalf("the newer request no longer decides: %+v", got)
+	}
+}

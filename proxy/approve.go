@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/sanitize"
 )
@@ -17,7 +18,9 @@ import (
 // a call does not run; it answers approval_required naming a request an
 // approver can approve or deny. The approval binds to the principal, the
 // tool and the exact canonical arguments, and is used up by the one call
-// it lets through. A nil *Approvals requires nothing.
+// it lets through, once that call is sent upstream: when a later stage
+// refuses it before anything is sent, the approval is restored. A nil
+// *Approvals requires nothing.
 type Approvals struct {
 	// Store keeps the requests: the approvals file, or Redis shared by
 	// replicas (then an approval given through any replica is consumed
@@ -34,9 +37,9 @@ type approvalRules interface {
 
 // approve is the approval guard. It runs after the policy allowed the call
 // and before duplicate suppression, so an approved call runs once and its
-// repeat needs a new approval. A call that uses up an approval runs the
-// stages after this one itself (as deduplicate does), so that a refusal
-// from them can say the approval is spent (spentApproval); its stage time
+// repeat needs a new approval. A call that consumes an approval runs the
+// stages after this one itself (as deduplicate does), so that the
+// consumption settles with their outcome (settleApproval); its stage time
 // then includes theirs.
 func (p *Pipeline) approve(ctx context.Context, x *exchange) *envelope.Error {
 	a := p.Approvals
@@ -75,7 +78,7 @@ func (p *Pipeline) approve(ctx context.Context, x *exchange) *envelope.Error {
 		x.approval = req.ID
 		p.runStages(ctx, x, stageAfter("approve"))
 		x.finished = true
-		x.spentApproval()
+		p.settleApproval(ctx, x, req)
 		return nil
 	case outcome == approvals.Denied:
 		msg := "an approver denied this call (request " + req.ID + ")"
@@ -100,19 +103,60 @@ func stageAfter(name string) int {
 	panic("proxy: no stage " + name)
 }
 
-// spentApproval rewords the refusal of a call that used up an approval
-// and was then refused before it ran (a later guard failing closed, an
-// open breaker, a busy server): the approval is consumed when it is
-// checked, so the usual "retry in ..." would only lead to a new
-// approval_required. The message says so instead. (Restoring the approval
-// would need every approvals.Store to support it; this is the minimal fix.)
-func (x *exchange) spentApproval() {
+// settleApproval settles the consumption of an approval with the call's
+// outcome. Consumption happens at the check, atomically, so that replicas
+// racing for one approval never both run the call; but a later stage may
+// still refuse the call before anything is sent upstream (duplicate
+// suppression failing closed, an open breaker, the in-flight limit) or
+// answer it from an identical call (joined or replayed). Then nothing was
+// run on this approval, and it is restored: the client's retry runs the
+// call without a new approval. A call that was sent, or may have been,
+// keeps it used. When the restore fails (the store down, the approval
+// expired, a newer request for the call), it stays used, and a refusal
+// says that a new approval is needed.
+func (p *Pipeline) settleApproval(ctx context.Context, x *exchange, used approvals.Request) {
+	if !x.sentNothing() {
+		x.refusedAfterApproval(false)
+		return
+	}
+	_, err := p.Approvals.Store.Restore(context.WithoutCancel(ctx), used)
+	if err != nil && p.Log != nil {
+		p.Log.Warn("approval not restored after its call was refused before it was sent; a new approval is needed",
+			"approval", used.ID, "tool", x.tool.ID, "err", err)
+	}
+	x.refusedAfterApproval(err == nil)
+}
+
+// sentNothing reports whether this exchange provably sent nothing
+// upstream: it made no attempt (refused before execute's attempts, or
+// answered by an identical call), or every attempt it made was refused
+// before sending. x.outcome is the last attempt's; an earlier attempt that
+// was sent is followed by another only for a retry-safe tool, so for one
+// of those only a single attempt proves it.
+func (x *exchange) sentNothing() bool {
+	return x.attempts == 0 || (x.outcome == breaker.NeverSent && (x.attempts == 1 || !x.safe))
+}
+
+// refusedAfterApproval rewords the refusal of a call that consumed an
+// approval and was then refused before it ran (a later guard failing
+// closed, an open breaker, a busy server, an upstream's rate limit). restored says whether the
+// approval stands again: then the retry the refusal asks for runs the
+// call; else the usual "retry in ..." would only lead to a new
+// approval_required, and the message says so instead.
+func (x *exchange) refusedAfterApproval(restored bool) {
 	if x.approval == "" || x.failed == nil {
 		return
 	}
 	switch x.failed.Code {
 	case envelope.RateLimited, envelope.UpstreamUnavailable: // refused, not run
 	default:
+		return
+	}
+	if restored {
+		e := *x.failed
+		e.Message += "; its approval (request " + x.approval +
+			") still stands: repeating the call runs it without a new approval"
+		x.failed = &e
 		return
 	}
 	why, _, _ := strings.Cut(x.failed.Message, "; ")

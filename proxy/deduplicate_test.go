@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/toolgate/toolgate/approvals"
-	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
@@ -402,44 +399,5 @@ func TestSharedDedupPanicSettles(t *testing.T) {
 	env := envelopeOf(t, ps[1].Handle(context.Background(), getOrder))
 	if up.calls.Load() != 1 || shared.released != 0 || codeOf(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
 		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
-	}
-}
-
-// everyCallNeedsApproval is approval rules under which every call waits
-// for a human.
-type everyCallNeedsApproval struct{}
-
-func (everyCallNeedsApproval) ApprovalRule(authz.Request) (string, bool) { return "test:1", true }
-
-// An approved call refused afterwards, before it ran (here: duplicate
-// suppression failing closed), has used up its approval: its message says
-// that a new approval is needed rather than "retry in 1s", and a repeat
-// indeed asks for a new one.
-func TestApprovedCallRefusedByDedup(t *testing.T) {
-	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return json.RawMessage(okText), nil }}
-	shared := newFakeShared()
-	p := replicas(t, 1, up, shared)[0]
-	store, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.json"), time.Hour, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Approvals = &Approvals{Store: store, Rules: everyCallNeedsApproval{}}
-	env := envelopeOf(t, p.Handle(context.Background(), getOrder))
-	pending := store.List(approvals.StatePending)
-	if codeOf(env) != "approval_required" || len(pending) != 1 {
-		t.Fatalf("first call: %+v, pending %v", env, pending)
-	}
-	if _, err := store.Approve(pending[0].ID, "carol"); err != nil {
-		t.Fatal(err)
-	}
-	shared.err = errors.New("the shared state store is unavailable: connection refused")
-	env = envelopeOf(t, p.Handle(context.Background(), getOrder))
-	if codeOf(env) != "rate_limited" || up.calls.Load() != 0 || strings.Contains(*env.Message, "retry in") ||
-		!strings.Contains(*env.Message, "new approval") || !strings.Contains(*env.Message, pending[0].ID) ||
-		!strings.Contains(*env.Message, "shared state store is unavailable") {
-		t.Fatalf("approved call refused by duplicate suppression: %+v, %d executions", env, up.calls.Load())
-	}
-	if env := envelopeOf(t, p.Handle(context.Background(), getOrder)); codeOf(env) != "approval_required" || strings.Contains(*env.Message, pending[0].ID) {
-		t.Fatalf("its repeat: %+v", env)
 	}
 }

@@ -27,21 +27,24 @@ const FeatureApprovals = "approvals"
 //
 //	apr:req:<id>        a hash per request: doc (the JSON of what never changes: id, principal, tool,
 //	                    args_hash, args, rule), state, created, exp, decided (ms of Redis's clock), by,
-//	                    reason, and idx (the name of its index key). It lives until its expiry plus
-//	                    approvals.FinishedRetention, for List.
+//	                    reason, idx (the name of its index key), and while it is used, use (the token of
+//	                    the check that consumed it, for Restore) and appr (when it had been approved, ms).
+//	                    It lives until its expiry plus approvals.FinishedRetention, for List.
 //	apr:idx:<sha256>    the id of the request in force for one (principal, tool, args_hash), until that
 //	                    request expires; consuming an approval deletes it
 //	apr:active          a sorted set of the ids in force, by expiry: bounds them (approvals.MaxActive)
 //	apr:all             a sorted set of every id kept, by creation: List's order
 //
-// Every decision (Check, Approve, Deny) is one Lua script: Redis runs it alone, so two replicas that
-// check the same approved call at once cannot both consume it, and an approval cannot race a denial.
+// Every decision (Check, Approve, Deny, Restore) is one Lua script: Redis runs it alone, so two replicas
+// that check the same approved call at once cannot both consume it, an approval cannot race a denial, and
+// a restore cannot race a check.
 // The scripts name the request hash from the id they read, which a Redis Cluster would refuse; toolgate
 // targets a single server (or a primary with replicas).
 
 // approvalCheckScript is Check. KEYS: the index key, apr:active, apr:all. ARGV: a new id, its doc, ttl
 // (ms), retention (ms), max active, the request key prefix. Replies {outcome, id, hash fields...} with
-// outcome proceed, denied or pending; or {"full"}.
+// outcome proceed, denied or pending; or {"full"}. Consuming an approval records the new id, which no
+// request takes then, as the consumption's token (use).
 const approvalCheckScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -49,11 +52,11 @@ local ttl, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
 local id = redis.call('GET', KEYS[1])
 if id then
   local rk = ARGV[6] .. id
-  local h = redis.call('HMGET', rk, 'state', 'exp')
+  local h = redis.call('HMGET', rk, 'state', 'exp', 'decided')
   if h[1] and now < tonumber(h[2]) then
     local out = 'pending'
     if h[1] == 'approved' then
-      redis.call('HSET', rk, 'state', 'used', 'decided', now)
+      redis.call('HSET', rk, 'state', 'used', 'decided', now, 'use', ARGV[1], 'appr', h[3] or now)
       redis.call('ZREM', KEYS[2], id)
       redis.call('DEL', KEYS[1])
       out = 'proceed'
@@ -99,9 +102,32 @@ for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do table.insert(reply, v) end
 return reply
 `
 
+// approvalRestoreScript is Restore. KEYS: the request hash, apr:active. ARGV: the id, the consumption's
+// token. Only the consumption that token names is undone, before the expiry, and only while no other
+// request holds the index (an identical call asked for a new approval meanwhile). Replies
+// {"ok", hash fields...}, {"notfound"}, {"notused", state}, {"expired"} or {"superseded"}.
+const approvalRestoreScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', KEYS[1], 'state', 'exp', 'idx', 'use', 'appr')
+if not h[1] then return {'notfound'} end
+if h[1] ~= 'used' or h[4] ~= ARGV[2] then return {'notused', h[1]} end
+local exp = tonumber(h[2])
+if now >= exp then return {'expired'} end
+if redis.call('EXISTS', h[3]) == 1 then return {'superseded'} end
+redis.call('HSET', KEYS[1], 'state', 'approved', 'decided', h[5])
+redis.call('HDEL', KEYS[1], 'use', 'appr')
+redis.call('SET', h[3], ARGV[1], 'PX', exp - now)
+redis.call('ZADD', KEYS[2], exp, ARGV[1])
+local reply = {'ok'}
+for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do table.insert(reply, v) end
+return reply
+`
+
 var (
-	approvalCheck  = redis.NewScript(approvalCheckScript)
-	approvalDecide = redis.NewScript(approvalDecideScript)
+	approvalCheck   = redis.NewScript(approvalCheckScript)
+	approvalDecide  = redis.NewScript(approvalDecideScript)
+	approvalRestore = redis.NewScript(approvalRestoreScript)
 )
 
 // Approvals is the approvals.Store of replicas sharing the store (see the key layout above). Its
@@ -183,6 +209,7 @@ func (a *Approvals) Check(ctx context.Context, principal, tool, argsHash string,
 	}
 	switch reply[0] {
 	case "proceed":
+		r.Consumption = id // the token the script recorded
 		return approvals.Proceed, r, nil
 	case "denied":
 		return approvals.Denied, r, nil
@@ -234,6 +261,45 @@ func (a *Approvals) decide(id string, to approvals.State, by, reason string) (ap
 		return r, nil
 	}
 	return approvals.Request{}, fmt.Errorf("approval decide script: unexpected reply %v", reply)
+}
+
+// Restore implements approvals.Store, in one script.
+func (a *Approvals) Restore(ctx context.Context, used approvals.Request) (approvals.Request, error) {
+	if used.Consumption == "" {
+		return approvals.Request{}, fmt.Errorf("%w: not a consumption reported by Check", approvals.ErrNotRestorable)
+	}
+	var reply []any
+	err := a.c.Do(ctx, FeatureApprovals, func(ctx context.Context) error {
+		var err error
+		reply, err = approvalRestore.Run(ctx, a.c.rdb, []string{a.reqKey(used.ID), a.c.key("apr:active")},
+			used.ID, used.Consumption).Slice()
+		return err
+	})
+	if err != nil {
+		return approvals.Request{}, unavailable(err)
+	}
+	switch {
+	case len(reply) == 1 && reply[0] == "notfound":
+		return approvals.Request{}, approvals.ErrNotFound
+	case len(reply) == 1 && reply[0] == "expired":
+		return approvals.Request{}, fmt.Errorf("%w: %w", approvals.ErrNotRestorable, approvals.ErrExpired)
+	case len(reply) == 1 && reply[0] == "superseded":
+		return approvals.Request{}, fmt.Errorf("%w: a newer request for the same call is in force", approvals.ErrNotRestorable)
+	case len(reply) == 2 && reply[0] == "notused":
+		return approvals.Request{}, fmt.Errorf("%w: it is %v, not used by that call", approvals.ErrNotRestorable, reply[1])
+	case len(reply) > 1 && reply[0] == "ok":
+		r, err := requestFrom(reply[1:])
+		if err != nil {
+			return approvals.Request{}, err
+		}
+		if fn := a.onDecision.Load(); fn != nil {
+			reported := r
+			reported.Reason = approvals.RestoredReason
+			(*fn)(reported)
+		}
+		return r, nil
+	}
+	return approvals.Request{}, fmt.Errorf("approval restore script: unexpected reply %v", reply)
 }
 
 // Get implements approvals.Store.

@@ -176,6 +176,9 @@ func TestApprovalsStoreDown(t *testing.T) {
 	if _, err := a.Approve(req.ID, "carol"); !errors.Is(err, approvals.ErrUnavailable) {
 		t.Fatalf("approve with the server down: %v", err)
 	}
+	if _, err := a.Restore(context.Background(), approvals.Request{ID: req.ID, Consumption: "apr_token"}); !errors.Is(err, approvals.ErrUnavailable) {
+		t.Fatalf("restore with the server down: %v", err)
+	}
 	if got := a.List(); len(got) != 1 || got[0].ID != req.ID {
 		t.Fatalf("list with the server down: %+v", got)
 	}
@@ -185,4 +188,110 @@ func TestApprovalsStoreDown(t *testing.T) {
 	srv.Restart()
 	ev.waitStatus(t, true)
 	checkOn(t, a, "h4", approvals.Pending) // the server restarted empty: a new request
+}
+
+// Restore undoes one consumption, once, through any replica: the request is approved again as the
+// approver left it and the next identical call runs, exactly once however many replicas race for it. A
+// stale consumption (restored already, or restored and consumed by another check) is refused, as are a
+// request that is not used, an approval superseded by a newer request, and an expired one.
+func TestApprovalRestore(t *testing.T) {
+	srv := redistest.Start(t)
+	var stores []*Approvals
+	for range 3 {
+		c, _ := open(t, srv, "t:")
+		stores = append(stores, c.Approvals(time.Hour))
+	}
+	var reported []approvals.Request
+	stores[1].OnDecision(func(r approvals.Request) { reported = append(reported, r) })
+	req := checkOn(t, stores[0], "h1", approvals.Pending)
+	approved, err := stores[1].Approve(req.ID, "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := checkOn(t, stores[2], "h1", approvals.Proceed)
+	if first.Consumption == "" {
+		t.Fatalf("a consumption without its token: %+v", first)
+	}
+	restored, err := stores[1].Restore(context.Background(), first)
+	if err != nil || restored.ID != req.ID || restored.State != approvals.StateApproved || restored.DecidedBy != "carol" ||
+		!restored.DecidedAt.Equal(approved.DecidedAt) || !restored.ExpiresAt.Equal(approved.ExpiresAt) {
+		t.Fatalf("restored: %+v, %v (approved %+v)", restored, err, approved)
+	}
+	if len(reported) != 2 || reported[1].State != approvals.StateApproved || reported[1].Reason != approvals.RestoredReason {
+		t.Fatalf("decisions reported: %+v", reported)
+	}
+	if got := stores[0].List(approvals.StateApproved); len(got) != 1 || got[0].ID != req.ID || got[0].Reason != "" {
+		t.Fatalf("another replica lists %+v", got)
+	}
+	if _, err := stores[0].Restore(context.Background(), first); !errors.Is(err, approvals.ErrNotRestorable) {
+		t.Fatalf("restoring twice: %v", err)
+	}
+
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		second []approvals.Request
+	)
+	for i := range 30 {
+		wg.Go(func() {
+			out, r, err := stores[i%3].Check(context.Background(), "alice", "orders/refund", "h1", refundArgs, "")
+			if err != nil {
+				t.Error(err)
+			}
+			if out == approvals.Proceed {
+				mu.Lock()
+				second = append(second, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(second) != 1 || second[0].ID != req.ID || second[0].Consumption == first.Consumption {
+		t.Fatalf("checks racing for the restored approval: %+v", second)
+	}
+	if _, err := stores[0].Restore(context.Background(), first); !errors.Is(err, approvals.ErrNotRestorable) {
+		t.Fatalf("restoring a consumption by another check: %v", err)
+	}
+	// The checks that lost the race asked for a new approval: it supersedes the consumed one.
+	if _, err := stores[0].Restore(context.Background(), second[0]); !errors.Is(err, approvals.ErrNotRestorable) {
+		t.Fatalf("restoring under a newer request: %v", err)
+	}
+	if got, err := stores[0].Get(req.ID); err != nil || got.State != approvals.StateUsed {
+		t.Fatalf("after refused restores: %+v, %v", got, err)
+	}
+	pending := checkOn(t, stores[0], "h1", approvals.Pending)
+	if pending.ID == req.ID {
+		t.Fatal("the newer request no longer decides")
+	}
+	if _, err := stores[0].Restore(context.Background(), approvals.Request{ID: pending.ID, Consumption: first.Consumption}); !errors.Is(err, approvals.ErrNotRestorable) {
+		t.Fatalf("restoring a pending request: %v", err)
+	}
+	if _, err := stores[0].Restore(context.Background(), approvals.Request{ID: "apr_nosuch", Consumption: first.Consumption}); !errors.Is(err, approvals.ErrNotFound) {
+		t.Fatalf("restoring an unknown request: %v", err)
+	}
+	if _, err := stores[0].Restore(context.Background(), approvals.Request{ID: req.ID}); !errors.Is(err, approvals.ErrNotRestorable) {
+		t.Fatalf("restoring without a consumption: %v", err)
+	}
+}
+
+// An approval consumed and then expired is not restored: it stays used.
+func TestApprovalRestoreExpired(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := open(t, srv, "t:")
+	a := c.Approvals(time.Second)
+	req := checkOn(t, a, "h1", approvals.Pending)
+	if _, err := a.Approve(req.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	used := checkOn(t, a, "h1", approvals.Proceed)
+	pollUntil(t, func() bool { // Redis's clock decides expiry
+		now, err := c.rdb.Time(context.Background()).Result()
+		return err == nil && !now.Before(used.ExpiresAt)
+	})
+	if _, err := a.Restore(context.Background(), used); !errors.Is(err, approvals.ErrNotRestorable) || !errors.Is(err, approvals.ErrExpired) {
+		t.Fatalf("restoring after the expiry: %v", err)
+	}
+	if got, err := a.Get(req.ID); err != nil || got.State != approvals.StateUsed {
+		t.Fatalf("after a refused restore: %+v, %v", got, err)
+	}
 }

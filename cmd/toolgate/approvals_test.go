@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authz"
 )
 
@@ -112,5 +113,126 @@ func TestPendingApprovalsSurviveRestart(t *testing.T) {
 	}
 	if reqs := reopened.List(approvals.StatePending); len(reqs) != 1 || reqs[0].Principal != "alice" || reqs[0].Tool != "hostile/tick" {
 		t.Fatalf("after reopening: %+v", reqs)
+	}
+}
+
+// An approved call refused because its upstream's breaker is open was
+// never sent: its approval is restored (the refusal says so, and the
+// audit trail records it), and once the breaker lets calls through again
+// the same call runs, once, without a new approval. An approved call that
+// did reach the upstream (here: it timed out there) uses up its approval
+// for good.
+func TestApprovalRestoredAfterOpenBreaker(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", fmt.Sprintf(
+		"    breaker: {failures: 2, open_for: %s}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}, tick: {timeout: 300ms}}\n", breakerOpenFor))
+	cfg := writeConfig(t, servers)
+	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authz.HashKey(adminKey)))
+	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
+	url, _, gw := httpGatewayFull(t, cfg)
+	srv := httptest.NewServer(approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), slog.New(slog.DiscardHandler)))
+	t.Cleanup(srv.Close)
+	admin := &approvals.Client{URL: srv.URL, Key: adminKey}
+	c := connectHTTP(t, url, aliceKey)
+	stateOf := func(id string) approvals.State {
+		t.Helper()
+		reqs, err := admin.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			if r.ID == id {
+				return r.State
+			}
+		}
+		t.Fatalf("request %s not listed", id)
+		return ""
+	}
+	approved := func(args string) string {
+		t.Helper()
+		_, env := callE2E(t, c, "hostile__tick", args)
+		id := requestID.FindString(fmt.Sprint(env["message"]))
+		if env["error_code"] != "approval_required" || id == "" {
+			t.Fatalf("%s: %v", args, env)
+		}
+		if _, err := admin.Approve(context.Background(), id, "carol"); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	executions := func() string { // a tick that needs no approval reports how many ticks ran
+		_, env := callE2E(t, c, "hostile__tick", fmt.Sprintf(`{"label":"count-%d"}`, time.Now().UnixNano()))
+		if env["ok"] != true {
+			t.Fatalf("counting ticks: %v", env)
+		}
+		return fmt.Sprint(env["data"].(map[string]any)["executions"])
+	}
+	if got := executions(); got != "1" {
+		t.Fatalf("executions %s before any approval", got)
+	}
+
+	const refund = `{"label":"refund","ms":1}`
+	id := approved(refund)
+	for range 2 { // two timed-out calls open the breaker
+		if _, env := callE2E(t, c, "hostile__sleep", `{"ms":60000}`); env["error_code"] != "tool_timeout" {
+			t.Fatalf("a long sleep: %v", env)
+		}
+	}
+	_, env := callE2E(t, c, "hostile__tick", refund)
+	msg := fmt.Sprint(env["message"])
+	if env["error_code"] != "upstream_unavailable" || env["retryable"] != true || !strings.Contains(msg, "circuit open") ||
+		!strings.Contains(msg, "approval (request "+id+") still stands") {
+		t.Fatalf("the approved call with the breaker open: %v", env)
+	}
+	if st := stateOf(id); st != approvals.StateApproved {
+		t.Fatalf("the approval after the refusal: %s", st)
+	}
+	// The client retries until the breaker lets the call through: every
+	// refusal keeps the approval, and the call then runs on it.
+	deadline := time.Now().Add(breakerOpenFor + 10*time.Second)
+	retry := time.NewTicker(100 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		_, env = callE2E(t, c, "hostile__tick", refund)
+		if env["ok"] == true {
+			break
+		}
+		if env["error_code"] != "upstream_unavailable" || !strings.Contains(fmt.Sprint(env["message"]), "still stands") || time.Now().After(deadline) {
+			t.Fatalf("retrying the approved call: %v", env)
+		}
+		<-retry.C
+	}
+	if st := stateOf(id); st != approvals.StateUsed {
+		t.Fatalf("the approval after the call ran: %s", st)
+	}
+	if got := executions(); got != "3" {
+		t.Fatalf("executions %s, want the approved call counted once", got)
+	}
+	if _, env = callE2E(t, c, "hostile__tick", refund); env["error_code"] != "approval_required" || strings.Contains(fmt.Sprint(env["message"]), id) {
+		t.Fatalf("a repeat after the approved call ran: %v", env)
+	}
+
+	const slow = `{"label":"refund","ms":60000}`
+	slowID := approved(slow)
+	if _, env = callE2E(t, c, "hostile__tick", slow); env["error_code"] != "tool_timeout" {
+		t.Fatalf("the approved call that timed out upstream: %v", env)
+	}
+	if st := stateOf(slowID); st != approvals.StateUsed {
+		t.Fatalf("the approval of a call that reached the upstream: %s", st)
+	}
+	if _, env = callE2E(t, c, "hostile__tick", slow); env["error_code"] != "approval_required" || strings.Contains(fmt.Sprint(env["message"]), slowID) {
+		t.Fatalf("a repeat of the call that reached the upstream: %v", env)
+	}
+
+	var restores int
+	for _, r := range auditRecords(t, gw.cfg.AuditPath()) {
+		if r.Kind == audit.KindApproval && r.Reason == approvals.RestoredReason {
+			if r.Details["id"] != id || r.Decision != audit.DecisionApproved {
+				t.Errorf("restore record: %+v", r)
+			}
+			restores++
+		}
+	}
+	if restores == 0 {
+		t.Error("no restore in the audit trail")
 	}
 }

@@ -5,12 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/internal/redistest"
 )
 
 // approvalPolicy: a count labelled "refund" needs a human approval.
@@ -170,5 +175,83 @@ func TestReplicasApprovalsRedisDown(t *testing.T) {
 	rs.needsApproval(t, rs.call(t, 2, "counter__count", refundCall))
 	if counter.Count("refund") != 1 {
 		t.Fatalf("%d executions for one approval after the restart", counter.Count("refund"))
+	}
+}
+
+// An approval consumed through one replica whose breaker is open is
+// restored in the shared store (the call was never sent), and the client's
+// retries, spread over the replicas, run the call once on it; the approval
+// is then used on every replica, and a repeat needs a new one.
+func TestReplicasApprovalRestoredAfterOpenBreaker(t *testing.T) {
+	rs := &replicaSet{redis: redistest.Start(t),
+		servers: stdioUpstream(t, "hostile", fmt.Sprintf("    breaker: {failures: 2, open_for: %s}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}, echo: {retry_safe: true}}\n", breakerOpenFor))}
+	seedDedupEpoch(t, rs.redis)
+	for range 3 {
+		cfg := writeConfig(t, rs.servers)
+		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
+			authz.HashKey(adminKey), rs.redis.URL()))
+		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
+		url, _, gw := httpGatewayFull(t, cfg)
+		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+		t.Cleanup(admin.Close)
+		rs.gws, rs.dirs, rs.urls, rs.admins = append(rs.gws, gw), append(rs.dirs, filepath.Dir(cfg)), append(rs.urls, url), append(rs.admins, admin)
+		rs.clients = append(rs.clients, connectHTTP(t, url, aliceKey))
+	}
+	stateOn := func(i int, id string) approvals.State {
+		t.Helper()
+		reqs, err := rs.adminOf(i).List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			if r.ID == id {
+				return r.State
+			}
+		}
+		t.Fatalf("replica %d does not list %s", i, id)
+		return ""
+	}
+
+	const refund = `{"label":"refund","ms":1}`
+	id := rs.needsApproval(t, rs.call(t, 0, "hostile__tick", refund))
+	if _, err := rs.adminOf(1).Approve(context.Background(), id, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	rs.trip(t, 0)
+	env := rs.call(t, 0, "hostile__tick", refund)
+	if msg := fmt.Sprint(env["message"]); env["error_code"] != "upstream_unavailable" || !strings.Contains(msg, "circuit open") ||
+		!strings.Contains(msg, "approval (request "+id+") still stands") {
+		t.Fatalf("the approved call through the open breaker: %v", env)
+	}
+	for i := range rs.gws {
+		if st := stateOn(i, id); st != approvals.StateApproved {
+			t.Fatalf("replica %d: the approval after the refusal: %s", i, st)
+		}
+	}
+	// The client retries round-robin until a replica lets the call through
+	// (the breaker state is shared, so possibly only after open_for): every
+	// refusal keeps the approval.
+	deadline := time.Now().Add(breakerOpenFor + 10*time.Second)
+	retry := time.NewTicker(100 * time.Millisecond)
+	defer retry.Stop()
+	ranOn := -1
+	for n := 1; ranOn < 0; n++ {
+		env := rs.call(t, n, "hostile__tick", refund)
+		switch {
+		case env["ok"] == true:
+			ranOn = n % len(rs.gws)
+		case env["error_code"] != "upstream_unavailable" || !strings.Contains(fmt.Sprint(env["message"]), "still stands") || time.Now().After(deadline):
+			t.Fatalf("retry %d of the approved call: %v", n, env)
+		default:
+			<-retry.C
+		}
+	}
+	for i := range rs.gws {
+		if st := stateOn(i, id); st != approvals.StateUsed {
+			t.Fatalf("replica %d: the approval after the call ran on replica %d: %s", i, ranOn, st)
+		}
+	}
+	if next := rs.needsApproval(t, rs.call(t, ranOn+1, "hostile__tick", refund)); next == id {
+		t.Fatal("the approval was used twice")
 	}
 }
