@@ -29,13 +29,14 @@ import (
 // showed its layer at a quarter of the gateway's CPU. Here the body is
 // decoded once and the answer written directly.
 //
-// A call is taken only when nothing about it needs mcp-go's machinery, so
-// that what the client sees is byte for byte what mcp-go would have sent:
+// A call is taken only when nothing about it needs mcp-go's machinery; its
+// answer is the JSON-RPC response mcp-go's encoder writes for it:
 //
 //   - a 2025-era session (Mcp-Session-Id of a session this server
-//     registered and the client initialized, a valid MCP-Protocol-Version
+//     registered, opened by the same principal, a valid MCP-Protocol-Version
 //     header that is not 2026-07-28), a JSON body holding one tools/call
-//     request with a plain string or integer id;
+//     request (not also carrying a result, which mcp-go takes for a
+//     response and ignores) with a plain string or integer id;
 //   - no progress token, task, or 2026-07-28 multi round-trip fields (their
 //     notifications and resumable streams are mcp-go's);
 //   - a client that declared none of sampling, elicitation and roots: an
@@ -46,8 +47,20 @@ import (
 //     (its idle clock is private to it).
 //
 // Log messages an upstream sends during a fast call are written on the
-// call's own response, upgraded to an event stream, as mcp-go does. A
-// client's notifications/cancelled for a fast call cancels it.
+// call's own response, upgraded to an event stream, as mcp-go does (from a
+// goroutine of the call's, so a client that stops reading never stalls the
+// upstream connection: past 64 waiting events, more are dropped, as
+// mcp-go's full notification channel drops them). A client's
+// notifications/cancelled for a fast call cancels it.
+//
+// Where the answers differ from mcp-go's: mcp-go answers every POST of a
+// session with an event stream once the session was sent any notification,
+// the fast path keeps answering plain JSON (clients must accept both); an
+// event stream the fast path starts carries no event ids, so it cannot be
+// resumed (it only ever holds one call's log messages and answer); and
+// notifications queued on the session (list_changed, resources/updated)
+// are written on the GET stream or the next request mcp-go handles, where
+// mcp-go would also write them on a fast call's response.
 type fastCalls struct {
 	srv      *Server
 	next     http.Handler
@@ -65,7 +78,7 @@ type fastKey struct{ session, id string }
 type clientSession struct {
 	subject   authz.Subject                        // of the request that created the session
 	cs        atomic.Pointer[server.ClientSession] // set when mcp-go registers the session
-	relayCaps atomic.Bool                          // the client declared sampling, elicitation or roots
+	relayCaps bool                                 // the client declared sampling, elicitation or roots, or it is unknown; fixed at registration
 	lastSlow  atomic.Int64                         // unix nanos of the last request handed to mcp-go
 }
 
@@ -75,6 +88,7 @@ type fastMessage struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Params  *fastParams     `json:"params"`
+	Result  json.RawMessage `json:"result"`
 }
 
 // fastParams are tools/call params (the fields only mcp-go handles are
@@ -114,14 +128,15 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, bool) {
 	body, err := io.ReadAll(r.Body)
 	r.Body = replayBody(body, err)
 	if err != nil || json.Unmarshal(body, &msg) != nil {
-		f.markSlow(entry)
-		return nil, msg, false
+		return nil, msg, false // mcp-go refuses it before it notes the session's activity
 	}
 	if msg.Method == string(mcp.MethodNotificationCancelled) && msg.Params != nil {
 		f.cancel(sid, msg.Params.RequestID)
 	}
 	if !fastCall(msg) || !f.fresh(entry) {
-		f.markSlow(entry)
+		if msg.Method != "" { // a request or notification: mcp-go notes the activity (a response it answers first)
+			f.markSlow(entry)
+		}
 		return nil, msg, false
 	}
 	return entry, msg, true
@@ -129,10 +144,9 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, bool) {
 
 // eligibleRequest checks what the headers and the session say.
 func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
-	cs := entry.cs.Load()
 	version := r.Header.Get(mcp.HeaderProtocolVersion)
-	return cs != nil && (*cs).Initialized() && !entry.relayCaps.Load() && jsonContent(r.Header.Get("Content-Type")) &&
-		mcp.IsValidProtocolVersion(version) && !mcp.IsModernProtocol(version) &&
+	return entry.cs.Load() != nil && !entry.relayCaps && SubjectFrom(r.Context()).Principal == entry.subject.Principal &&
+		jsonContent(r.Header.Get("Content-Type")) && mcp.IsValidProtocolVersion(version) && !mcp.IsModernProtocol(version) &&
 		!dnsRebinding(r)
 }
 
@@ -161,7 +175,8 @@ func (f *fastCalls) markSlow(entry *clientSession) { entry.lastSlow.Store(f.now(
 // exactly as mcp-go would.
 func fastCall(msg fastMessage) bool {
 	params := msg.Params
-	if msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) || !plainID(msg.ID) || params == nil {
+	if msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) || !plainID(msg.ID) || params == nil ||
+		(len(msg.Result) > 0 && string(msg.Result) != "null") {
 		return false
 	}
 	if len(params.Task) > 0 || len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
@@ -172,12 +187,18 @@ func fastCall(msg fastMessage) bool {
 }
 
 // plainID accepts ids mcp-go writes back with the very bytes the client
-// sent: a string without escapes, or an integer of up to 15 digits.
+// sent: a string of printable ASCII that encoding/json leaves alone (no
+// quote, backslash, or the <, >, & it escapes for HTML), or an integer of
+// up to 15 digits.
 func plainID(id json.RawMessage) bool {
 	s := string(id)
-	switch {
-	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
-		return !strings.ContainsAny(s[1:len(s)-1], "\\\"")
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		for i := 1; i < len(s)-1; i++ {
+			if c := s[i]; c < 0x20 || c >= 0x7f || strings.IndexByte(`"\<>&`, c) >= 0 {
+				return false
+			}
+		}
+		return true
 	}
 	// mcp-go reads a numeric id as a float64: 15 digits stay exact.
 	digits := strings.TrimPrefix(s, "-")
@@ -212,6 +233,7 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 		cancel()
 	}()
 	stream := &callStream{w: w}
+	defer stream.stop() // whatever happens, no notification is written after the handler returns
 	session := &callSession{ClientSession: *entry.cs.Load(), notes: make(chan mcp.JSONRPCNotification, 1)}
 	ctx = f.srv.mcp.WithContext(ctx, session)
 	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes})

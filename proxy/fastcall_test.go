@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ func TestPlainID(t *testing.T) {
 		`1`: true, `-4`: true, `0`: true, `123456789012345`: true, `"abc"`: true, `""`: true, `"a-1 b"`: true,
 		`1234567890123456`: false, `1.5`: false, `1e3`: false, `01`: false, `-0`: false, `-`: false, `"a\u0041"`: false,
 		`"a\"b"`: false, `null`: false, ``: false, `{}`: false, `[1]`: false, `true`: false,
+		`"<a&b>"`: false, `"é"`: false, "\"\u2028\"": false, `"tab\t"`: false,
 	} {
 		if got := plainID(json.RawMessage(id)); got != want {
 			t.Errorf("plainID(%s) = %v, want %v", id, got, want)
@@ -87,5 +89,29 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 		if _, ok := appendResponse(nil, json.RawMessage(`7`), res); ok {
 			t.Errorf("%s: written by hand", name)
 		}
+	}
+}
+
+// What initialize learnt of a client's capabilities waits for mcp-go to
+// register the session; a session never registered is forgotten, and the
+// memory of it is bounded.
+func TestNoRelayCapsIsBounded(t *testing.T) {
+	var n noRelayCaps
+	now := time.Unix(1_000_000, 0)
+	n.put("declared-roots", false, now)
+	n.put("plain", true, now)
+	if n.take("declared-roots") || !n.take("plain") || n.take("plain") {
+		t.Fatal("take: only a plain client's session, once")
+	}
+	for i := range maxPending {
+		n.put(fmt.Sprint("abandoned-", i), true, now)
+	}
+	n.put("late", true, now.Add(30*time.Second))
+	if n.take("late") {
+		t.Fatal("remembered past the bound while the others are recent")
+	}
+	n.put("later", true, now.Add(2*time.Minute))
+	if !n.take("later") || len(n.pending) != 0 {
+		t.Fatalf("stale sessions were not forgotten: %d left", len(n.pending))
 	}
 }

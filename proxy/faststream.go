@@ -39,15 +39,27 @@ func (c *callSession) SetLogLevel(level mcp.LoggingLevel) {
 
 // callStream is a fast call's response: plain JSON, or an event stream
 // once a notification had to be written before the answer (the shapes
-// mcp-go writes). After the answer, nothing more is written.
+// mcp-go writes). Notifications are written by a goroutine of their own,
+// started by the first: they arrive on an upstream connection's read loop,
+// which a client that stops reading must never stall. After the answer,
+// nothing more is written.
 type callStream struct {
+	w http.ResponseWriter
+
 	mu       sync.Mutex
-	w        http.ResponseWriter
-	upgraded bool
 	finished bool
+	queue    chan []byte   // events for the writer; nil until the first
+	written  chan struct{} // closed once the writer has written them all
+
+	upgraded bool // the writer's until written is closed, then finish's
 }
 
-// notify writes the notifications waiting on notes.
+// maxQueuedEvents bounds the events waiting for a client that does not
+// read; more are dropped, as mcp-go drops them when a session's
+// notification channel is full.
+const maxQueuedEvents = 64
+
+// notify queues the notifications waiting on notes.
 func (s *callStream) notify(notes <-chan mcp.JSONRPCNotification) {
 	for {
 		select {
@@ -69,10 +81,40 @@ func (s *callStream) event(v any) {
 	if s.finished {
 		return
 	}
-	s.writeEvent(data)
+	if s.queue == nil {
+		s.queue, s.written = make(chan []byte, maxQueuedEvents), make(chan struct{})
+		go s.writeEvents(s.queue, s.written)
+	}
+	select {
+	case s.queue <- data:
+	default: // the client is not reading
+	}
 }
 
-// writeEvent writes one SSE event, upgrading the response first; mu held.
+func (s *callStream) writeEvents(queue <-chan []byte, written chan<- struct{}) {
+	defer close(written)
+	for data := range queue {
+		s.writeEvent(data)
+	}
+}
+
+// stop ends the notifications and waits until those queued are written.
+// It is idempotent; afterwards finish's goroutine is the only writer.
+func (s *callStream) stop() {
+	s.mu.Lock()
+	queue, written := s.queue, s.written
+	already := s.finished
+	s.finished = true
+	s.mu.Unlock()
+	if queue != nil && !already {
+		close(queue)
+	}
+	if written != nil {
+		<-written
+	}
+}
+
+// writeEvent writes one SSE event, upgrading the response first.
 func (s *callStream) writeEvent(data []byte) {
 	if !s.upgraded {
 		h := s.w.Header()
@@ -159,12 +201,11 @@ type fastError struct {
 	} `json:"error"`
 }
 
-// finish writes the answer (a JSON-RPC error when the call panicked).
+// finish writes the answer (a JSON-RPC error when the call panicked),
+// after the notifications written before it.
 func (s *callStream) finish(id json.RawMessage, res *mcp.CallToolResult, failed error) {
 	data, err := encodeAnswer(id, res, failed)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finished = true
+	s.stop()
 	if err != nil {
 		http.Error(s.w, "the answer could not be encoded", http.StatusInternalServerError)
 		return

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -31,6 +32,7 @@ type Server struct {
 	pipe     *Pipeline
 	log      *slog.Logger
 	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
+	declared noRelayCaps
 
 	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
 	syncMu sync.Mutex                   // serialises SyncFeatures
@@ -50,11 +52,13 @@ func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
 			caps := req.Params.Capabilities
-			s.clientSession(ctx, cs.SessionID()).relayCaps.Store(caps.Sampling != nil || caps.Elicitation != nil || caps.Roots != nil)
+			s.declared.put(cs.SessionID(), caps.Sampling == nil && caps.Elicitation == nil && caps.Roots == nil, time.Now())
 		}
 	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		s.clientSession(ctx, cs.SessionID()).cs.Store(&cs)
+		e := &clientSession{subject: SubjectFrom(ctx), relayCaps: !s.declared.take(cs.SessionID())}
+		e.cs.Store(&cs)
+		s.sessions.Store(cs.SessionID(), e)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.sessions.Delete(cs.SessionID())
@@ -146,14 +150,48 @@ func (s *Server) newCall(subject authz.Subject, name string, args json.RawMessag
 	return call
 }
 
-// clientSession is the entry of a session, created by the first hook that
-// sees it, for the subject of the request that created it.
-func (s *Server) clientSession(ctx context.Context, id string) *clientSession {
-	if e := s.session(id); e != nil {
-		return e
+// noRelayCaps remembers, from initialize until mcp-go registers the
+// session just after it, which sessions' clients declared none of
+// sampling, elicitation and roots (see fastCalls). A session mcp-go never
+// registers (its client left during initialize) is forgotten after a
+// minute; when more than maxPending wait, a new one is not remembered,
+// which only keeps its calls off the fast path.
+type noRelayCaps struct {
+	mu      sync.Mutex
+	pending map[string]time.Time
+}
+
+const maxPending = 4096
+
+func (n *noRelayCaps) put(id string, none bool, now time.Time) {
+	if !none {
+		return
 	}
-	e, _ := s.sessions.LoadOrStore(id, &clientSession{subject: SubjectFrom(ctx)})
-	return e.(*clientSession)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending == nil {
+		n.pending = map[string]time.Time{}
+	}
+	if len(n.pending) >= maxPending {
+		for k, at := range n.pending {
+			if now.Sub(at) > time.Minute {
+				delete(n.pending, k)
+			}
+		}
+	}
+	if len(n.pending) < maxPending {
+		n.pending[id] = now
+	}
+}
+
+// take reports whether the client of session id declared no relayed
+// capability, and forgets it.
+func (n *noRelayCaps) take(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.pending[id]
+	delete(n.pending, id)
+	return ok
 }
 
 // session is the entry of a registered session, or nil.

@@ -176,6 +176,11 @@ func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
 		{"another method", `{}`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil},
 		{"task", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"task":{"ttl":1000}}`), nil},
 		{"DNS rebinding (a loopback listener reached as another name)", `{}`, toolsCall(`1`, echo), map[string]string{"Host": "evil.example:80"}},
+		{"a result beside the method (mcp-go takes it for a response)", `{}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + echo + `,"result":{}}`, nil},
+		{"a string id encoding/json would escape", `{}`, toolsCall(`"<a&b>"`, echo), nil},
+		{"a non-ASCII string id", `{}`, toolsCall(`"été"`, echo), nil},
+		{"another principal on alice's session", `{}`, toolsCall(`1`, echo), map[string]string{"Authorization": "Bearer " + bobKey}},
 	}
 	for _, c := range cases {
 		fs, ss := openRawSession(t, fastURL, c.caps), openRawSession(t, slowURL, c.caps)
