@@ -50,16 +50,12 @@ func suiteCLI(t *testing.T) (node, cli string) {
 var scenarioLine = regexp.MustCompile(`^([✓✗]) ([a-z0-9-]+): (\d+) passed, (\d+) failed`)
 
 // runSuite runs every server scenario against url and returns pass/fail
-// per scenario.
-func runSuite(t *testing.T, url string) map[string]bool {
+// per scenario. Each of racy that fails is run again alone, and that run
+// counts.
+func runSuite(t *testing.T, url string, racy []string) map[string]bool {
 	t.Helper()
 	node, cli := suiteCLI(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, cli, "server", "--suite", "all", "--url", url)
-	cmd.Dir = t.TempDir() // it writes results/ into its working directory
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"), "NO_COLOR=1")
-	out, _ := cmd.CombinedOutput() // exit 1 when any scenario fails: the lines say which
+	out := suiteOutput(t, node, cli, "--url", url, "--suite", "all")
 	results := map[string]bool{}
 	sawTotal := false
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -73,7 +69,45 @@ func runSuite(t *testing.T, url string) map[string]bool {
 	if !sawTotal || len(results) == 0 {
 		t.Fatalf("the suite did not finish against %s:\n%s", url, out)
 	}
+	for _, name := range racy {
+		if passed, ran := results[name]; ran && !passed {
+			results[name] = runScenario(t, node, cli, url, name)
+			t.Logf("scenario %s failed against %s; run again alone it passed: %v (mcp-go can lose a sampling request "+
+				"it queued for a client's listening stream while that stream reconnects)", name, url, results[name])
+		}
+	}
 	return results
+}
+
+// racyScenarios fail now and then against our mcp-go conformance server,
+// for a reason in mcp-go: it can lose a sampling request it queued for the
+// client's listening stream while that stream reconnects.
+var racyScenarios = []string{"tools-call-sampling"}
+
+// singleResult is the summary of a one-scenario run.
+var singleResult = regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`)
+
+// runScenario runs one server scenario against url.
+func runScenario(t *testing.T, node, cli, url, name string) bool {
+	t.Helper()
+	out := suiteOutput(t, node, cli, "--url", url, "--scenario", name)
+	m := singleResult.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("scenario %s did not finish against %s:\n%s", name, url, out)
+	}
+	return string(m[3]) == "0"
+}
+
+// suiteOutput runs the suite's server command with args.
+func suiteOutput(t *testing.T, node, cli string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{cli, "server"}, args...)...)
+	cmd.Dir = t.TempDir() // it writes results/ into its working directory
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"), "NO_COLOR=1")
+	out, _ := cmd.CombinedOutput() // exit 1 when any scenario fails: the output says which
+	return out
 }
 
 // expectedFailures reads "scenario: reason" lines ('#' comments).
@@ -162,7 +196,7 @@ func TestConformanceSuiteConformanceUpstream(t *testing.T) {
 	suiteCLI(t)
 	handler := conformanceserver.NewHTTPHandler(conformanceserver.New())
 	direct := httptest.NewServer(handler)
-	directResults := runSuite(t, direct.URL+"/mcp")
+	directResults := runSuite(t, direct.URL+"/mcp", racyScenarios)
 	direct.Close()
 	if err := handler.Shutdown(context.Background()); err != nil {
 		t.Errorf("conformance server shutdown: %v", err)
@@ -174,7 +208,7 @@ func TestConformanceSuiteConformanceUpstream(t *testing.T) {
 		t.Run("upstream protocol "+protocol, func(t *testing.T) {
 			servers := fmt.Sprintf("  conformance:\n    command: %q\n    env: {%s: conformance, GORACE: \"atexit_sleep_ms=0\"}\n    prefix: \"\"\n    protocol: %q\n",
 				self(t), execRole, protocol)
-			through := runSuite(t, anonymousGateway(t, "conformance", servers))
+			through := runSuite(t, anonymousGateway(t, "conformance", servers), racyScenarios)
 			compareSuites(t, directResults, through, expectedFailures(t, "testdata/conformance/conformance-upstream.txt"))
 		})
 	}
@@ -184,9 +218,9 @@ func TestConformanceSuiteServerEverything(t *testing.T) {
 	suiteCLI(t)
 	servers := everythingServer(t)
 	bin, _ := filepath.Abs("../../e2e/ts/node_modules/.bin/mcp-server-everything")
-	directResults := runSuite(t, everythingHTTP(t, bin))
+	directResults := runSuite(t, everythingHTTP(t, bin), nil)
 	servers = strings.Replace(servers, "    init_timeout: 30s\n", "    init_timeout: 30s\n    prefix: \"\"\n", 1)
-	through := runSuite(t, anonymousGateway(t, "everything", servers))
+	through := runSuite(t, anonymousGateway(t, "everything", servers), nil)
 	compareSuites(t, directResults, through, expectedFailures(t, "testdata/conformance/server-everything.txt"))
 }
 
