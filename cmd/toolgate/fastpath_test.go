@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 // fastPathGateway runs a gateway like httpGatewayFull, with the tools/call
 // fast path on or off, and returns its endpoint to count fast calls.
-func fastPathGateway(t *testing.T, cfgPath string, fast bool) (string, *proxy.HTTPEndpoint) {
+func fastPathGateway(t *testing.T, cfgPath string, fast bool, tweak ...func(*proxy.HTTPOptions)) (string, *proxy.HTTPEndpoint) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	gw, code := startGateway(context.Background(), cfgPath, log)
@@ -25,6 +26,9 @@ func fastPathGateway(t *testing.T, cfgPath string, fast bool) (string, *proxy.HT
 	}
 	o := httpOptions(gw, log)
 	o.NoFastPath = !fast
+	for _, f := range tweak {
+		f(&o)
+	}
 	endpoint := gw.server.HTTPHandler(o)
 	srv := httptest.NewServer(endpoint)
 	t.Cleanup(func() {
@@ -261,5 +265,34 @@ wait:
 	}
 	if got := s.post(toolsCall(`10`, `{"name":"hostile__echo","arguments":{"after":"cancel"}}`), nil); !strings.Contains(got.body, `"ok":true`) {
 		t.Fatalf("after the cancel: %+v", got)
+	}
+}
+
+// A session used only by fast calls stays alive: mcp-go, which reaps
+// sessions idle for their TTL, sees one of its requests at least every
+// quarter of the TTL. Were it reaped, its entry would be gone and no call
+// would take the fast path any more (mcp-go would still serve them).
+func TestFastPathKeepsTheSessionAlive(t *testing.T) {
+	const ttl = 2 * time.Second // mcp-go sweeps every second at this TTL
+	url, fast := fastPathGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")), true,
+		func(o *proxy.HTTPOptions) { o.SessionIdleTTL = ttl })
+	s := openRawSession(t, url, `{}`)
+	call := func(i int) {
+		t.Helper()
+		if a := s.post(toolsCall(strconv.Itoa(i), `{"name":"hostile__echo","arguments":{}}`), nil); !strings.Contains(a.body, `"ok":true`) {
+			t.Fatalf("call %d: %+v", i, a)
+		}
+	}
+	i := 0
+	for start := time.Now(); time.Since(start) < 2*ttl+ttl/2; i++ { // past two sweeps after the TTL
+		call(i)
+	}
+	before := fast.FastCalls()
+	for range 8 {
+		call(i)
+		i++
+	}
+	if taken := fast.FastCalls() - before; taken < 6 {
+		t.Fatalf("after %d calls over %v, only %d of the next 8 took the fast path: the session was reaped", i-8, 2*ttl+ttl/2, taken)
 	}
 }
