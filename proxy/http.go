@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
@@ -71,6 +72,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		h = mcpHTTP
 	}
 	h = http.MaxBytesHandler(h, o.MaxBodyBytes)
+	h = s.bindSession(h, o.Log)
 	h = authenticate(h, o)
 	h = checkOrigin(h, o.AllowedOrigins)
 	mux := http.NewServeMux()
@@ -100,6 +102,30 @@ func authenticate(next http.Handler, o HTTPOptions) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithSubject(r.Context(), subject)))
+	})
+}
+
+// bindSession keeps a session to the principal that opened it: a request
+// naming a session another principal opened is answered as one naming an
+// unknown session (404). mcp-go checks only that the ID is well formed, so
+// without this, a principal holding someone else's session ID could open
+// that session's listening stream and receive the requests (sampling,
+// elicitation) meant for its client, or end the session. A session this
+// replica did not open is left to mcp-go as before (a load balancer may
+// send it here), and so is a 2026-07-28 request, for which the header means
+// nothing.
+func (s *Server) bindSession(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(server.HeaderKeySessionID)
+		if id != "" && !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+			if e := s.session(id); e != nil && e.subject.Principal != SubjectFrom(r.Context()).Principal {
+				log.Warn("a request named a session another principal opened", "principal", SubjectFrom(r.Context()).Principal,
+					"owner", e.subject.Principal, "method", r.Method, "remote", r.RemoteAddr)
+				http.Error(w, "Invalid session ID", http.StatusNotFound)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -296,3 +296,38 @@ func TestFastPathKeepsTheSessionAlive(t *testing.T) {
 		t.Fatalf("after %d calls over %v, only %d of the next 8 took the fast path: the session was reaped", i-8, 2*ttl+ttl/2, taken)
 	}
 }
+
+// A session belongs to the principal that opened it: another principal
+// naming it, to call, to listen for the session's requests (GET) or to end
+// it (DELETE), is answered as for an unknown session, and the session goes
+// on for its owner.
+func TestSessionBoundToItsPrincipal(t *testing.T) {
+	url, fast := fastPathGateway(t, writeConfig(t, stdioUpstream(t, "hostile", "")), true)
+	alice := openRawSession(t, url, `{}`)
+	bob := map[string]string{"Authorization": "Bearer " + bobKey}
+	if a := alice.post(toolsCall(`1`, `{"name":"hostile__echo","arguments":{}}`), bob); a.status != http.StatusNotFound {
+		t.Fatalf("bob calling on alice's session: %+v", a)
+	}
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, err := http.NewRequest(method, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+bobKey)
+		req.Header.Set("Mcp-Session-Id", alice.sid)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := alice.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("bob's %s on alice's session: %d", method, resp.StatusCode)
+		}
+	}
+	before := fast.FastCalls()
+	if a := alice.post(toolsCall(`2`, `{"name":"hostile__echo","arguments":{}}`), nil); !strings.Contains(a.body, `"ok":true`) || fast.FastCalls() != before+1 {
+		t.Fatalf("alice after bob's attempts: %+v (fast calls %d -> %d)", a, before, fast.FastCalls())
+	}
+}
