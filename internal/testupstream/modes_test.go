@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,9 +22,35 @@ import (
 
 // rawSession drives a stdio upstream line by line.
 type rawSession struct {
-	t   *testing.T
-	in  io.WriteCloser
-	out *bufio.Reader
+	t      *testing.T
+	in     io.WriteCloser
+	out    *bufio.Reader
+	pipe   interface{ SetReadDeadline(time.Time) error } // the child's stdout
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+}
+
+// rawReadLimit bounds the wait for one line from the child: an upstream
+// that stops answering fails the test at once, with its goroutines'
+// stacks, instead of at the test binary's timeout with the test's only.
+const rawReadLimit = 30 * time.Second
+
+// lockedBuffer is the child's stderr, written by exec's copier.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (s *rawSession) send(line string) {
@@ -32,11 +62,33 @@ func (s *rawSession) send(line string) {
 
 func (s *rawSession) recv() string {
 	s.t.Helper()
+	if s.pipe != nil {
+		_ = s.pipe.SetReadDeadline(time.Now().Add(rawReadLimit))
+	}
 	line, err := s.out.ReadString('\n')
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.t.Fatalf("the upstream wrote nothing for %v (partial line %q); its goroutines:\n%s", rawReadLimit, line, s.childStacks())
+	}
 	if err != nil {
 		s.t.Fatalf("read: %v (%q)", err, line)
 	}
 	return strings.TrimSuffix(line, "\n")
+}
+
+// childStacks makes the child dump its goroutines (SIGQUIT) and returns
+// its stderr once it exited.
+func (s *rawSession) childStacks() string {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return "(unknown)"
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+	return s.stderr.String()
 }
 
 type message struct {
@@ -96,10 +148,15 @@ func startRaw(t *testing.T, args ...string) *rawSession {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &rawSession{t: t, in: in, out: bufio.NewReaderSize(out, 1<<16)}
+	s := &rawSession{t: t, in: in, out: bufio.NewReaderSize(out, 1<<16), cmd: cmd, stderr: stderr}
+	if p, ok := out.(interface{ SetReadDeadline(time.Time) error }); ok {
+		s.pipe = p
+	}
 	t.Cleanup(func() {
 		_ = in.Close() // EOF ends the upstream
 		_, _ = io.Copy(io.Discard, s.out)
