@@ -28,6 +28,16 @@ type rawSession struct {
 	pipe   interface{ SetReadDeadline(time.Time) error } // the child's stdout
 	cmd    *exec.Cmd
 	stderr *lockedBuffer
+	recent []string // the last lines read, for a failure's message
+
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// wait waits for the child once, whoever asks first.
+func (s *rawSession) wait() error {
+	s.waitOnce.Do(func() { s.waitErr = s.cmd.Wait() })
+	return s.waitErr
 }
 
 // rawReadLimit bounds the wait for one line from the child: an upstream
@@ -67,12 +77,18 @@ func (s *rawSession) recv() string {
 	}
 	line, err := s.out.ReadString('\n')
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		s.t.Fatalf("the upstream wrote nothing for %v (partial line %q); its goroutines:\n%s", rawReadLimit, line, s.childStacks())
+		s.t.Fatalf("the upstream wrote nothing for %v (partial line %q); the last lines it wrote:\n%s\nits goroutines:\n%s",
+			rawReadLimit, line, strings.Join(s.recent, "\n"), s.childStacks())
 	}
 	if err != nil {
 		s.t.Fatalf("read: %v (%q)", err, line)
 	}
-	return strings.TrimSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\n")
+	s.recent = append(s.recent, line)
+	if len(s.recent) > 20 {
+		s.recent = s.recent[1:]
+	}
+	return line
 }
 
 // childStacks makes the child dump its goroutines (SIGQUIT) and returns
@@ -83,7 +99,7 @@ func (s *rawSession) childStacks() string {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
 	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
+	go func() { _ = s.wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -159,8 +175,15 @@ func startRaw(t *testing.T, args ...string) *rawSession {
 	}
 	t.Cleanup(func() {
 		_ = in.Close() // EOF ends the upstream
+		if s.pipe != nil {
+			_ = s.pipe.SetReadDeadline(time.Time{})
+		}
 		_, _ = io.Copy(io.Discard, s.out)
-		if code := exitCode(t, cmd.Wait()); code != 0 {
+		err := s.wait()
+		if t.Failed() {
+			return // it may have been made to dump its stacks
+		}
+		if code := exitCode(t, err); code != 0 {
 			t.Errorf("exit code %d", code)
 		}
 	})
