@@ -234,7 +234,7 @@ func TestProtocolAbuseModesOverStdio(t *testing.T) {
 	// (a round trip each, no sleeps) until they are in, within a bound, and
 	// one more to see that no stray one follows.
 	for i := 0; len(notes) < 3 && i < 200; i++ {
-		id := fmt.Sprintf("late-%d", i)
+		id := fmt.Sprintf(`"late-%d"`, i) // a JSON string: call and until take the raw id
 		s.call(id, "echo", `{}`)
 		_, late := s.until(id)
 		notes = append(notes, late...)
