@@ -69,8 +69,8 @@ func (c *Client) BreakerSync(replica string, servers []string, force func(server
 // one's, until the client is closed.
 func (s *BreakerSync) Start() {
 	ps := s.c.rdb.Subscribe(s.c.ctx)
-	s.c.goRun(func(ctx context.Context) { s.listen(ctx, ps) }, func() { _ = ps.Close() })
-	s.c.goRun(s.work, nil)
+	s.c.goRun(func(ctx context.Context) { s.c.listen(ctx, ps, s.subscriber(), s.channel()) }, func() { _ = ps.Close() })
+	s.c.goRun(func(ctx context.Context) { s.c.drain(ctx, s.wake, s.step) }, nil)
 }
 
 // Opened tells the other replicas that this one's breaker of server opened
@@ -95,46 +95,15 @@ func (s *BreakerSync) poke() {
 func (s *BreakerSync) channel() string              { return s.c.key("breaker") }
 func (s *BreakerSync) openKey(server string) string { return s.c.key("breaker:open:" + server) }
 
-// listen follows the channel until Close. Each (re)subscription asks for a
-// catch-up, since announcements may have been missed meanwhile. A lost
-// subscription is counted as an error of the feature and logged once.
-func (s *BreakerSync) listen(ctx context.Context, ps *redis.PubSub) {
-	_ = ps.Subscribe(ctx, s.channel()) // on failure, the first Receive connects and subscribes
-	retry := s.c.newBackoff()
-	lost := false
-	for ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				if lost {
-					s.c.log.Info("hearing other replicas' circuit breaker openings again")
-					lost = false
-				}
-				s.setCatchUp(true)
-				s.poke()
-			}
-		case *redis.Message:
-			s.received(m.Payload)
-		}
-		if err == nil {
-			retry.reset()
-			continue
-		}
-		if isTimeout(err) {
-			_ = ps.Ping(ctx) // a dead connection fails the next Receive
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		s.c.failed(FeatureBreaker)
-		if !lost {
-			s.c.log.Warn("not hearing other replicas' circuit breaker openings; each replica's breakers decide alone until the store is back", "err", err)
-			lost = true
-		}
-		s.c.lookNow()
-		s.c.waitUp(ctx, retry.wait())
+// subscriber follows the channel: each (re)subscription asks for a
+// catch-up, since announcements may have been missed meanwhile.
+func (s *BreakerSync) subscriber() subscriber {
+	return subscriber{
+		feature:    FeatureBreaker,
+		subscribed: func(string) { s.setCatchUp(true); s.poke() },
+		message:    func(_, payload string) { s.received(payload) },
+		lost:       "not hearing other replicas' circuit breaker openings; each replica's breakers decide alone until the store is back",
+		back:       "hearing other replicas' circuit breaker openings again",
 	}
 }
 
@@ -149,28 +118,6 @@ func (s *BreakerSync) received(payload string) {
 		return // our own: the breaker that opened is ours
 	}
 	s.force(n.Server, time.Now().Add(time.Duration(n.OpenMS)*time.Millisecond))
-}
-
-// work announces pending openings and catches up, until Close; what fails
-// is retried once the store is up again.
-func (s *BreakerSync) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		}
-		retry := s.c.newBackoff()
-		for {
-			more, failed := s.step(ctx)
-			if failed && !s.c.waitUp(ctx, retry.wait()) {
-				return
-			}
-			if !more && !failed {
-				break
-			}
-		}
-	}
 }
 
 // step announces the pending openings, then catches up when asked. It

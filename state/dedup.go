@@ -251,7 +251,7 @@ func (c *Client) Dedup(opts ...DedupOption) *Dedup {
 	})
 	if c.ctx.Err() == nil {
 		ps := c.rdb.Subscribe(c.ctx)
-		c.goRun(func(ctx context.Context) { d.listen(ctx, ps) }, func() { _ = ps.Close() })
+		c.goRun(func(ctx context.Context) { c.listen(ctx, ps, d.subscriber(), d.channel()) }, func() { _ = ps.Close() })
 		c.goRun(func(ctx context.Context) { d.follow(ctx, ps) }, nil)
 	}
 	return d
@@ -260,56 +260,28 @@ func (c *Client) Dedup(opts ...DedupOption) *Dedup {
 // channel is the shared channel on which every ended call is announced.
 func (d *Dedup) channel() string { return d.c.key("dedup" + dedupChannelSuffix) }
 
-// listen follows the shared channel, and the per-key channels follow adds,
-// until Close, waking the waiters of each call that ends. Each
-// (re)subscription wakes every waiter to look again, since messages may
-// have been missed meanwhile. A lost subscription is counted as an error
-// of the feature and logged once; waiters meanwhile rely on the re-check.
-func (d *Dedup) listen(ctx context.Context, ps *redis.PubSub) {
+// subscriber follows the shared channel, and the per-key channels follow
+// subscribes. Each (re)subscription to the shared channel wakes every
+// waiter to look again, unless the store is known down: a waiter's look
+// would fail, and the health check's onUp wakes them when it is back.
+func (d *Dedup) subscriber() subscriber {
 	shared := d.channel()
-	_ = ps.Subscribe(ctx, shared) // on failure, the first Receive connects and subscribes
-	retry := d.c.newBackoff()
-	lost := false
-	for ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" && m.Channel == shared {
-				if lost {
-					d.c.log.Info("hearing again of the ends of calls that duplicates wait for")
-					lost = false
-				}
-				// A store known down would fail the waiters' look: the
-				// health check's onUp wakes them when it is back.
-				if d.c.Err() == nil {
-					d.wakeAll()
-				}
+	return subscriber{
+		feature: FeatureDedup,
+		subscribed: func(channel string) {
+			if channel == shared && d.c.Err() == nil {
+				d.wakeAll()
 			}
-		case *redis.Message:
-			if m.Channel == shared {
-				d.wake(m.Payload)
-			} else if k, ok := strings.CutSuffix(m.Channel, dedupChannelSuffix); ok {
+		},
+		message: func(channel, payload string) {
+			if channel == shared {
+				d.wake(payload)
+			} else if k, ok := strings.CutSuffix(channel, dedupChannelSuffix); ok {
 				d.wake(k) // from a replica of an earlier version
 			}
-		}
-		if err == nil {
-			retry.reset()
-			continue
-		}
-		if isTimeout(err) {
-			_ = ps.Ping(ctx) // a dead connection fails the next Receive
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		d.c.failed(FeatureDedup)
-		if !lost {
-			d.c.log.Warn("not hearing of the ends of calls that duplicates wait for; they look again every second until it is back", "err", err)
-			lost = true
-		}
-		d.c.lookNow()
-		d.c.waitUp(ctx, retry.wait())
+		},
+		lost: "not hearing of the ends of calls that duplicates wait for; they look again every second until it is back",
+		back: "hearing again of the ends of calls that duplicates wait for",
 	}
 }
 

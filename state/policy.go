@@ -56,8 +56,8 @@ func (c *Client) PolicySync(replica string, version func() string, reload func()
 // until the client is closed.
 func (s *PolicySync) Start() {
 	ps := s.c.rdb.Subscribe(s.c.ctx)
-	s.c.goRun(func(ctx context.Context) { s.listen(ctx, ps) }, func() { _ = ps.Close() })
-	s.c.goRun(s.work, nil)
+	s.c.goRun(func(ctx context.Context) { s.c.listen(ctx, ps, s.subscriber(), s.channel()) }, func() { _ = ps.Close() })
+	s.c.goRun(func(ctx context.Context) { s.c.drain(ctx, s.wake, s.step) }, nil)
 }
 
 // Announce tells the other replicas that this one now runs version. It
@@ -91,32 +91,13 @@ func (s *PolicySync) poke() {
 func (s *PolicySync) channel() string    { return s.c.key("policy") }
 func (s *PolicySync) versionKey() string { return s.c.key("policy:version") }
 
-// listen follows the channel until Close. Each (re)subscription asks for a
+// subscriber follows the channel: each (re)subscription asks for a
 // reconcile, since messages may have been missed while it was down.
-func (s *PolicySync) listen(ctx context.Context, ps *redis.PubSub) {
-	_ = ps.Subscribe(ctx, s.channel()) // on failure, the first Receive connects and subscribes
-	retry := s.c.newBackoff()
-	for ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				s.setSync(true)
-				s.poke()
-			}
-		case *redis.Message:
-			s.received(m.Payload)
-		}
-		if err == nil {
-			retry.reset()
-			continue
-		}
-		if isTimeout(err) {
-			_ = ps.Ping(ctx) // a dead connection fails the next Receive
-			continue
-		}
-		s.c.lookNow()
-		s.c.waitUp(ctx, retry.wait())
+// Failures are not counted: reloads still happen on each replica's watch.
+func (s *PolicySync) subscriber() subscriber {
+	return subscriber{
+		subscribed: func(string) { s.setSync(true); s.poke() },
+		message:    func(_, payload string) { s.received(payload) },
 	}
 }
 
@@ -138,28 +119,6 @@ func (s *PolicySync) received(payload string) {
 	}
 	s.c.log.Info("another replica reloaded its policy; reloading ours", "from", a.Replica, "version", a.Version, "ours", s.version())
 	_ = s.reload() // the policy store logs and counts the outcome
-}
-
-// work publishes pending announcements and reconciles, until Close; what
-// fails is retried once the store is up again.
-func (s *PolicySync) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		}
-		retry := s.c.newBackoff()
-		for {
-			more, failed := s.step(ctx)
-			if failed && !s.c.waitUp(ctx, retry.wait()) {
-				return
-			}
-			if !more && !failed {
-				break
-			}
-		}
-	}
 }
 
 // step does the pending work, announcing before reconciling (so a reload
