@@ -186,16 +186,11 @@ func (a *Approvals) Check(ctx context.Context, principal, tool, argsHash string,
 	if err != nil {
 		return 0, approvals.Request{}, err
 	}
-	var reply []any
-	err = a.c.Do(ctx, FeatureApprovals, func(ctx context.Context) error {
-		var err error
-		reply, err = approvalCheck.Run(ctx, a.c.rdb,
-			[]string{a.indexKey(principal, tool, argsHash), a.c.key("apr:active"), a.c.key("apr:all")},
-			id, doc, ms(a.ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey("")).Slice()
-		return err
-	})
+	reply, err := a.run(ctx, approvalCheck,
+		[]string{a.indexKey(principal, tool, argsHash), a.c.key("apr:active"), a.c.key("apr:all")},
+		id, doc, ms(a.ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey(""))
 	if err != nil {
-		return 0, approvals.Request{}, unavailable(err)
+		return 0, approvals.Request{}, err
 	}
 	if len(reply) == 1 && reply[0] == "full" {
 		return 0, approvals.Request{}, approvals.ErrTooMany
@@ -233,15 +228,10 @@ func (a *Approvals) Deny(id, by, reason string) (approvals.Request, error) {
 }
 
 func (a *Approvals) decide(id string, to approvals.State, by, reason string) (approvals.Request, error) {
-	var reply []any
-	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
-		var err error
-		reply, err = approvalDecide.Run(ctx, a.c.rdb, []string{a.reqKey(id), a.c.key("apr:active")},
-			id, string(to), by, reason, ms(a.ttl), ms(approvals.FinishedRetention)).Slice()
-		return err
-	})
+	reply, err := a.run(context.Background(), approvalDecide, []string{a.reqKey(id), a.c.key("apr:active")},
+		id, string(to), by, reason, ms(a.ttl), ms(approvals.FinishedRetention))
 	if err != nil {
-		return approvals.Request{}, unavailable(err)
+		return approvals.Request{}, err
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "notfound":
@@ -251,14 +241,7 @@ func (a *Approvals) decide(id string, to approvals.State, by, reason string) (ap
 	case len(reply) == 2 && reply[0] == "decided":
 		return approvals.Request{}, fmt.Errorf("%w: it is %v", approvals.ErrNotPending, reply[1])
 	case len(reply) > 1 && reply[0] == "ok":
-		r, err := requestFrom(reply[1:])
-		if err != nil {
-			return approvals.Request{}, err
-		}
-		if fn := a.onDecision.Load(); fn != nil {
-			(*fn)(r)
-		}
-		return r, nil
+		return a.report(reply[1:], "")
 	}
 	return approvals.Request{}, fmt.Errorf("approval decide script: unexpected reply %v", reply)
 }
@@ -268,15 +251,9 @@ func (a *Approvals) Restore(ctx context.Context, used approvals.Request) (approv
 	if used.Consumption == "" {
 		return approvals.Request{}, fmt.Errorf("%w: not a consumption reported by Check", approvals.ErrNotRestorable)
 	}
-	var reply []any
-	err := a.c.Do(ctx, FeatureApprovals, func(ctx context.Context) error {
-		var err error
-		reply, err = approvalRestore.Run(ctx, a.c.rdb, []string{a.reqKey(used.ID), a.c.key("apr:active")},
-			used.ID, used.Consumption).Slice()
-		return err
-	})
+	reply, err := a.run(ctx, approvalRestore, []string{a.reqKey(used.ID), a.c.key("apr:active")}, used.ID, used.Consumption)
 	if err != nil {
-		return approvals.Request{}, unavailable(err)
+		return approvals.Request{}, err
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "notfound":
@@ -288,18 +265,41 @@ func (a *Approvals) Restore(ctx context.Context, used approvals.Request) (approv
 	case len(reply) == 2 && reply[0] == "notused":
 		return approvals.Request{}, fmt.Errorf("%w: it is %v, not used by that call", approvals.ErrNotRestorable, reply[1])
 	case len(reply) > 1 && reply[0] == "ok":
-		r, err := requestFrom(reply[1:])
-		if err != nil {
-			return approvals.Request{}, err
-		}
-		if fn := a.onDecision.Load(); fn != nil {
-			reported := r
-			reported.Reason = approvals.RestoredReason
-			(*fn)(reported)
-		}
-		return r, nil
+		return a.report(reply[1:], approvals.RestoredReason)
 	}
 	return approvals.Request{}, fmt.Errorf("approval restore script: unexpected reply %v", reply)
+}
+
+// run runs one of the approval scripts; an unreachable store is
+// ErrUnavailable (see unavailable).
+func (a *Approvals) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
+	var reply []any
+	err := a.c.Do(ctx, FeatureApprovals, func(ctx context.Context) error {
+		var err error
+		reply, err = script.Run(ctx, a.c.rdb, keys, args...).Slice()
+		return err
+	})
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return reply, nil
+}
+
+// report decodes the request a decision or restore script returned and
+// tells OnDecision, with reason when it is not the request's own.
+func (a *Approvals) report(fields []any, reason string) (approvals.Request, error) {
+	r, err := requestFrom(fields)
+	if err != nil {
+		return approvals.Request{}, err
+	}
+	if fn := a.onDecision.Load(); fn != nil {
+		reported := r
+		if reason != "" {
+			reported.Reason = reason
+		}
+		(*fn)(reported)
+	}
+	return r, nil
 }
 
 // Get implements approvals.Store.
