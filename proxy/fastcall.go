@@ -33,7 +33,7 @@ import (
 // answer is the JSON-RPC response mcp-go's encoder writes for it:
 //
 //   - a 2025-era session (Mcp-Session-Id of a session this server
-//     registered, opened by the same principal, a valid MCP-Protocol-Version
+//     registered (bindSession refuses another principal's), a valid MCP-Protocol-Version
 //     header that is not 2026-07-28), a JSON body holding one tools/call
 //     request (not also carrying a result, which mcp-go takes for a
 //     response and ignores) with a plain string or integer id;
@@ -145,7 +145,8 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, bool) {
 // eligibleRequest checks what the headers and the session say.
 func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
 	version := r.Header.Get(mcp.HeaderProtocolVersion)
-	return entry.cs.Load() != nil && !entry.relayCaps && SubjectFrom(r.Context()).Principal == entry.subject.Principal &&
+	// Another principal's session was refused before (bindSession).
+	return entry.cs.Load() != nil && !entry.relayCaps &&
 		jsonContent(r.Header.Get("Content-Type")) && mcp.IsValidProtocolVersion(version) && !mcp.IsModernProtocol(version) &&
 		!dnsRebinding(r)
 }
