@@ -132,9 +132,16 @@ func openTest(t testing.TB, o Options, fs *fakeFS) *Log {
 		o.Now = fixedClock
 	}
 	h := realHooks
+	h.statEvery = 0 // every record checks the path, unless a test paces it
 	if fs != nil {
 		h = fs.hooks()
 	}
+	return openWith(t, o, h)
+}
+
+// openWith opens a trail at o.Path with hooks h; Close runs at cleanup.
+func openWith(t testing.TB, o Options, h hooks) *Log {
+	t.Helper()
 	l, err := open(o, h)
 	if err != nil {
 		t.Fatal(err)

@@ -291,6 +291,39 @@ func TestFileMovedOrRemoved(t *testing.T) {
 	}
 }
 
+// The path check is paced: records written within statEvery of a move
+// still go to the moved file, the first one after it goes to a new file
+// at the path, and the chain runs across both.
+func TestFileMovedNoticedWithinStatEvery(t *testing.T) {
+	var errs errorLog
+	now := time.Unix(1000, 0)
+	h := realHooks
+	h.clock = func() time.Time { return now }
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l := openWith(t, Options{Path: path, Fsync: FsyncNever, OnError: errs.add, Now: fixedClock}, h)
+	appendN(t, l, 1, 1) // checks, and sets the next check a millisecond on
+	moved := path + ".moved"
+	if err := os.Rename(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 2, 2) // within the millisecond: not looked at
+	if got := errs.list(); len(got) != 0 {
+		t.Fatalf("OnError before the next check: %v", got)
+	}
+	now = now.Add(replacedCheckEvery)
+	appendN(t, l, 4, 1)
+	if got := errs.list(); len(got) != 1 || !strings.Contains(got[0].Error(), "moved, removed or replaced") {
+		t.Fatalf("OnError got %v", got)
+	}
+	l.Close()
+	if rep := mustVerify(t, moved); rep.Records != 3 {
+		t.Fatalf("moved file: %+v", rep)
+	}
+	if rep := mustVerify(t, moved, path); rep.Records != 4 || rep.MidChain {
+		t.Fatalf("both files: %+v", rep)
+	}
+}
+
 // What each fsync policy asks of the disk: always once per record (before
 // Append returns), interval only when the ticker fires and something was
 // written, never not at all; Close flushes what is left (except never).
