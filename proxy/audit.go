@@ -35,7 +35,7 @@ func (p *Pipeline) auditCall(x *exchange) {
 	r := audit.Record{
 		Time: x.started, Kind: audit.KindCall, Principal: x.call.Subject.Principal, Session: x.call.Session,
 		Tool: auditTool(x), Args: auditArgs(x.call.Args), Decision: decision(x), ErrorCode: x.errorCode(),
-		Attempts: x.attempts, DurationMS: p.now().Sub(x.started).Milliseconds(), Reason: x.rule,
+		Attempts: x.attempts, DurationMS: x.duration().Milliseconds(), Reason: x.rule,
 	}
 	if canonical, err := x.canonicalArgs(); err == nil {
 		sum := sha256.Sum256(canonical) // as audit.Digest would: computed once per call

@@ -187,13 +187,19 @@ func outputViolation(err error) *envelope.Error {
 	return envelope.Errorf(envelope.InvalidResult, "the tool's result does not match its output schema").WithDetail(err.Error())
 }
 
+// mayBeJSON reports whether s starts as a JSON value can. Most text is not
+// JSON, and json.Valid allocates its syntax error to say so.
+func mayBeJSON(s string) bool {
+	return s != "" && strings.IndexByte(`{["-0123456789tfn`, s[0]) >= 0
+}
+
 // textData is the text content as data: JSON when it parses, else a string.
 func textData(texts []string) json.RawMessage {
 	if len(texts) == 0 {
 		return nil
 	}
 	joined := strings.Join(texts, "\n")
-	if trimmed := strings.TrimSpace(joined); json.Valid([]byte(trimmed)) && trimmed != "" {
+	if trimmed := strings.TrimSpace(joined); mayBeJSON(trimmed) && json.Valid([]byte(trimmed)) {
 		return json.RawMessage(trimmed)
 	}
 	return mustJSON(joined)

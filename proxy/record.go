@@ -18,7 +18,7 @@ func (p *Pipeline) record(x *exchange) {
 	attrs := []slog.Attr{
 		slog.String("principal", x.call.Subject.Principal),
 		slog.String("tool", x.call.Name),
-		slog.Int64("duration_ms", p.now().Sub(x.started).Milliseconds()),
+		slog.Int64("duration_ms", x.duration().Milliseconds()),
 	}
 	if x.call.Session != "" {
 		attrs = append(attrs, slog.String("session", x.call.Session))
