@@ -51,6 +51,8 @@ type Options struct {
 	Targets     []string // Direct, ToolgateHTTP, ...
 	Table       bool     // the side-by-side table
 	Scaling     bool     // the scaling figures
+	// Client is the load client: targets.Lean (the default) or targets.MCPGo.
+	Client targets.Client
 
 	Toolgate   string            // a toolgate binary; built from Root when empty
 	Revision   string            // what Toolgate was built from, for the report
@@ -85,6 +87,9 @@ func (o *Options) Defaults() {
 	}
 	if len(o.Targets) == 0 {
 		o.Targets = []string{Direct, ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio, MCPProxy, Supergateway}
+	}
+	if o.Client == "" {
+		o.Client = targets.Lean
 	}
 	if o.NPMDir == "" {
 		o.NPMDir = filepath.Join(o.Root, "bench", "npm")
@@ -123,14 +128,14 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	}
 	rep := &report.Report{Command: o.Command, Machine: m, Settings: report.Settings{
 		Rounds: o.Rounds, WarmupS: o.Warmup.Seconds(), DurationS: o.Duration.Seconds(), SettleS: max(0, o.Settle.Seconds()),
-		Concurrency: o.Concurrency, Quick: o.Quick}}
+		Concurrency: o.Concurrency, Quick: o.Quick, Client: o.Client.Describe()}}
 	if o.Table {
 		rep.Rows = table(ctx, &o, env)
-		rep.Notes = tableNotes(env)
+		rep.Notes = tableNotes(&o, env)
 	}
 	if o.Scaling {
 		rep.Scaling = scaling.Run(ctx, scaling.Env{Toolgate: env.toolgate, Echo: env.echo, Model: env.model,
-			Work: filepath.Join(work, "scaling"), Quick: o.Quick, Settle: o.Settle, Log: o.Log})
+			Work: filepath.Join(work, "scaling"), Quick: o.Quick, Settle: o.Settle, Client: o.Client, Log: o.Log})
 		rep.Notes = append(rep.Notes, scaling.Notes...)
 	}
 	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {

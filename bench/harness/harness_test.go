@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/bench/harness"
 	"github.com/toolgate/toolgate/bench/procstat"
 	"github.com/toolgate/toolgate/bench/report"
+	"github.com/toolgate/toolgate/bench/targets"
 )
 
 // The test binary is also the Go echo upstream, re-executed with this
@@ -34,9 +35,16 @@ func TestMain(m *testing.M) {
 }
 
 // TestQuickRun runs the harness in -quick mode against the Go echo server,
-// directly and through toolgate over HTTP, and checks the report's shape:
-// every row there, every figure non-zero. It asserts no timing.
+// directly and through toolgate over HTTP, with each load client, and
+// checks the report's shape: every row there, every figure non-zero, the
+// client named. It asserts no timing.
 func TestQuickRun(t *testing.T) {
+	for _, client := range []targets.Client{targets.Lean, targets.MCPGo} {
+		t.Run(string(client), func(t *testing.T) { quickRun(t, client) })
+	}
+}
+
+func quickRun(t *testing.T, client targets.Client) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +57,7 @@ func TestQuickRun(t *testing.T) {
 	var log strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err = harness.Run(ctx, harness.Options{Root: root, Out: out, Command: "test", Quick: true, Table: true,
+	_, err = harness.Run(ctx, harness.Options{Root: root, Out: out, Command: "test", Quick: true, Table: true, Client: client,
 		Upstreams: []string{harness.GoEcho}, Targets: []string{harness.Direct, harness.ToolgateHTTP},
 		Echo: []string{self}, EchoEnv: map[string]string{execRole: "echoserver"}, BuildFlags: raceFlags, Log: &log})
 	if err != nil {
@@ -67,13 +75,16 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRows(t, rep.Rows, log.String())
+	if !strings.HasPrefix(rep.Settings.Client, string(client)+" (") {
+		t.Errorf("the report names the client %q, want %s", rep.Settings.Client, client)
+	}
 	md, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| go | direct | 1 |", "| go | toolgate-http | 16 |", "| go | toolgate-http | 64 |"} {
+	for _, want := range []string{"| go | direct | 1 |", "| go | toolgate-http | 16 |", "| go | toolgate-http | 64 |", "Load client: " + string(client) + " ("} {
 		if !strings.Contains(string(md), want) {
-			t.Errorf("the Markdown report lacks a row starting %q:\n%s", want, md)
+			t.Errorf("the Markdown report lacks %q:\n%s", want, md)
 		}
 	}
 	checkTable(t, string(md))

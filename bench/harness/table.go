@@ -114,7 +114,7 @@ func startAll(ctx context.Context, o *Options, e *env, up string) []*slot {
 			continue
 		}
 		fmt.Fprintf(o.Log, "starting %s in front of %s\n", name, up)
-		t, err := start(ctx, e, name, u)
+		t, err := start(ctx, o.Client, e, name, u)
 		if err == nil {
 			err = probe(ctx, t)
 			if err != nil {
@@ -146,29 +146,29 @@ func upstream(e *env, name string) (targets.Upstream, error) {
 	return targets.Upstream{}, fmt.Errorf("unknown upstream %q", name)
 }
 
-// start starts one target in front of u.
-func start(ctx context.Context, e *env, name string, u targets.Upstream) (targets.Target, error) {
+// start starts one target in front of u, its sessions client's.
+func start(ctx context.Context, client targets.Client, e *env, name string, u targets.Upstream) (targets.Target, error) {
 	tool := u.Name + "__" + u.Tool // toolgate's client-facing name
 	switch name {
 	case Direct:
-		return targets.StartDirect(ctx, u)
+		return targets.StartDirect(ctx, client, u)
 	case ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio:
 		cfg, err := writeGateway(e, name+"-"+u.Name, u, name == ToolgateHTTPSlow)
 		if err != nil {
 			return nil, err
 		}
 		if name != ToolgateStdio {
-			return targets.StartToolgateHTTP(ctx, name, e.toolgate, cfg, tool, benchKey)
+			return targets.StartToolgateHTTP(ctx, client, name, e.toolgate, cfg, tool, benchKey)
 		}
-		return targets.StartToolgateStdio(ctx, name, e.toolgate, cfg, tool)
+		return targets.StartToolgateStdio(ctx, client, name, e.toolgate, cfg, tool)
 	case MCPProxy, Supergateway:
 		if e.npm != nil {
 			return nil, e.npm
 		}
 		if name == MCPProxy {
-			return targets.StartMCPProxy(ctx, e.npmDir, u)
+			return targets.StartMCPProxy(ctx, client, e.npmDir, u)
 		}
-		return targets.StartSupergateway(ctx, e.npmDir, u)
+		return targets.StartSupergateway(ctx, client, e.npmDir, u)
 	}
 	return nil, fmt.Errorf("unknown target %q", name)
 }
@@ -204,14 +204,23 @@ func probe(ctx context.Context, t targets.Target) error {
 }
 
 // tableNotes explains the table's terms and what bounds it here.
-func tableNotes(e *env) []string {
+func tableNotes(o *Options, e *env) []string {
 	notes := []string{
 		"Workload: the upstream's `echo` tool with `{\"message\": \"ping <n>\"}`, n unique per call (so toolgate's duplicate suppression runs on every call but never replays one); each answer must carry the message back, or the call counts as an error. Upstreams: `go` is bench/echo (mcp-go, stdio); `everything` is npm @modelcontextprotocol/server-everything over stdio.",
-		"Load client: native Go, mcp-go's client, protocol 2025-11-25. Over Streamable HTTP each worker has its own session (one keep-alive connection each). Over stdio (direct, toolgate-stdio) a process has exactly one session, so the workers share it with their calls in flight concurrently.",
+		clientNote(o.Client),
 		"direct: the client talks to the upstream process over stdio: the physical limit. toolgate-http: `toolgate serve` with the full pipeline (API key, Casbin, schema validation, breaker, retries, duplicate suppression, envelope, audit trail with its default fsync (interval: written before the answer, on disk within 1 s), one log line per call at the default level info); max_in_flight raised to 256 so the 64 workers are never refused. toolgate-http-nofast: the same with `listen.fast_path: false`, so every call goes through mcp-go's Streamable HTTP handler (toolgate-http answers plain tools/calls itself). toolgate-stdio: `toolgate serve --stdio`, same config. mcp-proxy 6.7.19 (one upstream for all sessions) and supergateway 4.0.0 --stateful (one upstream process per session) check nothing.",
-		"CPU µs/call: utime+stime from /proc/<pid>/stat (10 ms ticks) around the measured part of the cell, divided by its calls. gateway: the gateway or proxy process; upstream: every process below it (or the direct upstream process), plus children it reaped meanwhile; client: this harness process, which makes the calls on the same cores. Peak RSS: the gateway's VmHWM, reset at each cell's start (clear_refs), so each cell shows its own peak. other CPU %: the share of the machine's CPU that other processes used during the cell (from /proc/stat): anything above a few % means the cell was disturbed.",
+		"CPU µs/call: utime+stime from /proc/<pid>/stat (10 ms ticks) around the measured part of the cell, divided by its calls. gateway: the gateway or proxy process; upstream: every process below it (or the direct upstream process), plus children it reaped meanwhile; client: this harness process, which makes the calls on the same cores (and reads the targets' log output). Peak RSS: the gateway's VmHWM, reset at each cell's start (clear_refs), so each cell shows its own peak. other CPU %: the share of the machine's CPU that other processes used during the cell (from /proc/stat): anything above a few % means the cell was disturbed.",
 		fmt.Sprintf("What bounds it on this machine: %d cores shared by the load client, the gateway and the upstream, so at saturation calls/s ≈ cores ÷ (client + gateway + upstream CPU per call). A small append+fsync in the work directory takes %.2f ms (median of 50) here: what every call would pay at concurrency 1 with audit.fsync: always (the default, interval, pays it once a second).",
 			runtime.NumCPU(), float64(e.fsync)/float64(time.Millisecond)),
 	}
 	return notes
+}
+
+// clientNote says what the load client is and how it holds its sessions.
+func clientNote(c targets.Client) string {
+	what := "the harness's lean client: a full MCP session (initialize, notifications/initialized, tools/call, DELETE at the end), its requests hand-encoded and each answer (JSON or an event stream) decoded once, so that its CPU per call takes as little as possible from the gateway and upstream sharing the cores"
+	if c == targets.MCPGo {
+		what = "mcp-go's client"
+	}
+	return "Load client: " + what + ", protocol 2025-11-25. Over Streamable HTTP each worker has its own session (one keep-alive connection each). Over stdio (direct, toolgate-stdio) a process has exactly one session, so the workers share it with their calls in flight concurrently."
 }

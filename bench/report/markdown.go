@@ -17,6 +17,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Each cell: %.1f s warm-up, then %.1f s of calls back to back per worker; %d rounds, interleaved "+
 		"(each round measures every cell once, targets in a rotated order); figures are medians over rounds, "+
 		"peak RSS the largest.%s%s\n\n", s.WarmupS, s.DurationS, s.Rounds, settleNote(s.SettleS), quickNote(s.Quick))
+	if s.Client != "" {
+		fmt.Fprintf(&b, "Load client: %s.\n\n", s.Client)
+	}
 	if len(r.Rows) > 0 {
 		b.WriteString("## Side by side\n\n")
 		writeRows(&b, r.Rows, true)

@@ -38,6 +38,7 @@ type Settings struct {
 	DurationS   float64 `json:"duration_s"`
 	Concurrency []int   `json:"concurrency"`
 	Quick       bool    `json:"quick"`
+	Client      string  `json:"client"` // the load client, described
 }
 
 // Sample is one cell measured once: a target at one concurrency in one

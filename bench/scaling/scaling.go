@@ -27,14 +27,15 @@ type Env struct {
 	Model    string           // model.conf text
 	Work     string           // a directory for the gateways' files
 	Quick    bool
-	Settle   time.Duration // the most a cell waits for a quiet machine
+	Settle   time.Duration  // the most a cell waits for a quiet machine
+	Client   targets.Client // the per-call figures' load client
 	Log      io.Writer
 }
 
 // Notes explain the scaling sections.
 var Notes = []string{
 	"Scaling: each variant is its own `toolgate serve` (full pipeline as in the table) in front of bench/echo, measured at concurrency 1 and 16, interleaved round by round like the table; ratios are to the first variant. Policy filler lines name other roles and principals (allow lines on other tools, a deny on the same tool, role assignments), so none applies to the caller. The 10,000-tool catalog is 20 upstreams × 500 tools; the call goes to one of them.",
-	"tools/list: sequential calls on one session per principal; each answer holds only the tools that principal may call. Memory: VmRSS of the gateway process alone (upstreams not counted), read when it is ready (idle) and with the sessions open.",
+	"tools/list: sequential calls on one session per principal; each answer holds only the tools that principal may call. Memory: VmRSS of the gateway process alone (upstreams not counted), read when it is ready (idle) and with the sessions open. The per-call figures use the table's load client; tools/list and the 1,000 sessions use mcp-go's client whatever it is.",
 }
 
 // Shared names of the generated configs.
@@ -86,7 +87,7 @@ func start(ctx context.Context, e Env, s *report.Scaling, dir, situation string,
 		return nil
 	}
 	t0 := time.Now()
-	gw, err := targets.StartToolgateHTTP(ctx, "toolgate-http", e.Toolgate, cfg, tool, key)
+	gw, err := targets.StartToolgateHTTP(ctx, e.Client, "toolgate-http", e.Toolgate, cfg, tool, key)
 	if err != nil {
 		s.Failed = append(s.Failed, fmt.Sprintf("%s: %v", situation, err))
 		return nil

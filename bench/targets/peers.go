@@ -40,20 +40,20 @@ func NPMBin(dir, name string) string {
 
 // StartMCPProxy runs npm mcp-proxy in front of up: one upstream process for
 // all sessions, Streamable HTTP at /mcp, on loopback.
-func StartMCPProxy(ctx context.Context, npmDir string, up Upstream) (Target, error) {
+func StartMCPProxy(ctx context.Context, client Client, npmDir string, up Upstream) (Target, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"--port", fmt.Sprint(port), "--host", "127.0.0.1", "--server", "stream", "--", up.Command}, up.Args...)
-	return startPeer(ctx, "mcp-proxy", NPMBin(npmDir, "mcp-proxy"), args, up, port)
+	return startPeer(ctx, client, "mcp-proxy", NPMBin(npmDir, "mcp-proxy"), args, up, port)
 }
 
 // StartSupergateway runs npm supergateway in front of up, stateful (without
 // it, it spawns the upstream per request): one upstream process per
 // session, ended when the session is deleted. It binds every interface and
 // has no option not to; only loopback is ever connected to.
-func StartSupergateway(ctx context.Context, npmDir string, up Upstream) (Target, error) {
+func StartSupergateway(ctx context.Context, client Client, npmDir string, up Upstream) (Target, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -61,10 +61,10 @@ func StartSupergateway(ctx context.Context, npmDir string, up Upstream) (Target,
 	command := shellQuote(append([]string{up.Command}, up.Args...))
 	args := []string{"--stdio", command, "--outputTransport", "streamableHttp", "--stateful",
 		"--port", fmt.Sprint(port), "--logLevel", "none"}
-	return startPeer(ctx, "supergateway", NPMBin(npmDir, "supergateway"), args, up, port)
+	return startPeer(ctx, client, "supergateway", NPMBin(npmDir, "supergateway"), args, up, port)
 }
 
-func startPeer(ctx context.Context, name, bin string, args []string, up Upstream, port int) (Target, error) {
+func startPeer(ctx context.Context, client Client, name, bin string, args []string, up Upstream, port int) (Target, error) {
 	p, err := startProcess(bin, args, up.Env, "")
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func startPeer(ctx context.Context, name, bin string, args []string, up Upstream
 		_ = p.stop(stopGrace)
 		return nil, err
 	}
-	return &httpTarget{name: name, proc: p, url: "http://" + addr + "/mcp", tool: up.Tool, hc: httpClient()}, nil
+	return &httpTarget{name: name, client: client, proc: p, url: "http://" + addr + "/mcp", tool: up.Tool, hc: httpClient()}, nil
 }
 
 // freePort asks the kernel for a free loopback port. The peers take a port

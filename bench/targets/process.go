@@ -37,21 +37,63 @@ type process struct {
 // startProcess starts name with args in its own process group, dying with
 // the harness, and watches its output for each text in await.
 func startProcess(name string, args []string, env map[string]string, dir string, await ...string) (*process, error) {
+	return launch(command(name, args, env, dir), nil, await...)
+}
+
+// startPiped starts name as a stdio server, like startProcess, except that
+// its stdin and stdout are the caller's pipes (the lean client speaks on
+// them); stderr is watched as startProcess watches the output.
+func startPiped(name string, args []string, env map[string]string) (*process, io.WriteCloser, io.ReadCloser, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, err
+	}
+	cmd := command(name, args, env, "")
+	cmd.Stdin, cmd.Stdout = inR, outW
+	p, err := launch(cmd, []*os.File{inR, outW})
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, nil, nil, err
+	}
+	return p, inW, outR, nil
+}
+
+func command(name string, args []string, env map[string]string, dir string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = mergeEnv(env)
 	cmd.SysProcAttr = childAttr()
+	return cmd
+}
+
+// launch starts cmd with its stderr, and its stdout unless set, on a pipe
+// the process reads; childEnds are the child's ends of other pipes, closed
+// here once it has its own copies.
+func launch(cmd *exec.Cmd, childEnds []*os.File, await ...string) (*process, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.Stderr = pw
+	if cmd.Stdout == nil {
+		cmd.Stdout = pw
+	}
 	p := &process{cmd: cmd, done: make(chan struct{}), found: map[string]chan string{}, seen: map[string]bool{}}
 	for _, text := range await {
 		p.found[text] = make(chan string, 1)
 	}
 	err = cmd.Start()
 	pw.Close() // the child holds its own copy; EOF comes when it exits
+	for _, f := range childEnds {
+		f.Close()
+	}
 	if err != nil {
 		pr.Close()
 		return nil, err

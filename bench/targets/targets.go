@@ -2,7 +2,8 @@
 // sessions on it: an upstream called directly, toolgate over Streamable
 // HTTP and over stdio, and the npm peer proxies. Every target is a real
 // process tree the harness started, so its CPU and memory can be read from
-// /proc and it can be stopped whole.
+// /proc and it can be stopped whole. The sessions are the lean client's
+// (lean_*.go) or mcp-go's, as the harness chooses (Client).
 package targets
 
 import (
@@ -55,7 +56,21 @@ type stdioTarget struct {
 	gateway bool      // the process is a gateway, its children the upstream
 }
 
-// startStdio spawns command as an MCP server over stdio and initialises it.
+// startStdioWith spawns command as an MCP server over stdio and opens the
+// session the workers share with the client chosen.
+func startStdioWith(ctx context.Context, client Client, name, command string, args []string, env map[string]string, tool string, gateway bool) (Target, error) {
+	if client == MCPGo {
+		t, err := startStdio(ctx, name, command, args, env, tool, gateway)
+		if err != nil {
+			return nil, err // not a nil *stdioTarget in a Target
+		}
+		return t, nil
+	}
+	return startLeanStdio(ctx, name, command, args, env, tool, gateway)
+}
+
+// startStdio spawns command as an MCP server over stdio and initialises
+// mcp-go's client on it.
 func startStdio(ctx context.Context, name, command string, args []string, env map[string]string, tool string, gateway bool) (*stdioTarget, error) {
 	t := &stdioTarget{name: name, tool: tool, gateway: gateway}
 	spawn := func(ctx context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
@@ -139,6 +154,7 @@ func (t *stdioTarget) Close() error {
 // worker.
 type httpTarget struct {
 	name    string
+	client  Client
 	proc    *process
 	url     string
 	headers map[string]string
@@ -149,11 +165,20 @@ type httpTarget struct {
 func (t *httpTarget) Name() string { return t.name }
 
 func (t *httpTarget) Open(ctx context.Context, n int) ([]load.Session, func(), error) {
+	sessions, closeSessions, err := t.open(ctx, n)
+	if err != nil && t.proc.exited() {
+		err = &wrapped{err, "the process exited; last output:\n" + t.proc.lastOutput()}
+	}
+	return sessions, closeSessions, err
+}
+
+// open opens the sessions with the target's client.
+func (t *httpTarget) open(ctx context.Context, n int) ([]load.Session, func(), error) {
+	if t.client != MCPGo {
+		return openLeanHTTPSessions(ctx, n, t.hc, t.url, t.headers, t.tool)
+	}
 	clients, err := openHTTPSessions(ctx, n, t.hc, t.url, t.headers)
 	if err != nil {
-		if t.proc.exited() {
-			err = &wrapped{err, "the process exited; last output:\n" + t.proc.lastOutput()}
-		}
 		return nil, nil, err
 	}
 	sessions := make([]load.Session, n)

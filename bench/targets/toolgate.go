@@ -93,8 +93,8 @@ type Toolgate struct {
 
 // StartToolgateHTTP runs `bin serve --config cfg` and waits for the log
 // lines naming its two listeners. tool is the client-facing tool name, key
-// the API key the sessions present.
-func StartToolgateHTTP(ctx context.Context, name, bin, cfg, tool, key string) (*Toolgate, error) {
+// the API key the sessions present, client what Open opens them with.
+func StartToolgateHTTP(ctx context.Context, client Client, name, bin, cfg, tool, key string) (*Toolgate, error) {
 	const serving, admin = "serving Streamable HTTP", "serving the admin API"
 	p, err := startProcess(bin, []string{"serve", "--config", cfg}, nil, filepath.Dir(cfg), serving, admin)
 	if err != nil {
@@ -111,15 +111,16 @@ func StartToolgateHTTP(ctx context.Context, name, bin, cfg, tool, key string) (*
 		_ = p.stop(stopGrace)
 		return nil, err
 	}
-	return &Toolgate{Admin: base, httpTarget: httpTarget{name: name, proc: p, url: url, tool: tool, hc: httpClient(),
+	return &Toolgate{Admin: base, httpTarget: httpTarget{name: name, client: client, proc: p, url: url, tool: tool, hc: httpClient(),
 		headers: map[string]string{"Authorization": "Bearer " + key}}}, nil
 }
 
 // URL is the gateway's Streamable HTTP endpoint.
 func (t *Toolgate) URL() string { return t.url }
 
-// Sessions opens n sessions presenting key, a few at a time; close them
-// with CloseSessions.
+// Sessions opens n mcp-go client sessions presenting key, a few at a time
+// (for requests other than the measured call: tools/list); close them with
+// CloseSessions.
 func (t *Toolgate) Sessions(ctx context.Context, n int, key string) ([]*client.Client, error) {
 	return openHTTPSessions(ctx, n, t.hc, t.url, map[string]string{"Authorization": "Bearer " + key})
 }
@@ -143,16 +144,16 @@ func urlFrom(line string, err error) (string, error) {
 
 // StartToolgateStdio runs `bin serve --stdio --config cfg` as an MCP server
 // over stdio.
-func StartToolgateStdio(ctx context.Context, name, bin, cfg, tool string) (Target, error) {
+func StartToolgateStdio(ctx context.Context, client Client, name, bin, cfg, tool string) (Target, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	return startStdio(ctx, name, bin, []string{"serve", "--stdio", "--config", cfg}, nil, tool, true)
+	return startStdioWith(ctx, client, name, bin, []string{"serve", "--stdio", "--config", cfg}, nil, tool, true)
 }
 
 // StartDirect runs the upstream itself, for a native client to call
 // directly: the physical limit the gateways are compared with.
-func StartDirect(ctx context.Context, up Upstream) (Target, error) {
+func StartDirect(ctx context.Context, client Client, up Upstream) (Target, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	return startStdio(ctx, "direct", up.Command, up.Args, up.Env, up.Tool, false)
+	return startStdioWith(ctx, client, "direct", up.Command, up.Args, up.Env, up.Tool, false)
 }

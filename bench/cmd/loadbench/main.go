@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bench/harness"
+	"github.com/toolgate/toolgate/bench/targets"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 
 func run() int {
 	var o harness.Options
-	var conc, ups, tgts string
+	var conc, ups, tgts, client string
 	flag.StringVar(&o.Out, "out", "bench/results/latest.md", "the Markdown report; the JSON goes beside it (.json)")
 	flag.BoolVar(&o.Quick, "quick", false, "a smoke run of a few seconds per target: 1 round, 0.3 s cells")
 	flag.BoolVar(&o.Table, "table", true, "measure the side-by-side table")
@@ -41,12 +42,17 @@ func run() int {
 	flag.StringVar(&tgts, "targets", "direct,toolgate-http,toolgate-http-nofast,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
 	flag.StringVar(&o.Toolgate, "toolgate", "", "a toolgate binary to measure instead of building ./cmd/toolgate")
 	flag.StringVar(&o.Revision, "toolgate-rev", "", "what the -toolgate binary was built from (a commit), for the report")
+	flag.StringVar(&client, "client", "lean", "the load client: lean (the harness's own, cheap in CPU) or mcp-go (mcp-go's client)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the work directory (generated configs, audit trails)")
 	flag.Parse()
 	o.Command = "go run ./bench/cmd/loadbench " + strings.Join(os.Args[1:], " ")
 	var err error
 	if o.Concurrency, err = ints(conc); err != nil {
 		fmt.Fprintln(os.Stderr, "loadbench: -concurrency:", err)
+		return 2
+	}
+	if o.Client, err = targets.ParseClient(client); err != nil {
+		fmt.Fprintln(os.Stderr, "loadbench: -client:", err)
 		return 2
 	}
 	o.Upstreams, o.Targets = split(ups), split(tgts)
