@@ -245,7 +245,7 @@ func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
 	// reader sits outside the noticer, so a stream it gives up on (an
 	// endless message) also ends the connection.
 	out := &endNoticer{r: newCapReader(p.stdout, maxMessage, frameLine, c.noteOversize), onEnd: c.outputEnded}
-	c.tr = transport.NewIO(out, c.stdin, nil)
+	c.tr = newLineTransport(out, c.stdin)
 	return nil
 }
 
@@ -651,8 +651,8 @@ func (c *Conn) Close() {
 		c.bgDone = true
 		c.bgMu.Unlock()
 		if c.client != nil {
-			// For stdio this only closes our pipe ends: the transport was
-			// built with NewIO, so it owns no process.
+			// For stdio this only closes the child's stdin: the transport
+			// (lineTransport) owns no process.
 			_ = c.client.Close()
 		}
 		if c.proc != nil {

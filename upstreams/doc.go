@@ -20,8 +20,9 @@
 // server's last known tools stay in the catalog and their calls fail at
 // once as NotSent. Close stops every supervisor and child process.
 //
-// tools/list and tools/call are sent as raw JSON-RPC through the mcp-go
-// transport rather than through mcp-go's typed client: the typed client
+// tools/list and tools/call are sent as raw JSON-RPC through the transport
+// (mcp-go's for HTTP and SSE; over stdio lineTransport, which costs less
+// per call) rather than through mcp-go's typed client: the typed client
 // drops schema keywords, decodes numbers as float64 and fails a whole call
 // on an unknown content type (see shared/notes/mcp-go.md).
 package upstreams

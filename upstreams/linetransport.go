@@ -1,0 +1,574 @@
+package upstreams
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// lineTransport speaks newline-delimited JSON-RPC to a stdio upstream. It
+// implements mcp-go's transport.BidirectionalInterface, so mcp-go's client
+// (initialize, the upstream's own requests) runs over it unchanged.
+//
+// It replaces transport.NewIO, which cost about 7.5% of the gateway's CPU
+// under load: its read loop allocated every line as a string and decoded it
+// twice (once to classify it, once into the answer), and every request was
+// encoded with json.Marshal (reflection, and a copy of the arguments it
+// re-compacts), waited on a fresh channel, and took a map entry under two
+// locks. Here each line is read into a reused buffer and decoded once,
+// copying out only the result; a tools/call request is written by appending
+// bytes; waiting calls are pooled. BenchmarkStdioRoundTrip (one tools/call
+// over OS pipes to an echo server, 2 CPUs) measured per call, mcp-go then
+// this: one caller 20.0 µs, 41 allocs / 13.0 µs, 15 allocs; 16 callers
+// 8.8 µs wall, 12.6 µs CPU / 4.3 µs wall, 6.7 µs CPU (4 of the allocations
+// are the benchmark's and the cap reader's, in both).
+//
+// What it does, as mcp-go's does: lines that are not JSON (or not an
+// object) are skipped, answers for unknown ids dropped; notifications go to
+// the handler on the read loop (which must not block); the upstream's
+// requests run on goroutines of their own and are answered, method not found
+// with no handler. When the input ends or Close is called, every waiting
+// request fails with transport.ErrTransportClosed, and so does every later
+// one; an answer read before that is still delivered.
+//
+// Where it differs, on purpose: the upstream's requests reach the handler
+// with their params raw (json.RawMessage: big numbers and key order
+// survive the relay to the client), and even the method-not-found answer
+// is written off the read loop (a child that is not reading its input must
+// not stop the reading of its output). A waiting request is only ever
+// answered by its own id; a second request with the same id is refused.
+type lineTransport struct {
+	in  *bufio.Reader
+	out io.WriteCloser
+
+	writeMu sync.Mutex // one message per Write, never interleaved
+
+	mu      sync.Mutex
+	pending map[string]*pendingCall // by the id's JSON (idKey)
+	closed  atomic.Bool             // set under mu; read without it
+
+	started   atomic.Bool
+	ctx       context.Context // Start's, for the upstream's requests
+	onNote    atomic.Pointer[func(mcp.JSONRPCNotification)]
+	onRequest atomic.Pointer[transport.RequestHandler]
+	closing   sync.Once
+
+	long []byte // a line longer than in's buffer, assembled (read loop only)
+}
+
+var _ transport.BidirectionalInterface = (*lineTransport)(nil)
+
+// pendingCall is one request waiting. Whoever removes it from pending
+// sends on ch exactly once, under mu: the answer, or nil when the
+// transport closed. Calls are pooled: a round trip allocates no channel.
+type pendingCall struct {
+	key string
+	id  mcp.RequestId
+	ch  chan *transport.JSONRPCResponse // capacity 1
+}
+
+var pendingCalls = sync.Pool{New: func() any {
+	return &pendingCall{ch: make(chan *transport.JSONRPCResponse, 1)}
+}}
+
+// lineReadSize is the read buffer: most lines fit, longer ones are
+// assembled in long (kept for reuse up to maxKeptLine).
+const (
+	lineReadSize = 64 << 10
+	maxKeptLine  = 1 << 20
+)
+
+func newLineTransport(in io.Reader, out io.WriteCloser) *lineTransport {
+	return &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
+		pending: map[string]*pendingCall{}, ctx: context.Background()}
+}
+
+// Start starts the read loop; ctx is given to the upstream's requests.
+// Later calls do nothing.
+func (t *lineTransport) Start(ctx context.Context) error {
+	if t.started.Swap(true) {
+		return nil
+	}
+	t.ctx = ctx
+	go t.readLoop()
+	return nil
+}
+
+func (t *lineTransport) SetNotificationHandler(h func(mcp.JSONRPCNotification)) {
+	if h == nil {
+		t.onNote.Store(nil)
+		return
+	}
+	t.onNote.Store(&h)
+}
+
+func (t *lineTransport) SetRequestHandler(h transport.RequestHandler) {
+	if h == nil {
+		t.onRequest.Store(nil)
+		return
+	}
+	t.onRequest.Store(&h)
+}
+
+// GetSessionId: stdio has no session.
+func (t *lineTransport) GetSessionId() string { return "" }
+
+// Close fails every waiting request and closes the output (the child's
+// stdin). The read loop ends when the input does: the owner closes it.
+func (t *lineTransport) Close() error {
+	var err error
+	t.closing.Do(func() {
+		t.shutdown()
+		err = t.out.Close()
+	})
+	return err
+}
+
+// shutdown marks the transport closed and ends every waiting request.
+func (t *lineTransport) shutdown() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed.Store(true)
+	for key, call := range t.pending {
+		delete(t.pending, key)
+		call.ch <- nil
+	}
+}
+
+func (t *lineTransport) isClosed() bool { return t.closed.Load() }
+
+// SendRequest writes the request and waits for its answer, ctx, or the
+// transport closing. The write itself does not watch ctx (the Conn runs
+// requests on a goroutine of their own and watches the writer).
+func (t *lineTransport) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	buf := getLineBuf()
+	defer putLineBuf(buf)
+	if err := appendRequest(buf, &req); err != nil {
+		return nil, fmt.Errorf("failed to marshal request: %w", err)
+	}
+	call, err := t.register(idKey(req.ID), req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.write(buf.Bytes()); err != nil {
+		t.abandon(call)
+		return nil, fmt.Errorf("failed to write request: %w", err)
+	}
+	select {
+	case resp := <-call.ch:
+		recycle(call)
+		if resp == nil {
+			return nil, transport.ErrTransportClosed
+		}
+		return resp, nil
+	case <-ctx.Done():
+		// An answer that comes later finds no one waiting and is dropped.
+		t.abandon(call)
+		return nil, ctx.Err()
+	}
+}
+
+// register makes a call the one waiting for key.
+func (t *lineTransport) register(key string, id mcp.RequestId) (*pendingCall, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed.Load() {
+		return nil, transport.ErrTransportClosed
+	}
+	if _, dup := t.pending[key]; dup {
+		return nil, fmt.Errorf("request id %s is already waiting for an answer", key)
+	}
+	call := pendingCalls.Get().(*pendingCall)
+	call.key, call.id = key, id
+	t.pending[key] = call
+	return call, nil
+}
+
+// abandon stops waiting for call. When it is no longer pending, its answer
+// (or nil) was already sent: take it, so the call goes back to the pool
+// empty.
+func (t *lineTransport) abandon(call *pendingCall) {
+	t.mu.Lock()
+	if t.pending[call.key] == call {
+		delete(t.pending, call.key)
+	} else {
+		<-call.ch
+	}
+	t.mu.Unlock()
+	recycle(call)
+}
+
+func recycle(call *pendingCall) {
+	call.key, call.id = "", mcp.RequestId{}
+	pendingCalls.Put(call)
+}
+
+// SendNotification writes one notification.
+func (t *lineTransport) SendNotification(ctx context.Context, n mcp.JSONRPCNotification) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.isClosed() {
+		return transport.ErrTransportClosed
+	}
+	if err := t.writeJSON(n); err != nil {
+		return fmt.Errorf("failed to write notification: %w", err)
+	}
+	return nil
+}
+
+// writeJSON writes v as one line; it is for the rare messages (the
+// upstream's answers, notifications) that need no fast path.
+func (t *lineTransport) writeJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return t.write(append(b, '\n'))
+}
+
+// write sends one whole line in one Write call: the watchedWriter counts
+// writes to tell a child that stopped reading.
+func (t *lineTransport) write(line []byte) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	_, err := t.out.Write(line)
+	return err
+}
+
+// lineBufs are the buffers requests are built in.
+var lineBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getLineBuf() *bytes.Buffer { return lineBufs.Get().(*bytes.Buffer) }
+
+func putLineBuf(b *bytes.Buffer) {
+	if b.Cap() > maxKeptLine {
+		return // a huge request's buffer is not worth keeping
+	}
+	b.Reset()
+	lineBufs.Put(b)
+}
+
+// appendRequest writes req as one line, as json.Marshal would (bar HTML
+// escaping in raw params, which changes no value). The tools/call params
+// and raw params are appended as they are, after one compacting pass that
+// also validates them (a newline inside would split the message; invalid
+// bytes could smuggle members into the params); anything else goes through
+// json.Marshal.
+func appendRequest(buf *bytes.Buffer, req *transport.JSONRPCRequest) error {
+	buf.WriteString(`{"jsonrpc":`)
+	appendJSONString(buf, req.JSONRPC)
+	buf.WriteString(`,"id":`)
+	if err := appendID(buf, req.ID); err != nil {
+		return err
+	}
+	buf.WriteString(`,"method":`)
+	appendJSONString(buf, req.Method)
+	if req.Params != nil {
+		buf.WriteString(`,"params":`)
+		if err := appendParams(buf, req.Params); err != nil {
+			return err
+		}
+	}
+	buf.WriteString("}\n")
+	return nil
+}
+
+func appendID(buf *bytes.Buffer, id mcp.RequestId) error {
+	switch v := id.Value().(type) {
+	case string:
+		appendJSONString(buf, v)
+		return nil
+	case int64:
+		buf.Write(strconv.AppendInt(buf.AvailableBuffer(), v, 10))
+		return nil
+	}
+	return appendMarshal(buf, id)
+}
+
+func appendParams(buf *bytes.Buffer, params any) error {
+	switch p := params.(type) {
+	case json.RawMessage:
+		return appendRaw(buf, p)
+	case toolCallParams:
+		return appendToolCall(buf, &p)
+	case *toolCallParams:
+		if p != nil {
+			return appendToolCall(buf, p)
+		}
+	}
+	return appendMarshal(buf, params)
+}
+
+func appendToolCall(buf *bytes.Buffer, p *toolCallParams) error {
+	buf.WriteString(`{"name":`)
+	appendJSONString(buf, p.Name)
+	buf.WriteString(`,"arguments":`)
+	if err := appendRaw(buf, p.Arguments); err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	if m := p.Meta; m != nil {
+		buf.WriteString(`,"_meta":{`)
+		sep := appendMember(buf, "", "progressToken", m.ProgressToken)
+		sep = appendMember(buf, sep, "traceparent", m.Traceparent)
+		appendMember(buf, sep, "tracestate", m.Tracestate)
+		buf.WriteByte('}')
+	}
+	buf.WriteByte('}')
+	return nil
+}
+
+// appendMember writes an omitempty string member after sep, and returns
+// the separator for the next one.
+func appendMember(buf *bytes.Buffer, sep, name, value string) string {
+	if value == "" {
+		return sep
+	}
+	buf.WriteString(sep)
+	buf.WriteByte('"')
+	buf.WriteString(name)
+	buf.WriteString(`":`)
+	appendJSONString(buf, value)
+	return ","
+}
+
+// appendRaw writes raw JSON compacted, failing on invalid JSON; empty is
+// null, as json.Marshal writes a nil RawMessage.
+func appendRaw(buf *bytes.Buffer, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		buf.WriteString("null")
+		return nil
+	}
+	return json.Compact(buf, raw)
+}
+
+func appendJSONString(buf *bytes.Buffer, s string) {
+	if plainJSONString(s) {
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return
+	}
+	_ = appendMarshal(buf, s) // a string always encodes
+}
+
+func appendMarshal(buf *bytes.Buffer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf.Write(b)
+	return nil
+}
+
+// readLoop dispatches each line until the input ends, then fails every
+// request still waiting.
+func (t *lineTransport) readLoop() {
+	defer t.shutdown()
+	for {
+		line, err := t.readLine()
+		if err != nil || t.isClosed() {
+			// An unterminated last line is dropped, as mcp-go does: the
+			// upstream did not finish writing it.
+			return
+		}
+		t.dispatch(line)
+	}
+}
+
+// readLine returns the next line, valid until the next call.
+func (t *lineTransport) readLine() ([]byte, error) {
+	line, err := t.in.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	if cap(t.long) > maxKeptLine {
+		t.long = nil // the last long line was huge: do not keep it
+	}
+	t.long = append(t.long[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = t.in.ReadSlice('\n')
+		t.long = append(t.long, line...)
+	}
+	return t.long, err
+}
+
+// wireMessage is any JSON-RPC message, decoded once. Params and error are
+// decoded further only for the messages that need them.
+type wireMessage struct {
+	ID     wireID          `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// dispatch handles one line. Like mcp-go: a method without an id is a
+// notification, with one a request; anything else is taken as an answer.
+func (t *lineTransport) dispatch(line []byte) {
+	var m wireMessage
+	if json.Unmarshal(line, &m) != nil {
+		return // not JSON, or not an object: skipped
+	}
+	switch {
+	case m.Method != "" && !m.ID.present():
+		t.notify(&m)
+	case m.Method != "":
+		t.serve(&m)
+	default:
+		t.answer(&m)
+	}
+}
+
+// notify runs the notification handler on the read loop.
+func (t *lineTransport) notify(m *wireMessage) {
+	h := t.onNote.Load()
+	if h == nil {
+		return
+	}
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: m.Method}}
+	if len(m.Params) > 0 && json.Unmarshal(m.Params, &n.Params) != nil {
+		return // mcp-go skips a notification whose params are not an object
+	}
+	(*h)(n)
+}
+
+// answer hands an answer to the request waiting for its id, if any.
+func (t *lineTransport) answer(m *wireMessage) {
+	var details *mcp.JSONRPCErrorDetails
+	if len(m.Error) > 0 && string(m.Error) != "null" {
+		details = new(mcp.JSONRPCErrorDetails)
+		if json.Unmarshal(m.Error, details) != nil {
+			return
+		}
+	}
+	key := m.ID.key()
+	if key == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	call := t.pending[string(key)]
+	if call == nil {
+		return // no one waits for this id (any more)
+	}
+	delete(t.pending, call.key)
+	call.ch <- &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: call.id, Result: m.Result, Error: details}
+}
+
+// serve runs the upstream's request on a goroutine of its own (it may wait
+// for a client, as sampling does) and writes the answer back.
+func (t *lineTransport) serve(m *wireMessage) {
+	var id mcp.RequestId
+	if json.Unmarshal(m.ID.bytes(), &id) != nil {
+		return // an id that is neither a string nor a number: skipped
+	}
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: m.Method}
+	if len(m.Params) > 0 && string(m.Params) != "null" {
+		req.Params = m.Params // raw: numbers and key order reach the client as sent
+	}
+	h := t.onRequest.Load()
+	go t.respond(h, req)
+}
+
+func (t *lineTransport) respond(h *transport.RequestHandler, req transport.JSONRPCRequest) {
+	resp := t.handle(h, req)
+	if resp == nil || t.isClosed() {
+		return
+	}
+	// A failed write means the output is gone: the connection is down
+	// already, and the upstream waits for nothing more.
+	_ = t.writeJSON(resp)
+}
+
+// handle is mcp-go's answer to a request from the upstream.
+func (t *lineTransport) handle(h *transport.RequestHandler, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+	if h == nil {
+		return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND, "No request handler configured", nil)
+	}
+	if err := t.ctx.Err(); err != nil {
+		return transport.NewJSONRPCErrorResponse(req.ID, mcp.INTERNAL_ERROR, err.Error(), nil)
+	}
+	resp, err := (*h)(t.ctx, req)
+	if err != nil {
+		return transport.NewJSONRPCErrorResponse(req.ID, mcp.INTERNAL_ERROR, err.Error(), nil)
+	}
+	return resp
+}
+
+// wireID holds a message's id as raw JSON, copied out of the line into a
+// fixed array (ids are short: no allocation per answer); a longer one is
+// allocated.
+type wireID struct {
+	n     int
+	short [40]byte
+	long  []byte
+}
+
+func (w *wireID) UnmarshalJSON(b []byte) error {
+	if len(b) <= len(w.short) {
+		w.n, w.long = copy(w.short[:], b), nil
+		return nil
+	}
+	w.long = append([]byte(nil), b...)
+	return nil
+}
+
+func (w *wireID) bytes() []byte {
+	if w.long != nil {
+		return w.long
+	}
+	return w.short[:w.n]
+}
+
+// present reports an id that is there and not null (mcp-go takes a null
+// id as none).
+func (w *wireID) present() bool {
+	b := w.bytes()
+	return len(b) > 0 && string(b) != "null"
+}
+
+// key is the id as idKey names it, or nil for none. The gateway's ids
+// ("gw-N") and mcp-go's (integers) are already in that form; others are
+// decoded and named again, so 1.0 finds the request 1 (as in mcp-go).
+func (w *wireID) key() []byte {
+	b := w.bytes()
+	if !w.present() {
+		return nil
+	}
+	if canonicalID(b) {
+		return b
+	}
+	var id mcp.RequestId
+	if json.Unmarshal(b, &id) != nil {
+		return nil
+	}
+	return []byte(idKey(id))
+}
+
+// canonicalID reports whether b is already what idKey writes: a plain
+// quoted string, or digits.
+func canonicalID(b []byte) bool {
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		return plainJSONString(string(b[1 : len(b)-1]))
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
