@@ -143,6 +143,9 @@ func (e encoder) body(r Record) ([]byte, error) {
 	if r.Kind == KindCall || r.DurationMS != 0 {
 		w.DurationMS = &r.DurationMS
 	}
+	if b, ok := appendWire(make([]byte, 0, 512), &w); ok {
+		return b, nil
+	}
 	b, err := marshal(w)
 	if err != nil && w.Details != nil {
 		// A detail that JSON cannot hold (a NaN, a channel) must not cost the
@@ -151,6 +154,68 @@ func (e encoder) body(r Record) ([]byte, error) {
 		b, err = marshal(w)
 	}
 	return b, err
+}
+
+// appendWire writes w as marshal would, for the records nearly every call
+// writes: no details, no arguments, strings that need no escaping. Through
+// encoding/json's reflection that was 2% of the gateway's CPU per call.
+// Anything else reports false and goes through marshal; a test holds the
+// two to the same bytes.
+func appendWire(b []byte, w *wire) ([]byte, bool) {
+	if w.Details != nil || w.Args != nil {
+		return b, false
+	}
+	b = append(b, '{')
+	fields := [...]struct {
+		name, value string
+		always      bool
+	}{
+		{"time", w.Time, true}, {"kind", string(w.Kind), true}, {"principal", w.Principal, false},
+		{"session", w.Session, false}, {"tool", w.Tool, false}, {"args_digest", w.ArgsDigest, false},
+		{"decision", string(w.Decision), false}, {"error_code", w.ErrorCode, false}, {"reason", w.Reason, false},
+	}
+	for _, f := range fields {
+		if f.value == "" && !f.always {
+			continue
+		}
+		if !plainString(f.value) {
+			return b, false
+		}
+		b = appendMember(b, f.name)
+		b = append(append(append(b, '"'), f.value...), '"')
+	}
+	if w.Attempts != nil {
+		b = strconv.AppendInt(appendMember(b, "attempts"), int64(*w.Attempts), 10)
+	}
+	if w.DurationMS != nil {
+		b = strconv.AppendInt(appendMember(b, "duration_ms"), *w.DurationMS, 10)
+	}
+	if w.PolicyVersion != "" {
+		if !plainString(w.PolicyVersion) {
+			return b, false
+		}
+		b = append(append(append(appendMember(b, "policy_version"), '"'), w.PolicyVersion...), '"')
+	}
+	return append(b, '}'), true
+}
+
+// appendMember writes `"name":`, after a comma unless it is the first.
+func appendMember(b []byte, name string) []byte {
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	return append(append(append(b, '"'), name...), `":`...)
+}
+
+// plainString reports whether encoding/json writes s as it is, in quotes:
+// printable ASCII without a quote or backslash (HTML escaping is off).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // marshal is json.Marshal without HTML escaping (the file is read by

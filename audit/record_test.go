@@ -128,3 +128,44 @@ func TestRedact(t *testing.T) {
 		})
 	}
 }
+
+// appendWire, the hand-written encoder for everyday records, writes the
+// bytes marshal writes, and leaves everything it does not handle to it.
+func TestAppendWireMatchesMarshal(t *testing.T) {
+	one, zero, dur := 1, 0, int64(12)
+	tests := []struct {
+		name string
+		w    wire
+		ok   bool
+	}{
+		{"call", wire{Time: "2026-11-30T08:15:00.120000000Z", Kind: KindCall, Principal: "alice", Session: "s1",
+			Tool: "orders/refund_order", ArgsDigest: "sha256:ab", Decision: DecisionAllowed, Attempts: &one, DurationMS: &dur,
+			PolicyVersion: "v1"}, true},
+		{"empty fields left out, zero counts kept", wire{Time: "t", Kind: KindCall, Attempts: &zero, DurationMS: new(int64)}, true},
+		{"no counts", wire{Time: "t", Kind: KindPolicyReload, Decision: DecisionApplied, Reason: "model.conf:3 <ok> & more"}, true},
+		{"a quote", wire{Time: "t", Kind: KindCall, Reason: `say "hi"`}, false},
+		{"a control character", wire{Time: "t", Kind: KindCall, Principal: "a\nb"}, false},
+		{"non-ASCII", wire{Time: "t", Kind: KindCall, Tool: "café"}, false},
+		{"a backslash in the policy version", wire{Time: "t", Kind: KindCall, PolicyVersion: `a\b`}, false},
+		{"details", wire{Time: "t", Kind: KindApproval, Details: map[string]any{"id": "x"}}, false},
+		{"args", wire{Time: "t", Kind: KindCall, Args: json.RawMessage(`{}`)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := appendWire(nil, &tt.w)
+			if ok != tt.ok {
+				t.Fatalf("handled %v, want %v", ok, tt.ok)
+			}
+			if !ok {
+				return
+			}
+			want, err := marshal(tt.w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("appendWire:\n%s\nmarshal:\n%s", got, want)
+			}
+		})
+	}
+}
