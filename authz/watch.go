@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/toolgate/toolgate/internal/dirwatch"
 )
 
 // Watch reloads the policy when the model or the policy file changes, until ctx ends; then it
@@ -18,12 +20,13 @@ import (
 // It watches the DIRECTORIES of both files, not the files: editors and config tools replace a
 // file (write a temporary file, rename it over the old one), and a watch on the old file would
 // go quiet after the first save. Events for other names in those directories are ignored,
-// except Kubernetes' "..data" symlink swap (a ConfigMap volume update). A burst of events (an
-// editor's rename + create + chmod, a write in several chunks) is debounced: Watch reloads once
-// the files have been quiet for the debounce interval (250 ms). A failed reload is handled as
+// except Kubernetes' "..data" symlink swap (a ConfigMap volume update). On Linux a file written
+// in place is seen when its writer closes it, and writes to other files there (the audit trail)
+// wake nothing (package dirwatch). A burst of events (an editor's rename + create) is debounced:
+// Watch reloads once the files have been quiet for the debounce interval (250 ms). A failed reload is handled as
 // [Store.Reload] does: logged, counted, last good policy kept.
 func (s *Store) Watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
+	w, err := dirwatch.New()
 	if err != nil {
 		return fmt.Errorf("authz: cannot watch the policy files: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/toolgate/toolgate/internal/dirwatch"
 	"github.com/toolgate/toolgate/internal/statefile"
 )
 
@@ -33,7 +34,7 @@ func (s *Store) Watch(ctx context.Context, onReload func(error)) error {
 		<-ctx.Done()
 		return nil
 	}
-	w, err := fsnotify.NewWatcher()
+	w, err := dirwatch.New()
 	if err != nil {
 		return fmt.Errorf("pins: cannot watch %s: %w", s.path, err)
 	}
