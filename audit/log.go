@@ -397,7 +397,10 @@ func (l *Log) retire() error {
 
 // replaced reports whether Path no longer names the open file: someone
 // moved or deleted it, and records written to it would vanish from the
-// trail. It looks at most once per hooks.statEvery (replacedCheckEvery).
+// trail. It looks at most once per hooks.statEvery (replacedCheckEvery),
+// but a replacement it has seen is not forgotten: until the file is
+// retired, every call looks again (write may wait for an fsync between
+// seeing it and acting on it).
 func (l *Log) replaced() bool {
 	if l.hooks.statEvery > 0 {
 		now := l.hooks.clock()
@@ -407,7 +410,11 @@ func (l *Log) replaced() bool {
 		l.statDue = now.Add(l.hooks.statEvery)
 	}
 	fi, err := os.Stat(l.opts.Path)
-	return err != nil || !os.SameFile(fi, l.id)
+	if err != nil || !os.SameFile(fi, l.id) {
+		l.statDue = time.Time{}
+		return true
+	}
+	return false
 }
 
 // Close flushes (policy permitting) and closes the trail, and stops the

@@ -500,3 +500,63 @@ func TestIntervalFlushFailure(t *testing.T) {
 		t.Fatalf("%d fsyncs with nothing new written, want %d", got, flushed)
 	}
 }
+
+// A move the paced check has seen is not forgotten while the Append waits
+// for an fsync running outside the lock: the record goes to a new file at
+// the path, however long ago the move was (here, before the last check's
+// millisecond was up), not to the moved file.
+func TestFileMovedNoticedWhileAnFsyncRuns(t *testing.T) {
+	fs := newFakeFS()
+	var errs errorLog
+	now := time.Unix(1000, 0)
+	var clockMu sync.Mutex
+	clocked := make(chan struct{}, 1)
+	h := fs.hooks()
+	h.statEvery = replacedCheckEvery
+	h.clock = func() time.Time {
+		select {
+		case clocked <- struct{}{}:
+		default:
+		}
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		return now
+	}
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l := openWith(t, Options{Path: path, Fsync: FsyncInterval, OnError: errs.add, Now: fixedClock}, h)
+	appendN(t, l, 1, 1)
+	<-clocked
+
+	// The interval flusher's fsync runs, and holds on.
+	fs.entered, fs.gate = make(chan struct{}, 1), make(chan struct{})
+	fs.tick <- time.Now()
+	<-fs.entered
+
+	moved := path + ".moved"
+	if err := os.Rename(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	clockMu.Lock()
+	now = now.Add(replacedCheckEvery) // the next Append checks
+	clockMu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- l.Append(rec(2)) }()
+	<-clocked   // it checks, under mu...
+	l.mu.Lock() // ...and waits for the fsync, which releases mu
+	l.mu.Unlock()
+	fs.gate <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	fs.set(func(fs *fakeFS) { fs.entered, fs.gate = nil, nil })
+	l.Close()
+	if got := errs.list(); len(got) != 1 || !strings.Contains(got[0].Error(), "moved, removed or replaced") {
+		t.Fatalf("OnError got %v", got)
+	}
+	if rep := mustVerify(t, moved); rep.Records != 1 {
+		t.Fatalf("moved file: %+v", rep)
+	}
+	if rep := mustVerify(t, moved, path); rep.Records != 2 || rep.MidChain {
+		t.Fatalf("both files: %+v", rep)
+	}
+}
