@@ -391,12 +391,12 @@ func (t *lineTransport) readLoop() {
 
 // readLine returns the next line, valid until the next call.
 func (t *lineTransport) readLine() ([]byte, error) {
+	if cap(t.long) > maxKeptLine {
+		t.long = nil // the last line was huge: do not keep it, even for a short one
+	}
 	line, err := t.in.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		return line, err
-	}
-	if cap(t.long) > maxKeptLine {
-		t.long = nil // the last long line was huge: do not keep it
 	}
 	t.long = append(t.long[:0], line...)
 	for errors.Is(err, bufio.ErrBufferFull) {

@@ -553,3 +553,29 @@ func echoServer(r io.Reader, w io.Writer) {
 		}
 	}
 }
+
+// A line longer than maxKeptLine is not kept once the next line is read,
+// whether or not that one is long too: one big answer must not pin its
+// buffer (up to the message cap, 16 MiB and more) for the connection's life.
+func TestLineTransportDropsHugeLineBuffer(t *testing.T) {
+	huge := `{"jsonrpc":"2.0","id":"gw-1","result":{"text":"` + strings.Repeat("x", maxKeptLine+1) + `"}}` + "\n"
+	long := `{"jsonrpc":"2.0","id":"gw-2","result":{"text":"` + strings.Repeat("y", 2*lineReadSize) + `"}}` + "\n"
+	short := `{"jsonrpc":"2.0","id":"gw-3","result":{}}` + "\n"
+	for _, next := range []string{short, long} {
+		tr := newLineTransport(strings.NewReader(huge+next), nopWriteCloser{})
+		if line, err := tr.readLine(); err != nil || len(line) != len(huge) {
+			t.Fatalf("huge line: %d bytes, %v", len(line), err)
+		}
+		if line, err := tr.readLine(); err != nil || string(line) != next {
+			t.Fatalf("next line: %d bytes, %v", len(line), err)
+		}
+		if cap(tr.long) > maxKeptLine {
+			t.Errorf("after a %d-byte line: %d bytes kept", len(next), cap(tr.long))
+		}
+	}
+}
+
+type nopWriteCloser struct{}
+
+func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriteCloser) Close() error                { return nil }
