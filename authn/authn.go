@@ -129,7 +129,7 @@ func (f *Failure) Respond(w http.ResponseWriter) {
 // Authenticate returns the subject the request acts as, or a *Failure. It reads only the URL and the
 // Authorization header, never the body.
 func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
-	if r.URL != nil && r.URL.Query().Has("access_token") {
+	if r.URL != nil && r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
 		return authz.Subject{}, fail(http.StatusBadRequest, a.badRequest,
 			"access_token in the query string (refused even beside a header: URLs are logged)")
 	}
@@ -149,7 +149,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		// RFC 6750 §3.1: an unsupported scheme gets the challenge without an error code. The header
 		// itself is not logged: it may be a credential.
 		return authz.Subject{}, fail(http.StatusUnauthorized, a.missing, "the Authorization header does not use the Bearer scheme")
-	case !b64token.MatchString(token):
+	case !b64token(token):
 		return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, "the bearer token is empty or not RFC 6750 token characters")
 	case a.jwt != nil && looksLikeJWT(token):
 		sub, reason := a.jwt.subject(r.Context(), token)
@@ -158,7 +158,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		}
 		return sub, nil
 	}
-	principal, ok := a.keys.Principal(token)
+	hash := authz.HashKey(token) // once: the key lookup and its attributes both use it
+	principal, ok := a.keys.PrincipalOfHash(hash)
 	if !ok {
 		reason := "unknown API key"
 		if looksLikeJWT(token) {
@@ -167,7 +168,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, reason)
 	}
 	sub := authz.Subject{Principal: principal}
-	if attrs := a.keyAttrs[authz.HashKey(token)]; attrs != nil {
+	if attrs := a.keyAttrs[hash]; attrs != nil {
 		sub.Attrs = maps.Clone(attrs) // the caller may change its copy
 	}
 	return sub, nil
@@ -177,8 +178,26 @@ func fail(status int, challenge, reason string) *Failure {
 	return &Failure{Status: status, Challenge: challenge, Reason: reason}
 }
 
-// b64token is RFC 6750's token68-like syntax for a bearer token.
-var b64token = regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
+// b64token reports RFC 6750's b64token syntax for a bearer token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". A loop, not
+// a regular expression: it runs on every request.
+func b64token(s string) bool {
+	i := 0
+	for i < len(s) && tokenChar(s[i]) {
+		i++
+	}
+	if i == 0 {
+		return false
+	}
+	for i < len(s) && s[i] == '=' {
+		i++
+	}
+	return i == len(s)
+}
+
+func tokenChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0
+}
 
 // jwtShape is three base64url segments; the signature may be empty, so that alg "none" tokens reach the
 // verifier and are refused there for what they are.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -228,5 +229,17 @@ func TestNewRefusesIncompleteJWT(t *testing.T) {
 				t.Fatalf("error %q, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// b64token accepts exactly what RFC 6750's b64token rule (the regular
+// expression it replaced) accepts.
+func TestB64Token(t *testing.T) {
+	rule := regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
+	for _, s := range []string{"", "abc", "AZaz09-._~+/", "abc==", "abc=d", "=", "==abc", "a b", "a\tb", "ключ", "a,b",
+		"tg_live_1234", "a=b=", "x=", "\x00", "abc\n", "é", "a\"b"} {
+		if got, want := b64token(s), rule.MatchString(s); got != want {
+			t.Errorf("b64token(%q) = %v, the rule says %v", s, got, want)
+		}
 	}
 }

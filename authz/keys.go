@@ -76,6 +76,14 @@ func (k *Keys) Principal(presented string) (string, bool) {
 	if k == nil || presented == "" {
 		return "", false
 	}
-	p, ok := k.byHash[HashKey(presented)]
+	return k.PrincipalOfHash(HashKey(presented))
+}
+
+// PrincipalOfHash is Principal for a key already hashed with HashKey.
+func (k *Keys) PrincipalOfHash(hash string) (string, bool) {
+	if k == nil {
+		return "", false
+	}
+	p, ok := k.byHash[hash]
 	return p, ok
 }
