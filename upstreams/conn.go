@@ -406,6 +406,11 @@ var errConnLost = errors.New("connection lost while the request was in flight")
 // then, the child is declared down (its owner stops it, which also unblocks
 // the write).
 func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *progressRoute, onProgress func(Progress)) (*transport.JSONRPCResponse, error) {
+	if lt, ok := c.tr.(*lineTransport); ok && route == nil && lt.timedWrites() {
+		if _, bounded := ctx.Deadline(); bounded {
+			return c.sendInline(ctx, lt, req)
+		}
+	}
 	type answer struct {
 		resp *transport.JSONRPCResponse
 		err  error
@@ -451,11 +456,7 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 			route.deliver(onProgress)
 		case <-ctx.Done():
 			if c.stdin != nil && c.stdin.stuckSince(mark) {
-				c.log.Error("upstream stopped reading its input; stopping it")
-				c.markDown(errors.New("upstream stopped reading its input"))
-				if !c.hooks.supervised {
-					go c.Close() // no owner watches this connection
-				}
+				c.stuck()
 			}
 			return nil, ctx.Err()
 		case <-down:
@@ -467,6 +468,31 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 			}
 			return nil, fmt.Errorf("%w: %w", errConnLost, context.Cause(c.life))
 		}
+	}
+}
+
+// sendInline is send on the caller's goroutine, for a stdio upstream whose
+// stdin can time out a write at the caller's deadline: no goroutine to
+// start, and no answer handed from one goroutine to another (two wake-ups
+// per call, which at concurrency 1 cost more than the rest of the
+// connection's work). A write still stuck at the deadline means the child
+// stopped reading its input: it is declared down, as send does.
+func (c *Conn) sendInline(ctx context.Context, lt *lineTransport, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := lt.SendRequest(ctx, req)
+	if errors.Is(err, errWriteStuck) {
+		c.stuck()
+		<-ctx.Done() // the pipe's timer may fire a moment before the context's
+		return nil, ctx.Err()
+	}
+	return resp, err
+}
+
+// stuck declares down a child that stopped reading its input.
+func (c *Conn) stuck() {
+	c.log.Error("upstream stopped reading its input; stopping it")
+	c.markDown(errors.New("upstream stopped reading its input"))
+	if !c.hooks.supervised {
+		go c.Close() // no owner watches this connection
 	}
 }
 
@@ -696,6 +722,21 @@ func (w *watchedWriter) Write(p []byte) (int, error) {
 }
 
 func (w *watchedWriter) Close() error { return w.w.Close() }
+
+// SetWriteDeadline bounds the writes to come, when the child's stdin can.
+func (w *watchedWriter) SetWriteDeadline(t time.Time) error {
+	if d, ok := w.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return os.ErrNoDeadline
+}
+
+// canTimeOut reports whether SetWriteDeadline works: the child's stdin is
+// a pipe the runtime polls, as exec's StdinPipe gives.
+func (w *watchedWriter) canTimeOut() bool {
+	f, ok := w.w.(*os.File)
+	return ok && f.SetWriteDeadline(time.Time{}) == nil
+}
 
 // mark is taken before a call writes; stuckSince tests against it.
 func (w *watchedWriter) mark() int64 { return w.started.Load() }

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -51,11 +53,18 @@ type lineTransport struct {
 	in  *bufio.Reader
 	out io.WriteCloser
 
-	writeMu sync.Mutex // one message per Write, never interleaved
+	writeMu   sync.Mutex     // one message per Write, never interleaved
+	deadliner writeDeadliner // out, when it can time out a write; else nil
 
 	mu      sync.Mutex
 	pending map[string]*pendingCall // by the id's JSON (idKey)
 	closed  atomic.Bool             // set under mu; read without it
+	done    chan struct{}           // closed with closed
+
+	// serving holds a token per upstream request being served: at
+	// maxServing the read loop waits, so an upstream that floods requests
+	// (and stops reading the answers) holds a bounded number of goroutines.
+	serving chan struct{}
 
 	started   atomic.Bool
 	ctx       context.Context // Start's, for the upstream's requests
@@ -88,9 +97,18 @@ const (
 	maxKeptLine  = 1 << 20
 )
 
+// maxServing bounds the upstream's requests served at once (sampling,
+// elicitation and roots relays wait for the client; pings answer at once).
+const maxServing = 64
+
 func newLineTransport(in io.Reader, out io.WriteCloser) *lineTransport {
-	return &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
-		pending: map[string]*pendingCall{}, ctx: context.Background()}
+	t := &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
+		pending: map[string]*pendingCall{}, done: make(chan struct{}), serving: make(chan struct{}, maxServing),
+		ctx: context.Background()}
+	if d, ok := out.(writeDeadliner); ok && d.canTimeOut() {
+		t.deadliner = d
+	}
+	return t
 }
 
 // Start starts the read loop; ctx is given to the upstream's requests.
@@ -138,7 +156,9 @@ func (t *lineTransport) Close() error {
 func (t *lineTransport) shutdown() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.closed.Store(true)
+	if !t.closed.Swap(true) {
+		close(t.done)
+	}
 	for key, call := range t.pending {
 		delete(t.pending, key)
 		call.ch <- nil
@@ -148,8 +168,9 @@ func (t *lineTransport) shutdown() {
 func (t *lineTransport) isClosed() bool { return t.closed.Load() }
 
 // SendRequest writes the request and waits for its answer, ctx, or the
-// transport closing. The write itself does not watch ctx (the Conn runs
-// requests on a goroutine of their own and watches the writer).
+// transport closing. The write gives up at ctx's deadline when the output
+// can time out a write (see writeWithin); otherwise it does not watch ctx,
+// and the Conn runs the request on a goroutine of its own.
 func (t *lineTransport) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -163,7 +184,7 @@ func (t *lineTransport) SendRequest(ctx context.Context, req transport.JSONRPCRe
 	if err != nil {
 		return nil, err
 	}
-	if err := t.write(buf.Bytes()); err != nil {
+	if err := t.writeWithin(ctx, buf.Bytes()); err != nil {
 		t.abandon(call)
 		return nil, fmt.Errorf("failed to write request: %w", err)
 	}
@@ -186,7 +207,7 @@ func (t *lineTransport) register(key string, id mcp.RequestId) (*pendingCall, er
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed.Load() {
-		return nil, transport.ErrTransportClosed
+		return nil, fmt.Errorf("%w: %w", errNotStarted, transport.ErrTransportClosed) // nothing was written
 	}
 	if _, dup := t.pending[key]; dup {
 		return nil, fmt.Errorf("request id %s is already waiting for an answer", key)
@@ -238,6 +259,46 @@ func (t *lineTransport) writeJSON(v any) error {
 		return err
 	}
 	return t.write(append(b, '\n'))
+}
+
+// errWriteStuck: a write did not finish by its caller's deadline, because
+// the child stopped reading its input. Part of the line may have been
+// written, so the transport is closed: nothing more can follow it.
+var errWriteStuck = errors.New("upstream stopped reading its input")
+
+// timedWrites reports whether the output can time out a write, so a
+// request may be written on its caller's goroutine (Conn.send).
+func (t *lineTransport) timedWrites() bool { return t.deadliner != nil }
+
+// writeDeadliner is an output that can bound a write: the child's stdin
+// pipe (an *os.File the runtime polls) behind the watchedWriter.
+type writeDeadliner interface {
+	SetWriteDeadline(time.Time) error
+	canTimeOut() bool
+}
+
+// writeWithin writes line, giving up at ctx's deadline when the output can
+// time out a write. Cancellation without a deadline does not interrupt
+// a write: it only blocks while the child is not reading, and every call
+// the gateway makes has a deadline.
+func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
+	deadline, ok := ctx.Deadline()
+	d := t.deadliner
+	if !ok || d == nil {
+		return t.write(line)
+	}
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	if err := d.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	_, err := t.out.Write(line)
+	_ = d.SetWriteDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.shutdown()
+		return fmt.Errorf("%w: %w", errWriteStuck, err)
+	}
+	return err
 }
 
 // write sends one whole line in one Write call: the watchedWriter counts
@@ -480,11 +541,17 @@ func (t *lineTransport) serve(m *wireMessage) {
 	if len(m.Params) > 0 && string(m.Params) != "null" {
 		req.Params = m.Params // raw: numbers and key order reach the client as sent
 	}
+	select {
+	case t.serving <- struct{}{}:
+	case <-t.done:
+		return
+	}
 	h := t.onRequest.Load()
 	go t.respond(h, req)
 }
 
 func (t *lineTransport) respond(h *transport.RequestHandler, req transport.JSONRPCRequest) {
+	defer func() { <-t.serving }()
 	resp := t.handle(h, req)
 	if resp == nil || t.isClosed() {
 		return

@@ -579,3 +579,76 @@ type nopWriteCloser struct{}
 
 func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
 func (nopWriteCloser) Close() error                { return nil }
+
+// An upstream that floods requests is served at most maxServing at a time:
+// the read loop waits for a slot, and every request is answered in the end.
+func TestLineTransportBoundsServedRequests(t *testing.T) {
+	p := newPeer(t)
+	const requests = maxServing + 36
+	var running, most atomic.Int64
+	started, release := make(chan struct{}, requests), make(chan struct{})
+	p.tr.SetRequestHandler(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- struct{}{}
+		<-release // waits for the client, as sampling does
+		return &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: req.ID, Result: json.RawMessage(`{}`)}, nil
+	})
+	go func() {
+		for i := range requests {
+			if _, err := fmt.Fprintf(p.out, `{"jsonrpc":"2.0","id":%d,"method":"sampling/createMessage"}`+"\n", i); err != nil {
+				return // the transport closed at cleanup
+			}
+		}
+	}()
+	for range maxServing {
+		<-started
+	}
+	close(release)
+	for range requests {
+		p.next()
+	}
+	if m := most.Load(); m > maxServing {
+		t.Fatalf("%d requests served at once, want at most %d", m, maxServing)
+	}
+}
+
+// A write still blocked at its caller's deadline (the child stopped reading
+// its input) gives up, and closes the transport: part of the line may be in
+// the pipe, so nothing more can follow it.
+func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, &watchedWriter{w: pw})
+	if !tr.timedWrites() {
+		t.Fatal("a pipe's write end cannot time out a write")
+	}
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tr.Close()
+		inW.Close()
+		pr.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", 1<<20) + `"}`) // more than a pipe holds; nobody reads
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"), Method: "tools/call",
+		Params: toolCallParams{Name: "echo", Arguments: big}}
+	if _, err := tr.SendRequest(ctx, req); !errors.Is(err, errWriteStuck) {
+		t.Fatalf("err %v, want errWriteStuck", err)
+	}
+	req.ID = mcp.NewRequestId("gw-2")
+	req.Params = toolCallParams{Name: "echo", Arguments: json.RawMessage(`{}`)}
+	if _, err := tr.SendRequest(context.Background(), req); !errors.Is(err, transport.ErrTransportClosed) || !errors.Is(err, errNotStarted) {
+		t.Fatalf("after the stuck write: %v, want closed and not started", err)
+	}
+}
