@@ -127,7 +127,11 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, bool) {
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = replayBody(body, err)
-	if err != nil || json.Unmarshal(body, &msg) != nil {
+	if err != nil {
+		return nil, msg, false
+	}
+	msg, ok := decodeFast(body)
+	if !ok && json.Unmarshal(body, &msg) != nil {
 		return nil, msg, false // mcp-go refuses it before it notes the session's activity
 	}
 	if msg.Method == string(mcp.MethodNotificationCancelled) && msg.Params != nil {
