@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -251,4 +253,137 @@ func (c *cursor) skipString() bool {
 		}
 	}
 	return false
+}
+
+// decodeResultFast decodes the usual tools/call result, as strictUnmarshal
+// into an upstreamResult would: members content (an array), isError (a
+// boolean) and structuredContent, each at most once, nothing else. It
+// reports false for anything else, which normalize then decodes with
+// strictUnmarshal. The blocks are left raw (decodeBlock decodes them).
+func decodeResultFast(raw []byte) (upstreamResult, bool) {
+	var res upstreamResult
+	c := cursor{b: raw}
+	c.space()
+	seen := 0
+	for more := c.open(); more; {
+		key, ok := c.key()
+		if !ok {
+			return upstreamResult{}, false
+		}
+		bit := memberBit(key, "content", "isError", "structuredContent")
+		if bit == 0 || seen&bit != 0 {
+			return upstreamResult{}, false
+		}
+		seen |= bit
+		switch bit {
+		case 1:
+			res.Content, ok = c.array()
+		case 2:
+			res.IsError, ok = c.boolean()
+		case 4:
+			res.StructuredContent = c.value()
+			ok = res.StructuredContent != nil
+		}
+		if more, ok = c.after(ok); !ok {
+			return upstreamResult{}, false
+		}
+	}
+	c.space()
+	if c.failed || c.i != len(c.b) || !json.Valid(raw) {
+		return upstreamResult{}, false
+	}
+	return res, true
+}
+
+// array reads [v, …] into the values' bytes (an empty, not nil, slice for
+// [], as json.Unmarshal gives).
+func (c *cursor) array() ([]json.RawMessage, bool) {
+	if !c.next('[') {
+		return nil, false
+	}
+	out := make([]json.RawMessage, 0, 1)
+	if c.next(']') {
+		return out, true
+	}
+	for {
+		c.space()
+		v := c.value()
+		if v == nil {
+			return nil, false
+		}
+		out = append(out, v)
+		if c.next(']') {
+			return out, true
+		}
+		if !c.next(',') {
+			return nil, false
+		}
+	}
+}
+
+// boolean reads true or false.
+func (c *cursor) boolean() (bool, bool) {
+	switch v := string(c.value()); v {
+	case "true", "false":
+		return v == "true", true
+	}
+	return false, false
+}
+
+// decodeTextBlockFast decodes {"type":"text","text":"…"} (either order,
+// nothing else) whose text has no escape, as decodeBlock's json.Unmarshal
+// would; false for anything else.
+func decodeTextBlockFast(raw []byte) (string, bool) {
+	c := cursor{b: raw}
+	var text []byte
+	seen := 0
+	for more := c.open(); more; {
+		key, ok := c.key()
+		if !ok {
+			return "", false
+		}
+		bit := memberBit(key, "type", "text")
+		if bit == 0 || seen&bit != 0 {
+			return "", false
+		}
+		seen |= bit
+		if bit == 1 {
+			t, _ := c.plainString()
+			ok = string(t) == mcp.ContentTypeText
+		} else {
+			text, ok = c.textString()
+		}
+		if more, ok = c.after(ok); !ok {
+			return "", false
+		}
+	}
+	c.space()
+	if c.failed || seen != 3 || c.i != len(c.b) {
+		return "", false
+	}
+	return string(text), true
+}
+
+// textString reads a string without escapes or control characters whose
+// bytes are valid UTF-8: json.Unmarshal decodes it to those very bytes.
+func (c *cursor) textString() ([]byte, bool) {
+	if c.i >= len(c.b) || c.b[c.i] != '"' {
+		return nil, false
+	}
+	start := c.i + 1
+	end := bytes.IndexByte(c.b[start:], '"')
+	if end < 0 {
+		return nil, false
+	}
+	s := c.b[start : start+end]
+	for _, ch := range s {
+		if ch < 0x20 || ch == '\\' {
+			return nil, false
+		}
+	}
+	if !utf8.Valid(s) {
+		return nil, false
+	}
+	c.i = start + end + 1
+	return s, true
 }

@@ -90,3 +90,113 @@ func BenchmarkDecodeBody(b *testing.B) {
 		}
 	})
 }
+
+var resultSeeds = []struct {
+	raw  string
+	fast bool
+}{
+	{`{"content":[{"type":"text","text":"ping 1"}]}`, true},
+	{` {"isError":true,"content":[],"structuredContent":{"a":[1,2]}} `, true},
+	{`{"content":[{"type":"text","text":"a"},{"type":"image","data":"AA==","mimeType":"image/png"}],"isError":false}`, true},
+	{`{"content":[]}`, true},
+	{`{}`, true},
+	{`{"content":null}`, false},
+	{`{"content":[],"_meta":{}}`, false},
+	{`{"Content":[]}`, false},
+	{`{"content":[],"content":[]}`, false},
+	{`{"isError":"yes","content":[]}`, false},
+	{`{"isError":null,"content":[]}`, false},
+	{`null`, false},
+	{``, false},
+	{`{"content":[1,]}`, false},
+	{`{"content":[{"type":"text","text":"x"}]} {}`, false},
+}
+
+// Where decodeResultFast takes a result, strictUnmarshal accepts it and
+// gives the same upstreamResult.
+func TestDecodeResultFastAgrees(t *testing.T) {
+	for _, tc := range resultSeeds {
+		res, ok := decodeResultFast([]byte(tc.raw))
+		if ok != tc.fast {
+			t.Errorf("decodeResultFast(%s) took it: %v, want %v", tc.raw, ok, tc.fast)
+		}
+		checkResultAgrees(t, []byte(tc.raw), res, ok)
+	}
+}
+
+func FuzzDecodeResultFast(f *testing.F) {
+	for _, tc := range resultSeeds {
+		f.Add([]byte(tc.raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		res, ok := decodeResultFast(raw)
+		checkResultAgrees(t, raw, res, ok)
+	})
+}
+
+func checkResultAgrees(t *testing.T, raw []byte, fast upstreamResult, ok bool) {
+	t.Helper()
+	if !ok {
+		return
+	}
+	var want upstreamResult
+	if err := strictUnmarshal(raw, &want); err != nil {
+		t.Fatalf("decodeResultFast took %q, which strictUnmarshal refuses: %v", raw, err)
+	}
+	if !reflect.DeepEqual(fast, want) {
+		t.Fatalf("decodeResultFast(%q) = %#v, strictUnmarshal %#v", raw, fast, want)
+	}
+}
+
+var blockSeeds = []struct {
+	raw  string
+	fast bool
+}{
+	{`{"type":"text","text":"ping 1"}`, true},
+	{`{ "text" : "café ☕ <b>&</b>" , "type" : "text" }`, true},
+	{`{"type":"text","text":""}`, true},
+	{`{"type":"text","text":"a\nb"}`, false},
+	{"{\"type\":\"text\",\"text\":\"\xff\"}", false},
+	{"{\"type\":\"text\",\"text\":\"a\x01\"}", false},
+	{`{"type":"text"}`, false},
+	{`{"type":"image","text":"x"}`, false},
+	{`{"type":"text","text":"x","annotations":{"priority":1}}`, false},
+	{`{"type":"text","text":"x","text":"y"}`, false},
+	{`{"type":"text","text":5}`, false},
+}
+
+// Where decodeTextBlockFast takes a block, the slow path gives the same
+// text block.
+func TestDecodeTextBlockFastAgrees(t *testing.T) {
+	for _, tc := range blockSeeds {
+		text, ok := decodeTextBlockFast([]byte(tc.raw))
+		if ok != tc.fast {
+			t.Errorf("decodeTextBlockFast(%s) took it: %v, want %v", tc.raw, ok, tc.fast)
+		}
+		checkBlockAgrees(t, []byte(tc.raw), text, ok)
+	}
+}
+
+func FuzzDecodeTextBlockFast(f *testing.F) {
+	for _, tc := range blockSeeds {
+		f.Add([]byte(tc.raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		text, ok := decodeTextBlockFast(raw)
+		checkBlockAgrees(t, raw, text, ok)
+	})
+}
+
+func checkBlockAgrees(t *testing.T, raw []byte, text string, ok bool) {
+	t.Helper()
+	if !ok {
+		return
+	}
+	var tb textBlock
+	if err := json.Unmarshal(raw, &tb); err != nil || tb.Type != "text" || tb.Text == nil || tb.Annotations != nil {
+		t.Fatalf("decodeTextBlockFast took %q; json.Unmarshal: %+v, %v", raw, tb, err)
+	}
+	if *tb.Text != text {
+		t.Fatalf("decodeTextBlockFast(%q) = %q, json.Unmarshal %q", raw, text, *tb.Text)
+	}
+}

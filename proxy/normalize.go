@@ -30,9 +30,11 @@ func (p *Pipeline) normalize(_ context.Context, x *exchange) *envelope.Error {
 	if int64(len(x.raw)) > x.tool.MaxResultBytes {
 		return envelope.Errorf(envelope.ResultTooLarge, "the result is %d bytes, over the %d byte limit", len(x.raw), x.tool.MaxResultBytes)
 	}
-	var res upstreamResult
-	if err := strictUnmarshal(x.raw, &res); err != nil {
-		return envelope.Errorf(envelope.UpstreamError, "the tool's answer was not a valid tools/call result").WithDetail(err.Error())
+	res, ok := decodeResultFast(x.raw)
+	if !ok {
+		if err := strictUnmarshal(x.raw, &res); err != nil {
+			return envelope.Errorf(envelope.UpstreamError, "the tool's answer was not a valid tools/call result").WithDetail(err.Error())
+		}
 	}
 	content, texts, err := sanitizeContent(res.Content)
 	if err != nil {
@@ -98,6 +100,9 @@ type textBlock struct {
 // tool sends, take one decode; the others go through mcp-go's decoder,
 // which reads the type first and then the whole block again.
 func decodeBlock(raw json.RawMessage) (mcp.Content, error) {
+	if text, ok := decodeTextBlockFast(raw); ok {
+		return mcp.TextContent{Type: mcp.ContentTypeText, Text: text}, nil
+	}
 	var tb textBlock
 	if err := json.Unmarshal(raw, &tb); err == nil && tb.Type == mcp.ContentTypeText && tb.Text != nil {
 		return mcp.TextContent{Annotated: mcp.Annotated{Annotations: tb.Annotations}, Type: mcp.ContentTypeText, Text: *tb.Text}, nil
