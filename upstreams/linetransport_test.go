@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -650,5 +651,70 @@ func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
 	req.Params = toolCallParams{Name: "echo", Arguments: json.RawMessage(`{}`)}
 	if _, err := tr.SendRequest(context.Background(), req); !errors.Is(err, transport.ErrTransportClosed) || !errors.Is(err, errNotStarted) {
 		t.Fatalf("after the stuck write: %v, want closed and not started", err)
+	}
+}
+
+var answerSeeds = []struct {
+	line string
+	fast bool
+}{
+	{`{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"ping"}]}}` + "\n", true},
+	{`{"jsonrpc":"2.0","id":17,"result":[]}`, true},
+	{`{"jsonrpc":"2.0","id":0,"result":null}` + "\r\n", true},
+	{`{"jsonrpc":"2.0","id":"gw-1","result":"}"}`, true},
+	{`{"jsonrpc":"2.0","id":"a b","result":{"x":"\u00e9"}}`, true},
+	{`{"jsonrpc":"2.0","id":01,"result":{}}`, false},
+	{`{"jsonrpc":"2.0","id":-1,"result":{}}`, false},
+	{`{"jsonrpc":"2.0","id":"gw\"1","result":{}}`, false},
+	{`{"jsonrpc":"2.0","id":"gw-1","result": {}}`, false},
+	{`{"jsonrpc":"2.0","id":"gw-1","result":{} }`, false},
+	{`{"jsonrpc":"2.0","id":"gw-1","result":{}} `, false},
+	{`{"jsonrpc":"2.0","id":"gw-1","result":{},"error":{}}`, false},
+	{`{"jsonrpc":"2.0","id":"gw-1","result":{"a":}}`, false},
+	{`{"jsonrpc":"2.0","id":"gw-1","error":{"code":1,"message":"m"}}`, false},
+	{`{"result":{},"jsonrpc":"2.0","id":1}`, false},
+	{`{"jsonrpc":"2.0","id":1,"result":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":1,"result":}`, false},
+	{"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}", true}, // raw bytes, as json.Unmarshal keeps them in a RawMessage
+}
+
+// Where decodeAnswerFast takes a line, json.Unmarshal accepts it and gives
+// the same message.
+func TestDecodeAnswerFastAgrees(t *testing.T) {
+	for _, tc := range answerSeeds {
+		var m wireMessage
+		ok := decodeAnswerFast([]byte(tc.line), &m)
+		if ok != tc.fast {
+			t.Errorf("decodeAnswerFast(%s) took it: %v, want %v", tc.line, ok, tc.fast)
+		}
+		checkAnswerAgrees(t, []byte(tc.line), m, ok)
+	}
+}
+
+func FuzzDecodeAnswerFast(f *testing.F) {
+	for _, tc := range answerSeeds {
+		f.Add([]byte(tc.line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var m wireMessage
+		ok := decodeAnswerFast(line, &m)
+		checkAnswerAgrees(t, line, m, ok)
+	})
+}
+
+func checkAnswerAgrees(t *testing.T, line []byte, fast wireMessage, ok bool) {
+	t.Helper()
+	if !ok {
+		if !reflect.DeepEqual(fast, wireMessage{}) {
+			t.Fatalf("decodeAnswerFast refused %q but changed the message: %+v", line, fast)
+		}
+		return
+	}
+	var want wireMessage
+	if err := json.Unmarshal(line, &want); err != nil {
+		t.Fatalf("decodeAnswerFast took %q, which json.Unmarshal refuses: %v", line, err)
+	}
+	if !reflect.DeepEqual(fast, want) {
+		t.Fatalf("decodeAnswerFast(%q) = %+v, json.Unmarshal %+v", line, fast, want)
 	}
 }
