@@ -3,8 +3,15 @@ package proxy
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
+
+// tooDeep is prefix, arrays nested past encoding/json's limit of 10000
+// levels, and suffix.
+func tooDeep(prefix, suffix string) string {
+	return prefix + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + suffix
+}
 
 var decodeFastSeeds = []struct {
 	body string
@@ -32,6 +39,11 @@ var decodeFastSeeds = []struct {
 	{``, false},
 	{`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call"}`, true}, // a strange id: fastCall refuses it later
 	{"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"\xff\"}}", false},
+	{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","taſK":{}}}`, false},                                   // encoding/json folds ſ to s: task
+	{"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"n\",\"arguments\":\"\xff\u2028\"}}", true}, // raw bytes kept
+	{`{"jsonrpc":"2.0","id":"a\\","method":"tools/call"}`, true},
+	{"\ufeff{}", false},
+	{tooDeep(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":`, `}}`), false},
 }
 
 // Where decodeFast takes a body, json.Unmarshal accepts it too and gives the
@@ -110,6 +122,11 @@ var resultSeeds = []struct {
 	{``, false},
 	{`{"content":[1,]}`, false},
 	{`{"content":[{"type":"text","text":"x"}]} {}`, false},
+	{`{"structuredContent":null}`, true},
+	{"{\"content\":[null , 1,\"\xff\"]}", true},
+	{`{"isError":false,"isError":true}`, false},
+	{"\v{}", false}, // strictUnmarshal trims it; JSON does not
+	{tooDeep(`{"structuredContent":`, `}`), false},
 }
 
 // Where decodeResultFast takes a result, strictUnmarshal accepts it and
@@ -163,6 +180,10 @@ var blockSeeds = []struct {
 	{`{"type":"text","text":"x","annotations":{"priority":1}}`, false},
 	{`{"type":"text","text":"x","text":"y"}`, false},
 	{`{"type":"text","text":5}`, false},
+	{"{\"type\":\"text\",\"text\":\"\u2028\x7f\"}", true},
+	{"{\"type\":\"text\",\"text\":\"\xed\xa0\x80\"}", false}, // a surrogate: json.Unmarshal gives U+FFFD
+	{`{"type":"text","Text":"a"}`, false},
+	{`{"type":"text","text":"a"}}`, false},
 }
 
 // Where decodeTextBlockFast takes a block, the slow path gives the same
