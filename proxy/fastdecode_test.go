@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // tooDeep is prefix, arrays nested past encoding/json's limit of 10000
@@ -13,10 +15,7 @@ func tooDeep(prefix, suffix string) string {
 	return prefix + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + suffix
 }
 
-var decodeFastSeeds = []struct {
-	body string
-	fast bool // decodeFast takes it
-}{
+var decodeFastSeeds = []testkit.Seed{
 	{`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"echo","arguments":{"message":"ping 1"}}}`, true},
 	{` { "method" : "tools/call" , "params" : { "arguments" : [1, {"a": "}\"]"}], "name" : "x" } , "id" : "r-1" , "jsonrpc" : "2.0" } ` + "\n", true},
 	{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":null}}`, true},
@@ -48,42 +47,25 @@ var decodeFastSeeds = []struct {
 
 // Where decodeFast takes a body, json.Unmarshal accepts it too and gives the
 // same message.
-func TestDecodeFastAgrees(t *testing.T) {
-	for _, tc := range decodeFastSeeds {
-		msg, ok := decodeFast([]byte(tc.body))
-		if ok != tc.fast {
-			t.Errorf("decodeFast(%s) took it: %v, want %v", tc.body, ok, tc.fast)
+// decodeFastShortcut: where decodeFast takes a body, json.Unmarshal accepts
+// it too and gives the same message.
+var decodeFastShortcut = testkit.Shortcut[fastMessage]{Decode: decodeFast,
+	Check: func(t *testing.T, body []byte, fast fastMessage) {
+		var want fastMessage
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("decodeFast took %q, which json.Unmarshal refuses: %v", body, err)
 		}
-		checkAgrees(t, []byte(tc.body), msg, ok)
-	}
-}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("decodeFast(%q) = %+v (params %+v), json.Unmarshal %+v (params %+v)", body, fast, fast.Params, want, want.Params)
+		}
+	}}
 
-func FuzzDecodeFast(f *testing.F) {
-	for _, tc := range decodeFastSeeds {
-		f.Add([]byte(tc.body))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		msg, ok := decodeFast(body)
-		checkAgrees(t, body, msg, ok)
-	})
-}
+func TestDecodeFastAgrees(t *testing.T) { decodeFastShortcut.Table(t, decodeFastSeeds) }
 
-func checkAgrees(t *testing.T, body []byte, fast fastMessage, ok bool) {
-	t.Helper()
-	if !ok {
-		return
-	}
-	var want fastMessage
-	if err := json.Unmarshal(body, &want); err != nil {
-		t.Fatalf("decodeFast took %q, which json.Unmarshal refuses: %v", body, err)
-	}
-	if !reflect.DeepEqual(fast, want) {
-		t.Fatalf("decodeFast(%q) = %+v (params %+v), json.Unmarshal %+v (params %+v)", body, fast, fast.Params, want, want.Params)
-	}
-}
+func FuzzDecodeFast(f *testing.F) { decodeFastShortcut.Fuzz(f, decodeFastSeeds) }
 
 func BenchmarkDecodeBody(b *testing.B) {
-	body := []byte(decodeFastSeeds[0].body)
+	body := []byte(decodeFastSeeds[0].In)
 	b.Run("decodeFast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -103,10 +85,7 @@ func BenchmarkDecodeBody(b *testing.B) {
 	})
 }
 
-var resultSeeds = []struct {
-	raw  string
-	fast bool
-}{
+var resultSeeds = []testkit.Seed{
 	{`{"content":[{"type":"text","text":"ping 1"}]}`, true},
 	{` {"isError":true,"content":[],"structuredContent":{"a":[1,2]}} `, true},
 	{`{"content":[{"type":"text","text":"a"},{"type":"image","data":"AA==","mimeType":"image/png"}],"isError":false}`, true},
@@ -129,46 +108,24 @@ var resultSeeds = []struct {
 	{tooDeep(`{"structuredContent":`, `}`), false},
 }
 
-// Where decodeResultFast takes a result, strictUnmarshal accepts it and
-// gives the same upstreamResult.
-func TestDecodeResultFastAgrees(t *testing.T) {
-	for _, tc := range resultSeeds {
-		res, ok := decodeResultFast([]byte(tc.raw))
-		if ok != tc.fast {
-			t.Errorf("decodeResultFast(%s) took it: %v, want %v", tc.raw, ok, tc.fast)
+// decodeResultShortcut: where decodeResultFast takes a result,
+// strictUnmarshal accepts it and gives the same upstreamResult.
+var decodeResultShortcut = testkit.Shortcut[upstreamResult]{Decode: decodeResultFast,
+	Check: func(t *testing.T, raw []byte, fast upstreamResult) {
+		var want upstreamResult
+		if err := strictUnmarshal(raw, &want); err != nil {
+			t.Fatalf("decodeResultFast took %q, which strictUnmarshal refuses: %v", raw, err)
 		}
-		checkResultAgrees(t, []byte(tc.raw), res, ok)
-	}
-}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("decodeResultFast(%q) = %#v, strictUnmarshal %#v", raw, fast, want)
+		}
+	}}
 
-func FuzzDecodeResultFast(f *testing.F) {
-	for _, tc := range resultSeeds {
-		f.Add([]byte(tc.raw))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		res, ok := decodeResultFast(raw)
-		checkResultAgrees(t, raw, res, ok)
-	})
-}
+func TestDecodeResultFastAgrees(t *testing.T) { decodeResultShortcut.Table(t, resultSeeds) }
 
-func checkResultAgrees(t *testing.T, raw []byte, fast upstreamResult, ok bool) {
-	t.Helper()
-	if !ok {
-		return
-	}
-	var want upstreamResult
-	if err := strictUnmarshal(raw, &want); err != nil {
-		t.Fatalf("decodeResultFast took %q, which strictUnmarshal refuses: %v", raw, err)
-	}
-	if !reflect.DeepEqual(fast, want) {
-		t.Fatalf("decodeResultFast(%q) = %#v, strictUnmarshal %#v", raw, fast, want)
-	}
-}
+func FuzzDecodeResultFast(f *testing.F) { decodeResultShortcut.Fuzz(f, resultSeeds) }
 
-var blockSeeds = []struct {
-	raw  string
-	fast bool
-}{
+var blockSeeds = []testkit.Seed{
 	{`{"type":"text","text":"ping 1"}`, true},
 	{`{ "text" : "café ☕ <b>&</b>" , "type" : "text" }`, true},
 	{`{"type":"text","text":""}`, true},
@@ -186,38 +143,19 @@ var blockSeeds = []struct {
 	{`{"type":"text","text":"a"}}`, false},
 }
 
-// Where decodeTextBlockFast takes a block, the slow path gives the same
-// text block.
-func TestDecodeTextBlockFastAgrees(t *testing.T) {
-	for _, tc := range blockSeeds {
-		text, ok := decodeTextBlockFast([]byte(tc.raw))
-		if ok != tc.fast {
-			t.Errorf("decodeTextBlockFast(%s) took it: %v, want %v", tc.raw, ok, tc.fast)
+// decodeTextBlockShortcut: where decodeTextBlockFast takes a block, the
+// slow path gives the same text block.
+var decodeTextBlockShortcut = testkit.Shortcut[string]{Decode: decodeTextBlockFast,
+	Check: func(t *testing.T, raw []byte, text string) {
+		var tb textBlock
+		if err := json.Unmarshal(raw, &tb); err != nil || tb.Type != "text" || tb.Text == nil || tb.Annotations != nil {
+			t.Fatalf("decodeTextBlockFast took %q; json.Unmarshal: %+v, %v", raw, tb, err)
 		}
-		checkBlockAgrees(t, []byte(tc.raw), text, ok)
-	}
-}
+		if *tb.Text != text {
+			t.Fatalf("decodeTextBlockFast(%q) = %q, json.Unmarshal %q", raw, text, *tb.Text)
+		}
+	}}
 
-func FuzzDecodeTextBlockFast(f *testing.F) {
-	for _, tc := range blockSeeds {
-		f.Add([]byte(tc.raw))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		text, ok := decodeTextBlockFast(raw)
-		checkBlockAgrees(t, raw, text, ok)
-	})
-}
+func TestDecodeTextBlockFastAgrees(t *testing.T) { decodeTextBlockShortcut.Table(t, blockSeeds) }
 
-func checkBlockAgrees(t *testing.T, raw []byte, text string, ok bool) {
-	t.Helper()
-	if !ok {
-		return
-	}
-	var tb textBlock
-	if err := json.Unmarshal(raw, &tb); err != nil || tb.Type != "text" || tb.Text == nil || tb.Annotations != nil {
-		t.Fatalf("decodeTextBlockFast took %q; json.Unmarshal: %+v, %v", raw, tb, err)
-	}
-	if *tb.Text != text {
-		t.Fatalf("decodeTextBlockFast(%q) = %q, json.Unmarshal %q", raw, text, *tb.Text)
-	}
-}
+func FuzzDecodeTextBlockFast(f *testing.F) { decodeTextBlockShortcut.Fuzz(f, blockSeeds) }

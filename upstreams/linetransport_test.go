@@ -22,6 +22,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // fakePeer is the upstream's side of a lineTransport: it reads what the
@@ -654,10 +656,7 @@ func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
 	}
 }
 
-var answerSeeds = []struct {
-	line string
-	fast bool
-}{
+var answerSeeds = []testkit.Seed{
 	{`{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"ping"}]}}` + "\n", true},
 	{`{"jsonrpc":"2.0","id":17,"result":[]}`, true},
 	{`{"jsonrpc":"2.0","id":0,"result":null}` + "\r\n", true},
@@ -678,43 +677,24 @@ var answerSeeds = []struct {
 	{"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}", true}, // raw bytes, as json.Unmarshal keeps them in a RawMessage
 }
 
-// Where decodeAnswerFast takes a line, json.Unmarshal accepts it and gives
-// the same message.
-func TestDecodeAnswerFastAgrees(t *testing.T) {
-	for _, tc := range answerSeeds {
+// decodeAnswerShortcut: where decodeAnswerFast takes a line, json.Unmarshal
+// accepts it and gives the same message.
+var decodeAnswerShortcut = testkit.Shortcut[wireMessage]{
+	Decode: func(line []byte) (wireMessage, bool) {
 		var m wireMessage
-		ok := decodeAnswerFast([]byte(tc.line), &m)
-		if ok != tc.fast {
-			t.Errorf("decodeAnswerFast(%s) took it: %v, want %v", tc.line, ok, tc.fast)
+		taken := decodeAnswerFast(line, &m)
+		return m, taken
+	},
+	Check: func(t *testing.T, line []byte, fast wireMessage) {
+		var want wireMessage
+		if err := json.Unmarshal(line, &want); err != nil {
+			t.Fatalf("decodeAnswerFast took %q, which json.Unmarshal refuses: %v", line, err)
 		}
-		checkAnswerAgrees(t, []byte(tc.line), m, ok)
-	}
-}
-
-func FuzzDecodeAnswerFast(f *testing.F) {
-	for _, tc := range answerSeeds {
-		f.Add([]byte(tc.line))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		var m wireMessage
-		ok := decodeAnswerFast(line, &m)
-		checkAnswerAgrees(t, line, m, ok)
-	})
-}
-
-func checkAnswerAgrees(t *testing.T, line []byte, fast wireMessage, ok bool) {
-	t.Helper()
-	if !ok {
-		if !reflect.DeepEqual(fast, wireMessage{}) {
-			t.Fatalf("decodeAnswerFast refused %q but changed the message: %+v", line, fast)
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("decodeAnswerFast(%q) = %+v, json.Unmarshal %+v", line, fast, want)
 		}
-		return
-	}
-	var want wireMessage
-	if err := json.Unmarshal(line, &want); err != nil {
-		t.Fatalf("decodeAnswerFast took %q, which json.Unmarshal refuses: %v", line, err)
-	}
-	if !reflect.DeepEqual(fast, want) {
-		t.Fatalf("decodeAnswerFast(%q) = %+v, json.Unmarshal %+v", line, fast, want)
-	}
-}
+	}}
+
+func TestDecodeAnswerFastAgrees(t *testing.T) { decodeAnswerShortcut.Table(t, answerSeeds) }
+
+func FuzzDecodeAnswerFast(f *testing.F) { decodeAnswerShortcut.Fuzz(f, answerSeeds) }
