@@ -18,9 +18,12 @@ import (
 // recordingAudit keeps the records appended.
 type recordingAudit struct{ records []audit.Record }
 
-func (r *recordingAudit) Append(rec audit.Record) error { r.records = append(r.records, rec); return nil }
-func (r *recordingAudit) Err() error                    { return nil }
-func (r *recordingAudit) FailClosed() bool              { return false }
+func (r *recordingAudit) Append(rec audit.Record) error {
+	r.records = append(r.records, rec)
+	return nil
+}
+func (r *recordingAudit) Err() error       { return nil }
+func (r *recordingAudit) FailClosed() bool { return false }
 
 // Each stage starts where the one before it ended (one clock reading per
 // stage), so with a clock that moves on every reading the top-level
