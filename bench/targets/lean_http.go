@@ -283,18 +283,4 @@ func openLeanHTTPSessions(ctx context.Context, n int, hc *http.Client, url strin
 }
 
 // closeLeanHTTP ends the sessions opened, setupParallel at a time.
-func closeLeanHTTP(sessions []*leanHTTP) {
-	sem := make(chan struct{}, setupParallel)
-	var wg sync.WaitGroup
-	for _, s := range sessions {
-		if s == nil {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			s.close()
-		})
-	}
-	wg.Wait()
-}
+func closeLeanHTTP(sessions []*leanHTTP) { closeParallel(sessions, (*leanHTTP).close) }

@@ -134,16 +134,23 @@ func openHTTPSessions(ctx context.Context, n int, hc *http.Client, url string, h
 
 // closeAll ends the sessions (DELETE over Streamable HTTP), in parallel.
 func closeAll(clients []*client.Client) {
+	closeParallel(clients, func(c *client.Client) { _ = c.Close() })
+}
+
+// closeParallel closes each session that was opened (not nil),
+// setupParallel at a time.
+func closeParallel[S comparable](sessions []S, closeOne func(S)) {
+	var none S
 	sem := make(chan struct{}, setupParallel)
 	var wg sync.WaitGroup
-	for _, c := range clients {
-		if c == nil {
+	for _, s := range sessions {
+		if s == none {
 			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			_ = c.Close()
+			closeOne(s)
 		})
 	}
 	wg.Wait()
