@@ -164,7 +164,7 @@ type requestDoc struct {
 	Rule      string          `json:"rule,omitempty"`
 }
 
-func (a *Approvals) reqKey(id string) string { return a.c.key("apr:req:" + id) }
+func (a *Approvals) reqKey(id string) string { return a.c.Key("apr:req:" + id) }
 
 // indexKey names the (principal, tool, args_hash) triple: a hash of a length-prefixed encoding, so no two
 // triples share it.
@@ -173,7 +173,7 @@ func (a *Approvals) indexKey(principal, tool, argsHash string) string {
 	for _, f := range []string{principal, tool, argsHash} {
 		fmt.Fprintf(h, "%d:%s", len(f), f)
 	}
-	return a.c.key("apr:idx:" + hex.EncodeToString(h.Sum(nil)))
+	return a.c.Key("apr:idx:" + hex.EncodeToString(h.Sum(nil)))
 }
 
 // Check implements approvals.Store, in one script.
@@ -187,7 +187,7 @@ func (a *Approvals) Check(ctx context.Context, principal, tool, argsHash string,
 		return 0, approvals.Request{}, err
 	}
 	reply, err := a.run(ctx, approvalCheck,
-		[]string{a.indexKey(principal, tool, argsHash), a.c.key("apr:active"), a.c.key("apr:all")},
+		[]string{a.indexKey(principal, tool, argsHash), a.c.Key("apr:active"), a.c.Key("apr:all")},
 		id, doc, ms(a.ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey(""))
 	if err != nil {
 		return 0, approvals.Request{}, err
@@ -228,7 +228,7 @@ func (a *Approvals) Deny(id, by, reason string) (approvals.Request, error) {
 }
 
 func (a *Approvals) decide(id string, to approvals.State, by, reason string) (approvals.Request, error) {
-	reply, err := a.run(context.Background(), approvalDecide, []string{a.reqKey(id), a.c.key("apr:active")},
+	reply, err := a.run(context.Background(), approvalDecide, []string{a.reqKey(id), a.c.Key("apr:active")},
 		id, string(to), by, reason, ms(a.ttl), ms(approvals.FinishedRetention))
 	if err != nil {
 		return approvals.Request{}, err
@@ -251,7 +251,7 @@ func (a *Approvals) Restore(ctx context.Context, used approvals.Request) (approv
 	if used.Consumption == "" {
 		return approvals.Request{}, fmt.Errorf("%w: not a consumption reported by Check", approvals.ErrNotRestorable)
 	}
-	reply, err := a.run(ctx, approvalRestore, []string{a.reqKey(used.ID), a.c.key("apr:active")}, used.ID, used.Consumption)
+	reply, err := a.run(ctx, approvalRestore, []string{a.reqKey(used.ID), a.c.Key("apr:active")}, used.ID, used.Consumption)
 	if err != nil {
 		return approvals.Request{}, err
 	}
@@ -349,7 +349,7 @@ func (a *Approvals) List(states ...approvals.State) []approvals.Request {
 func (a *Approvals) list() ([]approvals.Request, error) {
 	var out []approvals.Request
 	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
-		ids, err := a.c.rdb.ZRange(ctx, a.c.key("apr:all"), 0, -1).Result()
+		ids, err := a.c.rdb.ZRange(ctx, a.c.Key("apr:all"), 0, -1).Result()
 		if err != nil {
 			return err
 		}
@@ -374,7 +374,7 @@ func (a *Approvals) list() ([]approvals.Request, error) {
 			out = append(out, r)
 		}
 		if len(gone) > 0 {
-			a.c.rdb.ZRem(ctx, a.c.key("apr:all"), gone...)
+			a.c.rdb.ZRem(ctx, a.c.Key("apr:all"), gone...)
 		}
 		return nil
 	})

@@ -68,9 +68,8 @@ func (c *Client) BreakerSync(replica string, servers []string, force func(server
 // Start listens for the other replicas' openings and announces this
 // one's, until the client is closed.
 func (s *BreakerSync) Start() {
-	ps := s.c.rdb.Subscribe(s.c.ctx)
-	s.c.goRun(func(ctx context.Context) { s.c.listen(ctx, ps, s.subscriber(), s.channel()) }, func() { _ = ps.Close() })
-	s.c.goRun(func(ctx context.Context) { s.c.drain(ctx, s.wake, s.step) }, nil)
+	s.c.Subscribe(s.subscriber(), s.channel())
+	s.c.Work(s.wake, s.step)
 }
 
 // Opened tells the other replicas that this one's breaker of server opened
@@ -92,18 +91,18 @@ func (s *BreakerSync) poke() {
 	}
 }
 
-func (s *BreakerSync) channel() string              { return s.c.key("breaker") }
-func (s *BreakerSync) openKey(server string) string { return s.c.key("breaker:open:" + server) }
+func (s *BreakerSync) channel() string              { return s.c.Key("breaker") }
+func (s *BreakerSync) openKey(server string) string { return s.c.Key("breaker:open:" + server) }
 
 // subscriber follows the channel: each (re)subscription asks for a
 // catch-up, since announcements may have been missed meanwhile.
-func (s *BreakerSync) subscriber() subscriber {
-	return subscriber{
-		feature:    FeatureBreaker,
-		subscribed: func(string) { s.setCatchUp(true); s.poke() },
-		message:    func(_, payload string) { s.received(payload) },
-		lost:       "not hearing other replicas' circuit breaker openings; each replica's breakers decide alone until the store is back",
-		back:       "hearing other replicas' circuit breaker openings again",
+func (s *BreakerSync) subscriber() Subscriber {
+	return Subscriber{
+		Feature:    FeatureBreaker,
+		Subscribed: func(string) { s.setCatchUp(true); s.poke() },
+		Message:    func(_, payload string) { s.received(payload) },
+		Lost:       "not hearing other replicas' circuit breaker openings; each replica's breakers decide alone until the store is back",
+		Back:       "hearing other replicas' circuit breaker openings again",
 	}
 }
 

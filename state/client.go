@@ -199,8 +199,25 @@ func (c *Client) ready() <-chan struct{} {
 	return c.up
 }
 
-// key is name under the configured prefix.
-func (c *Client) key(name string) string { return c.opts.KeyPrefix + name }
+// Key is name under the configured prefix: every key and channel a
+// feature uses goes through it.
+func (c *Client) Key(name string) string { return c.opts.KeyPrefix + name }
+
+// Redis is the connection pool, for a feature's commands and scripts: run
+// them inside Do, so they are bounded, counted, and skipped while the
+// store is down.
+func (c *Client) Redis() *redis.Client { return c.rdb }
+
+// Log is the client's logger, for a feature's own lines.
+func (c *Client) Log() *slog.Logger { return c.log }
+
+// Context ends when Close is called: a feature's background work stops
+// with it.
+func (c *Client) Context() context.Context { return c.ctx }
+
+// ConnectTimeout bounds an operation that may need a new connection first:
+// the dial timeout on top of the operation timeout.
+func (c *Client) ConnectTimeout() time.Duration { return c.opts.DialTimeout + c.opts.OpTimeout }
 
 // Do runs op for feature, bounded by the operation timeout. While the store
 // is known down it fails at once with ErrUnavailable: no call waits on a
@@ -264,7 +281,7 @@ func (c *Client) monitor(ctx context.Context) {
 // ping may need a new connection: it gets the dial timeout on top of the
 // operation timeout.
 func (c *Client) ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout+c.opts.OpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.ConnectTimeout())
 	defer cancel()
 	return c.rdb.Ping(ctx).Err()
 }
@@ -300,9 +317,9 @@ func (c *Client) setStatus(err error) {
 	}
 }
 
-// onUp registers fn to run, from the health-check goroutine, each time the
+// OnUp registers fn to run, from the health-check goroutine, each time the
 // store answers again after it did not: fn must not block.
-func (c *Client) onUp(fn func()) {
+func (c *Client) OnUp(fn func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.upHooks = append(c.upHooks, fn)
@@ -317,25 +334,28 @@ func (c *Client) runUpHooks() {
 	}
 }
 
-// backoff is a doubling wait, from minBackoff up to the client's maximum,
+// Backoff is a doubling wait, from minBackoff up to the client's maximum,
 // for loops that retry while the store misbehaves.
-type backoff struct {
+type Backoff struct {
 	next, max time.Duration
 }
 
-func (c *Client) newBackoff() *backoff { return &backoff{next: minBackoff, max: c.opts.MaxBackoff} }
+// NewBackoff starts a backoff at its shortest wait.
+func (c *Client) NewBackoff() *Backoff { return &Backoff{next: minBackoff, max: c.opts.MaxBackoff} }
 
-func (b *backoff) wait() time.Duration {
+// Wait is the next wait, each twice the last, up to the maximum.
+func (b *Backoff) Wait() time.Duration {
 	d := b.next
 	b.next = min(2*b.next, b.max)
 	return d
 }
 
-func (b *backoff) reset() { b.next = minBackoff }
+// Reset starts again from the shortest wait.
+func (b *Backoff) Reset() { b.next = minBackoff }
 
-// waitUp waits at least d, then until the store is up. It is false when
-// the client is closing.
-func (c *Client) waitUp(ctx context.Context, d time.Duration) bool {
+// WaitUp waits at least d, then until the store is up. It is false when
+// ctx ends first (the client is closing).
+func (c *Client) WaitUp(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -351,9 +371,9 @@ func (c *Client) waitUp(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// goRun runs fn on a goroutine that Close waits for; stop, if not nil,
-// is run at Close to unblock it.
-func (c *Client) goRun(fn func(ctx context.Context), stop func()) {
+// Go runs fn on a goroutine that Close waits for, with a context that ends
+// at Close; stop, if not nil, is run at Close to unblock it.
+func (c *Client) Go(fn func(ctx context.Context), stop func()) {
 	c.mu.Lock()
 	if stop != nil {
 		c.closers = append(c.closers, stop)

@@ -245,43 +245,42 @@ func (c *Client) Dedup(opts ...DedupOption) *Dedup {
 	for _, o := range opts {
 		o(d)
 	}
-	c.onUp(func() {
+	c.OnUp(func() {
 		d.renewAll()
 		d.wakeAll() // messages were lost while the store was away
 	})
 	if c.ctx.Err() == nil {
-		ps := c.rdb.Subscribe(c.ctx)
-		c.goRun(func(ctx context.Context) { c.listen(ctx, ps, d.subscriber(), d.channel()) }, func() { _ = ps.Close() })
-		c.goRun(func(ctx context.Context) { d.follow(ctx, ps) }, nil)
+		ps := c.Subscribe(d.subscriber(), d.channel())
+		c.Go(func(ctx context.Context) { d.follow(ctx, ps) }, nil)
 	}
 	return d
 }
 
 // channel is the shared channel on which every ended call is announced.
-func (d *Dedup) channel() string { return d.c.key("dedup" + dedupChannelSuffix) }
+func (d *Dedup) channel() string { return d.c.Key("dedup" + dedupChannelSuffix) }
 
 // subscriber follows the shared channel, and the per-key channels follow
 // subscribes. Each (re)subscription to the shared channel wakes every
 // waiter to look again, unless the store is known down: a waiter's look
 // would fail, and the health check's onUp wakes them when it is back.
-func (d *Dedup) subscriber() subscriber {
+func (d *Dedup) subscriber() Subscriber {
 	shared := d.channel()
-	return subscriber{
-		feature: FeatureDedup,
-		subscribed: func(channel string) {
+	return Subscriber{
+		Feature: FeatureDedup,
+		Subscribed: func(channel string) {
 			if channel == shared && d.c.Err() == nil {
 				d.wakeAll()
 			}
 		},
-		message: func(channel, payload string) {
+		Message: func(channel, payload string) {
 			if channel == shared {
 				d.wake(payload)
 			} else if k, ok := strings.CutSuffix(channel, dedupChannelSuffix); ok {
 				d.wake(k) // from a replica of an earlier version
 			}
 		},
-		lost: "not hearing of the ends of calls that duplicates wait for; they look again every second until it is back",
-		back: "hearing again of the ends of calls that duplicates wait for",
+		Lost: "not hearing of the ends of calls that duplicates wait for; they look again every second until it is back",
+		Back: "hearing again of the ends of calls that duplicates wait for",
 	}
 }
 
@@ -422,7 +421,7 @@ type claimReply struct {
 
 // Claim implements dedup.Shared.
 func (d *Dedup) Claim(ctx context.Context, key dedup.Key, window time.Duration) (dedup.Claim, error) {
-	k := d.c.key("dedup:" + key.String())
+	k := d.c.Key("dedup:" + key.String())
 	owner, err := newOwner()
 	if err != nil {
 		return dedup.Claim{}, err
@@ -514,8 +513,8 @@ func (d *Dedup) claim(ctx context.Context, k, owner string, window time.Duration
 	return parseClaim(reply)
 }
 
-func (d *Dedup) epochKey() string { return d.c.key("dedup:epoch") }
-func (d *Dedup) quietKey() string { return d.c.key("dedup:quiet") }
+func (d *Dedup) epochKey() string { return d.c.Key("dedup:epoch") }
+func (d *Dedup) quietKey() string { return d.c.Key("dedup:quiet") }
 
 // orphanRetry bounds how long releaseOrphan keeps trying while the store
 // is down: past it, a marker it could not release answers "outcome
@@ -532,15 +531,15 @@ func (d *Dedup) releaseOrphan(k, owner string) {
 	if c.ctx.Err() != nil {
 		return
 	}
-	c.goRun(func(ctx context.Context) {
+	c.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, orphanRetry)
 		defer cancel()
-		b := c.newBackoff()
+		b := c.NewBackoff()
 		for {
 			err := c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
 				return releaseCall.Run(ctx, c.rdb, []string{k, k + dedupChannelSuffix, d.channel()}, owner, ms(dedupJoinGrace)).Err()
 			})
-			if err == nil || !c.waitUp(ctx, b.wait()) {
+			if err == nil || !c.WaitUp(ctx, b.Wait()) {
 				if err != nil {
 					c.log.Warn("shared duplicate suppression: a claim whose reply was lost could not be released; identical calls are refused until it expires", "err", err)
 				}

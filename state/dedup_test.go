@@ -17,7 +17,7 @@ var callKey = dedup.ArgsKey("alice", "orders/refund", []byte(`{"order":1}`))
 // quiet lease.
 func seedEpoch(t *testing.T, c *Client) {
 	t.Helper()
-	if err := c.rdb.Set(context.Background(), c.key("dedup:epoch"), "seeded", 0).Err(); err != nil {
+	if err := c.rdb.Set(context.Background(), c.Key("dedup:epoch"), "seeded", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -25,7 +25,7 @@ func seedEpoch(t *testing.T, c *Client) {
 // waitMarker waits until the call's hash says s (its marker is back).
 func waitMarker(t *testing.T, c *Client, key dedup.Key, s string) {
 	t.Helper()
-	k := c.key("dedup:" + key.String())
+	k := c.Key("dedup:" + key.String())
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	timeout := time.After(deadline)
@@ -47,7 +47,7 @@ func waitMarker(t *testing.T, c *Client, key dedup.Key, s string) {
 // joined, never replayed.
 func waitWaiters(t *testing.T, d *Dedup, key dedup.Key, n int) {
 	t.Helper()
-	k := d.c.key("dedup:" + key.String())
+	k := d.c.Key("dedup:" + key.String())
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	timeout := time.After(deadline)
@@ -68,7 +68,7 @@ func waitWaiters(t *testing.T, d *Dedup, key dedup.Key, n int) {
 // for the call) follow the call's own channel, on any client.
 func waitSubscribers(t *testing.T, c *Client, key dedup.Key, n int64) {
 	t.Helper()
-	waitNumSub(t, c, c.key("dedup:"+key.String()+":done"), n)
+	waitNumSub(t, c, c.Key("dedup:"+key.String()+":done"), n)
 }
 
 // waitNumSub waits until ch has n subscribers.
@@ -230,7 +230,7 @@ func TestDedupLease(t *testing.T) {
 // times.
 func waitRenewals(t *testing.T, c *Client, key dedup.Key, n int) {
 	t.Helper()
-	k := c.key("dedup:" + key.String())
+	k := c.Key("dedup:" + key.String())
 	last, err := c.rdb.HGet(context.Background(), k, "u").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestDedupNewStoreQuiet(t *testing.T) {
 	if _, err := d.Claim(context.Background(), callKey, time.Minute); !errors.Is(err, dedup.ErrRecovering) {
 		t.Fatalf("first claim on a new store: %v", err)
 	}
-	if ttl := c.rdb.PTTL(context.Background(), c.key("dedup:epoch")).Val(); ttl != -1 {
+	if ttl := c.rdb.PTTL(context.Background(), c.Key("dedup:epoch")).Val(); ttl != -1 {
 		t.Fatalf("the epoch key must not expire: PTTL %v", ttl)
 	}
 	claimAfterQuiet(t, d, callKey)
@@ -420,7 +420,7 @@ func TestDedupWaitCancelled(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v", err)
 		}
-		if n := db.waiting(db.c.key("dedup:" + callKey.String())); n != 0 {
+		if n := db.waiting(db.c.Key("dedup:" + callKey.String())); n != 0 {
 			t.Fatalf("a cancelled waiter stayed registered: %d", n)
 		}
 	case <-time.After(deadline):

@@ -38,7 +38,7 @@ func waitLooks(t *testing.T, looks chan struct{}, n int) {
 // channel.
 func waitListening(t *testing.T, c *Client, n int64) {
 	t.Helper()
-	waitNumSub(t, c, c.key("dedup:done"), n)
+	waitNumSub(t, c, c.Key("dedup:done"), n)
 }
 
 func assertNoWaiters(t *testing.T, d *Dedup) {
@@ -84,7 +84,7 @@ func TestDedupWaiterWokenByMessage(t *testing.T) {
 		{"shared channel only", func(t *testing.T, l dedup.Lease, k string) {
 			l.(*lease).end()
 			a.rdb.HSet(ctx, k, "s", "done", "a", `"shared"`, "w", 0)
-			if err := a.rdb.Publish(ctx, a.key("dedup:done"), k).Err(); err != nil {
+			if err := a.rdb.Publish(ctx, a.Key("dedup:done"), k).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}, dedup.Claim{Answer: []byte(`"shared"`), Sharing: dedup.Joined}},
@@ -99,7 +99,7 @@ func TestDedupWaiterWokenByMessage(t *testing.T) {
 	}
 	for i, tc := range cases {
 		key := dedup.ArgsKey("alice", "orders/refund", []byte(`{"order":`+strconv.Itoa(100+i)+`}`))
-		k := a.key("dedup:" + key.String())
+		k := a.Key("dedup:" + key.String())
 		held, err := da.Claim(ctx, key, time.Minute)
 		if err != nil || held.Lease == nil {
 			t.Fatalf("%s: claim: %+v, %v", tc.name, held, err)

@@ -2,47 +2,75 @@ package state
 
 import (
 	"context"
+	"errors"
+	"net"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// subscriber is what a feature does with its pub/sub connection (see
-// Client.listen).
-type subscriber struct {
-	feature string // failures are counted under it; "" counts none
-	// subscribed runs on each (re)subscription to channel: messages may
+// The loops several features run on the store: following a pub/sub
+// subscription (Subscribe), and doing background work that must be retried
+// while the store is down (Work). Both run until the client is closed.
+
+// subscriptionIdle is how long the subscription may stay silent before a
+// PING checks that the connection still works.
+const subscriptionIdle = 15 * time.Second
+
+// Subscriber is what a feature does with its pub/sub connection (see
+// Client.Subscribe).
+type Subscriber struct {
+	Feature string // failures are counted under it; "" counts none
+	// Subscribed runs on each (re)subscription to channel: messages may
 	// have been missed meanwhile, so the feature catches up.
-	subscribed func(channel string)
-	message    func(channel, payload string)
-	// lost and back are logged once per outage, when the subscription is
+	Subscribed func(channel string)
+	Message    func(channel, payload string)
+	// Lost and Back are logged once per outage, when the subscription is
 	// lost and when it is back ("": not logged).
-	lost, back string
+	Lost, Back string
+}
+
+// Subscribe opens a pub/sub connection on channels and hands what arrives
+// to sub on a goroutine of the client, until Close (which closes the
+// connection). The connection is returned so that the feature may follow
+// more channels on it.
+func (c *Client) Subscribe(sub Subscriber, channels ...string) *redis.PubSub {
+	ps := c.rdb.Subscribe(c.ctx)
+	c.Go(func(ctx context.Context) { c.listen(ctx, ps, sub, channels...) }, func() { _ = ps.Close() })
+	return ps
+}
+
+// Work runs step on a goroutine of the client each time wake is poked,
+// until Close: again while step reports more work, and, when it failed,
+// again once the store is up (with backoff).
+func (c *Client) Work(wake <-chan struct{}, step func(ctx context.Context) (more, failed bool)) {
+	c.Go(func(ctx context.Context) { c.drain(ctx, wake, step) }, nil)
 }
 
 // listen subscribes ps to channels and hands what arrives to sub until ctx
 // ends. A silent connection is pinged, so a dead one fails the next
 // receive; a failed one is retried, with backoff, once the store is up.
 // go-redis resubscribes by itself when it reconnects.
-func (c *Client) listen(ctx context.Context, ps *redis.PubSub, sub subscriber, channels ...string) {
+func (c *Client) listen(ctx context.Context, ps *redis.PubSub, sub Subscriber, channels ...string) {
 	_ = ps.Subscribe(ctx, channels...) // on failure, the first Receive connects and subscribes
-	retry := c.newBackoff()
+	retry := c.NewBackoff()
 	lost := false
 	for ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(ctx, subscriptionIdle)
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				if lost && sub.back != "" {
-					c.log.Info(sub.back)
+				if lost && sub.Back != "" {
+					c.log.Info(sub.Back)
 				}
 				lost = false
-				sub.subscribed(m.Channel)
+				sub.Subscribed(m.Channel)
 			}
 		case *redis.Message:
-			sub.message(m.Channel, m.Payload)
+			sub.Message(m.Channel, m.Payload)
 		}
 		if err == nil {
-			retry.reset()
+			retry.Reset()
 			continue
 		}
 		if isTimeout(err) {
@@ -52,15 +80,15 @@ func (c *Client) listen(ctx context.Context, ps *redis.PubSub, sub subscriber, c
 		if ctx.Err() != nil {
 			return
 		}
-		if sub.feature != "" {
-			c.failed(sub.feature)
+		if sub.Feature != "" {
+			c.failed(sub.Feature)
 		}
-		if !lost && sub.lost != "" {
-			c.log.Warn(sub.lost, "err", err)
+		if !lost && sub.Lost != "" {
+			c.log.Warn(sub.Lost, "err", err)
 		}
 		lost = true
 		c.lookNow()
-		c.waitUp(ctx, retry.wait())
+		c.WaitUp(ctx, retry.Wait())
 	}
 }
 
@@ -74,10 +102,10 @@ func (c *Client) drain(ctx context.Context, wake <-chan struct{}, step func(cont
 			return
 		case <-wake:
 		}
-		retry := c.newBackoff()
+		retry := c.NewBackoff()
 		for {
 			more, failed := step(ctx)
-			if failed && !c.waitUp(ctx, retry.wait()) {
+			if failed && !c.WaitUp(ctx, retry.Wait()) {
 				return
 			}
 			if !more && !failed {
@@ -85,4 +113,9 @@ func (c *Client) drain(ctx context.Context, wake <-chan struct{}, step func(cont
 			}
 		}
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,10 +18,6 @@ import (
 //
 // An announcement cannot loop: a replica announces only after a swap, and
 // a swap needs files that changed.
-
-// subscriptionIdle is how long the subscription may stay silent before a
-// PING checks that the connection still works.
-const subscriptionIdle = 15 * time.Second
 
 // announcement is the channel's message.
 type announcement struct {
@@ -55,9 +49,8 @@ func (c *Client) PolicySync(replica string, version func() string, reload func()
 // Start listens for other replicas' announcements and sends this one's,
 // until the client is closed.
 func (s *PolicySync) Start() {
-	ps := s.c.rdb.Subscribe(s.c.ctx)
-	s.c.goRun(func(ctx context.Context) { s.c.listen(ctx, ps, s.subscriber(), s.channel()) }, func() { _ = ps.Close() })
-	s.c.goRun(func(ctx context.Context) { s.c.drain(ctx, s.wake, s.step) }, nil)
+	s.c.Subscribe(s.subscriber(), s.channel())
+	s.c.Work(s.wake, s.step)
 }
 
 // Announce tells the other replicas that this one now runs version. It
@@ -88,22 +81,17 @@ func (s *PolicySync) poke() {
 	}
 }
 
-func (s *PolicySync) channel() string    { return s.c.key("policy") }
-func (s *PolicySync) versionKey() string { return s.c.key("policy:version") }
+func (s *PolicySync) channel() string    { return s.c.Key("policy") }
+func (s *PolicySync) versionKey() string { return s.c.Key("policy:version") }
 
 // subscriber follows the channel: each (re)subscription asks for a
 // reconcile, since messages may have been missed while it was down.
 // Failures are not counted: reloads still happen on each replica's watch.
-func (s *PolicySync) subscriber() subscriber {
-	return subscriber{
-		subscribed: func(string) { s.setSync(true); s.poke() },
-		message:    func(_, payload string) { s.received(payload) },
+func (s *PolicySync) subscriber() Subscriber {
+	return Subscriber{
+		Subscribed: func(string) { s.setSync(true); s.poke() },
+		Message:    func(_, payload string) { s.received(payload) },
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // received reloads when another replica announced a version other than ours.

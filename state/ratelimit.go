@@ -116,7 +116,7 @@ func (l *RateLimiter) scriptInput(buckets []ratelimit.Bucket) (keys []string, ar
 		args[0] = ""
 	}
 	for i, b := range buckets {
-		keys[i] = l.c.key("rl:" + b.Key)
+		keys[i] = l.c.Key("rl:" + b.Key)
 		args = append(args, strconv.FormatFloat(b.PerSecond, 'g', -1, 64), b.Burst)
 	}
 	return keys, args
