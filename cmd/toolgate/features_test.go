@@ -242,7 +242,7 @@ func TestServerRequestsRelayedToCaller(t *testing.T) {
 			}
 			if version == "2025-06-18" {
 				// server-everything asks for roots once per connection and
-				// caches them (see the README on roots): only the first
+				// caches them (see docs/configuration.md on roots): only the first
 				// client to list them is asked.
 				cases = append(cases, struct{ tool, args, asked, inData string }{"everything__get-roots-list", `{}`, "roots", "the-test-root"})
 			}

@@ -21,15 +21,15 @@ import (
 	"github.com/toolgate/toolgate/config"
 )
 
-// TestReadmeClients runs every snippet of README.md's "Using toolgate from
-// MCP clients" as a real client would, against the built-in demo: the
-// repository's toolgate.yaml, model.conf and policy.csv (copied to a temp
-// dir, since the gateway writes its pin and approval files beside the
-// config) and the demo keys as printed.
+// TestReadmeClients runs every snippet of docs/clients.md's "Using toolgate
+// from MCP clients" (once a section of the README) as a real client would,
+// against the built-in demo: the repository's toolgate.yaml, model.conf and
+// policy.csv (copied to a temp dir, since the gateway writes its pin and
+// approval files beside the config) and the demo keys as printed.
 //
 // What the test substitutes, and nothing else:
 //   - the snippet's toolgate binary: one built from this package with
-//     `go build`, as the README says;
+//     `go build`, as the document says;
 //   - the path after --config: the copy of the demo config;
 //   - the URL http://<listen.http of toolgate.yaml>/mcp: the address of an
 //     in-process gateway on that same config (the snippets must use the
@@ -38,11 +38,11 @@ import (
 //     installed in e2e/node22 (the same package npx would fetch).
 //
 // The demo policy decides what each client may do, so the checks are the
-// README's claims: stdio acts as `local` (a support_agent), the demo key
+// document's claims: stdio acts as `local` (a support_agent), the demo key
 // tg_demo_alice_support is alice (a support_agent), and the Inspector
 // refuses a tool the key did not list without calling toolgate.
 func TestReadmeClients(t *testing.T) {
-	readme := mustRead(t, "../../README.md")
+	doc := mustRead(t, "../../"+clientsDoc)
 	bin := buildToolgate(t)
 	supportTools := []string{"orders__get_order", "orders__refund_order", "orders__send_customer_reply", "orders__update_order_status"}
 
@@ -54,7 +54,7 @@ func TestReadmeClients(t *testing.T) {
 				Env     map[string]string `json:"env"`
 			} `json:"mcpServers"`
 		}
-		decodeSnippet(t, readme, "claude-desktop", &snippet)
+		decodeSnippet(t, doc, "claude-desktop", &snippet)
 		server, ok := snippet.MCPServers["toolgate"]
 		if !ok || len(snippet.MCPServers) != 1 {
 			t.Fatalf("want one server named toolgate: %+v", snippet.MCPServers)
@@ -94,7 +94,7 @@ func TestReadmeClients(t *testing.T) {
 				Servers    map[string]ideServer `json:"servers"`    // VS Code
 				MCPServers map[string]ideServer `json:"mcpServers"` // Cursor
 			}
-			decodeSnippet(t, readme, name, &snippet)
+			decodeSnippet(t, doc, name, &snippet)
 			servers := snippet.Servers
 			if name == "cursor" {
 				servers = snippet.MCPServers
@@ -145,7 +145,7 @@ func TestReadmeClients(t *testing.T) {
 		demo := demoURL(t, cfg)
 		url, logs := httpGateway(t, cfg)
 
-		commands := shellCommands(t, snippetBody(t, readme, "inspector-cli"))
+		commands := shellCommands(t, snippetBody(t, doc, "inspector-cli"))
 		home := t.TempDir() // the Inspector keeps a catalog under ~/.mcp-inspector
 		run := func(words []string) (stdout []byte, err error) {
 			t.Helper()
@@ -214,7 +214,7 @@ func TestReadmeClients(t *testing.T) {
 			t.Fatalf("the snippet must show tools/list and tools/call, has %v", methods)
 		}
 
-		// The README's note: a tool the key may not call is refused by the
+		// The document's note: a tool the key may not call is refused by the
 		// Inspector itself and never reaches toolgate. The snippet's call,
 		// as bob (a viewer) and on a tool viewers may not call:
 		words := slices.Clone(call)
@@ -286,26 +286,30 @@ func demoURL(t *testing.T, cfgPath string) string {
 	return "http://" + cfg.HTTPAddr() + "/mcp"
 }
 
+// clientsDoc is the document whose snippets TestReadmeClients runs, relative
+// to the repository.
+const clientsDoc = "docs/clients.md"
+
 var snippetRE = regexp.MustCompile("(?s)<!-- snippet: ([a-z0-9-]+) -->\n```[a-z]*\n(.*?)\n```\n")
 
 // snippetBody is the fenced block right after <!-- snippet: name -->.
-func snippetBody(t *testing.T, readme, name string) string {
+func snippetBody(t *testing.T, doc, name string) string {
 	t.Helper()
 	var found []string
-	for _, m := range snippetRE.FindAllStringSubmatch(readme, -1) {
+	for _, m := range snippetRE.FindAllStringSubmatch(doc, -1) {
 		if m[1] == name {
 			found = append(found, m[2])
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("README.md has %d snippets named %q, want 1 (<!-- snippet: %s --> then a fenced block)", len(found), name, name)
+		t.Fatalf("%s has %d snippets named %q, want 1 (<!-- snippet: %s --> then a fenced block)", clientsDoc, len(found), name, name)
 	}
 	return found[0]
 }
 
-func decodeSnippet(t *testing.T, readme, name string, v any) {
+func decodeSnippet(t *testing.T, doc, name string, v any) {
 	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(snippetBody(t, readme, name)))
+	dec := json.NewDecoder(strings.NewReader(snippetBody(t, doc, name)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		t.Fatalf("snippet %s: %v", name, err)
