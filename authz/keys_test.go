@@ -45,7 +45,7 @@ func TestNewKey(t *testing.T) {
 }
 
 func TestHashKey(t *testing.T) {
-	// The DESIGN.md example: SHA-256 of "test".
+	// A well-known vector: SHA-256 of "test".
 	if got, want := HashKey("test"), "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"; got != want {
 		t.Fatalf("HashKey(test) = %s, want %s", got, want)
 	}

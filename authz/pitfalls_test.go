@@ -1,6 +1,6 @@
 package authz
 
-// One test per Casbin pitfall in shared/notes/pitfalls.md. Each pins Casbin's behaviour (so that a
+// One test per Casbin pitfall in docs/design.md, Casbin pitfalls. Each pins Casbin's behaviour (so that a
 // Casbin upgrade that changes it is noticed) and shows what toolgate does about it.
 
 import (

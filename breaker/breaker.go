@@ -35,10 +35,10 @@ func (s Settings) WithDefaults() Settings {
 
 // Set holds one circuit breaker per upstream server, created up front. It is safe for concurrent use.
 //
-// Each breaker is a gobreaker two-step breaker that counts DESIGN §5 outcomes: NeverSent, TimedOut and
-// Broken are failures; Succeeded, ToolError and Oversize are successes (the upstream answered); Cancelled
-// and RateLimited are excluded, counted neither way. Failures must be consecutive to open the breaker: a
-// success resets the count, an excluded outcome leaves it as it is.
+// Each breaker is a gobreaker two-step breaker that counts outcomes as docs/design.md, Failure semantics,
+// says: NeverSent, TimedOut and Broken are failures; Succeeded, ToolError and Oversize are successes (the
+// upstream answered); Cancelled and RateLimited are excluded, counted neither way. Failures must be
+// consecutive to open the breaker: a success resets the count, an excluded outcome leaves it as it is.
 //
 // Closed, every call passes. After Failures consecutive failures the breaker opens and refuses every call
 // for OpenFor; then it turns half-open and admits HalfOpenProbes calls. Those probes are all the half-open

@@ -67,18 +67,18 @@ func (o Outcome) verdict() verdict {
 }
 
 // CountsAgainstUpstream reports whether the outcome is evidence that the
-// upstream is unhealthy (DESIGN §5, first column). Of the others, Succeeded,
-// ToolError and Oversize count for it (the upstream answered); Cancelled and
-// RateLimited count neither way.
+// upstream is unhealthy (docs/design.md, Failure semantics, first column). Of
+// the others, Succeeded, ToolError and Oversize count for it (the upstream
+// answered); Cancelled and RateLimited count neither way.
 func (o Outcome) CountsAgainstUpstream() bool {
 	return o.verdict() == unhealthy
 }
 
-// MayRetry reports whether the same attempt may be repeated (DESIGN §5): a
-// call that never left may always be repeated; one whose outcome is unknown,
-// or that the upstream refused for its rate limit (after the delay it asked
-// for, see RetryAfter), only when the tool is retry-safe; anything the tool
-// or the caller decided, never.
+// MayRetry reports whether the same attempt may be repeated (docs/design.md,
+// Failure semantics): a call that never left may always be repeated; one
+// whose outcome is unknown, or that the upstream refused for its rate limit
+// (after the delay it asked for, see RetryAfter), only when the tool is
+// retry-safe; anything the tool or the caller decided, never.
 func (o Outcome) MayRetry(retrySafe bool) bool {
 	switch o {
 	case NeverSent:

@@ -1,5 +1,5 @@
 // Package breaker decides what one upstream attempt's outcome means for the health of that upstream and
-// for repeating it: the failure semantics of DESIGN §5.
+// for repeating it, as docs/design.md, Failure semantics, explains.
 //
 //   - Classify is the single place that turns an error from package upstreams into an Outcome. The
 //     executor asks the Outcome whether the breaker should count it and whether the attempt may be

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// TestLoadFullExample loads DESIGN §6 with every optional key and checks values arrive typed and resolved.
+// TestLoadFullExample loads a config with every optional key (the reference is docs/configuration.md) and
+// checks values arrive typed and resolved.
 func TestLoadFullExample(t *testing.T) {
 	t.Setenv("SEARCH_TOKEN", "tok")
 	t.Setenv("HOME", "/home/op")

@@ -155,26 +155,36 @@ func TestCodeCitations(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		for i, line := range strings.Split(string(data), "\n") {
-			for _, m := range citeRE.FindAllStringSubmatch(line, -1) {
-				doc := "docs/" + m[1]
-				text, err := os.ReadFile(filepath.Join(root, doc))
+		lines := strings.Split(string(data), "\n")
+		for i, line := range lines {
+			// A comment wrapped mid-citation continues on the next comment lines.
+			text := line
+			for j := i + 1; j < len(lines) && j <= i+3 && isComment(lines[j]); j++ {
+				text += " " + strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(lines[j]), "//"))
+			}
+			for _, m := range citeRE.FindAllStringSubmatchIndex(text, -1) {
+				if m[0] >= len(line) {
+					break // it starts on a later line: checked there
+				}
+				doc := "docs/" + text[m[2]:m[3]]
+				md, err := os.ReadFile(filepath.Join(root, doc))
 				if err != nil {
 					t.Errorf("%s:%d: cites %s, which does not exist", rel, i+1, doc)
 					continue
 				}
-				if m[2] == "" {
+				if m[4] < 0 {
 					continue
 				}
+				cited := text[m[4]:m[5]]
 				found := false
-				for _, h := range headings(string(text)) {
-					if strings.HasPrefix(m[2], h) {
+				for _, h := range headings(string(md)) {
+					if strings.HasPrefix(cited, h) {
 						found = true
 						break
 					}
 				}
 				if !found {
-					t.Errorf("%s:%d: cites %s, %q: no heading of %s starts the cited text", rel, i+1, doc, m[2], doc)
+					t.Errorf("%s:%d: cites %s, %q: no heading of %s starts the cited text", rel, i+1, doc, cited, doc)
 				}
 			}
 		}
@@ -184,6 +194,8 @@ func TestCodeCitations(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func isComment(line string) bool { return strings.HasPrefix(strings.TrimSpace(line), "//") }
 
 func readFile(t *testing.T, rel string) string {
 	t.Helper()

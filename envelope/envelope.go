@@ -72,7 +72,8 @@ func (c Code) Known() bool { _, ok := table[c]; return ok }
 
 // Retryable reports whether a call that failed with c may succeed when
 // repeated unchanged. retrySafe says whether the tool is retry-safe (see
-// DESIGN §5); it matters only for codes whose outcome is unknown.
+// docs/design.md, Failure semantics); it matters only for codes whose
+// outcome is unknown.
 func (c Code) Retryable(retrySafe bool) bool {
 	switch table[c] {
 	case always:

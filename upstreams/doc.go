@@ -24,5 +24,6 @@
 // (mcp-go's for HTTP and SSE; over stdio lineTransport, which costs less
 // per call) rather than through mcp-go's typed client: the typed client
 // drops schema keywords, decodes numbers as float64 and fails a whole call
-// on an unknown content type (see shared/notes/mcp-go.md).
+// on an unknown content type (see docs/design.md, mcp-go behaviours we rely
+// on or work around).
 package upstreams
