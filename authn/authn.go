@@ -20,29 +20,23 @@ const realm = "toolgate"
 // Authenticator maps HTTP requests to subjects. It is safe for concurrent use; Close stops its key
 // refreshing.
 type Authenticator struct {
-	keys      *authz.Keys
-	keyAttrs  map[string]map[string]string // key hash -> attributes of that key
-	anonymous string                       // "" unless auth.allow_anonymous
-	jwt       *jwtVerifier                 // nil unless auth.jwt
-	meta      *metadata                    // nil unless auth.resource
+	keys      apiKeys      // by hash
+	anonymous string       // "" unless auth.allow_anonymous
+	jwt       *jwtVerifier // nil unless auth.jwt
+	meta      *metadata    // nil unless auth.resource
 
 	// The three WWW-Authenticate values, built once.
 	missing, invalid, badRequest string
 }
 
-// Option changes how New builds an Authenticator; the defaults suit production.
+// Option changes how New builds an Authenticator. Only this package's tests make them (a fixed clock, no
+// rate limit on unknown-kid refreshes): the defaults suit production.
 type Option func(*settings)
 
 type settings struct {
 	now func() time.Time
 	// kidRefreshEvery is the least time between refreshes caused by unknown kids; tests lower it.
 	kidRefreshEvery time.Duration
-}
-
-// WithClock makes token time checks (exp, nbf, iat) use now instead of time.Now, so that tests need not
-// sleep.
-func WithClock(now func() time.Time) Option {
-	return func(s *settings) { s.now = now }
 }
 
 // New builds the Authenticator for cfg's auth section: API keys (with their attributes), the anonymous
@@ -58,16 +52,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Authenticator{anonymous: cfg.Auth.AllowAnonymous, keyAttrs: map[string]map[string]string{}}
-	hashes := make(map[string]string, len(cfg.Auth.APIKeys))
-	for _, k := range cfg.Auth.APIKeys {
-		h := strings.ToLower(k.SHA256)
-		hashes[h] = k.Principal
-		if len(k.Attributes) > 0 {
-			a.keyAttrs[h] = maps.Clone(k.Attributes)
-		}
-	}
-	a.keys = authz.NewKeys(hashes)
+	a := &Authenticator{anonymous: cfg.Auth.AllowAnonymous, keys: newAPIKeys(cfg.Auth.APIKeys)}
 
 	if cfg.Auth.Resource != "" {
 		var issuer string
@@ -158,8 +143,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		}
 		return sub, nil
 	}
-	hash := authz.HashKey(token) // once: the key lookup and its attributes both use it
-	principal, ok := a.keys.PrincipalOfHash(hash)
+	key, ok := a.keys.lookup(token)
 	if !ok {
 		reason := "unknown API key"
 		if looksLikeJWT(token) {
@@ -167,9 +151,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		}
 		return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, reason)
 	}
-	sub := authz.Subject{Principal: principal}
-	if attrs := a.keyAttrs[hash]; attrs != nil {
-		sub.Attrs = maps.Clone(attrs) // the caller may change its copy
+	sub := authz.Subject{Principal: key.principal}
+	if key.attrs != nil {
+		sub.Attrs = maps.Clone(key.attrs) // the caller may change its copy
 	}
 	return sub, nil
 }

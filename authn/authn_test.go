@@ -80,7 +80,7 @@ func TestCredentials(t *testing.T) {
 // challenges carry no resource_metadata.
 func TestAPIKeysOnly(t *testing.T) {
 	a, _ := newAuth(t, &config.Config{Auth: config.Auth{APIKeys: []config.APIKey{
-		{Principal: "alice", SHA256: strings.ToUpper(authz.HashKey(aliceKey))},
+		{Principal: "alice", SHA256: strings.ToUpper(HashKey(aliceKey))},
 	}}})
 	sub, err := a.Authenticate(request("", bearer(aliceKey)))
 	if err != nil || !reflect.DeepEqual(sub, authz.Subject{Principal: "alice"}) {
@@ -108,7 +108,7 @@ func TestAPIKeysOnly(t *testing.T) {
 func TestAnonymous(t *testing.T) {
 	a, _ := newAuth(t, &config.Config{Auth: config.Auth{
 		AllowAnonymous: "guest",
-		APIKeys:        []config.APIKey{{Principal: "alice", SHA256: authz.HashKey(aliceKey)}},
+		APIKeys:        []config.APIKey{{Principal: "alice", SHA256: HashKey(aliceKey)}},
 	}})
 	tests := []struct {
 		name   string

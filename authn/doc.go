@@ -8,8 +8,8 @@
 //
 //   - A token shaped like a JWT (three base64url segments separated by dots) is verified as a JWT when
 //     auth.jwt is configured. Otherwise, and for every other token, it is an API key, looked up by its
-//     SHA-256 (authz.Keys). Keys minted by `toolgate keys new` never contain a dot, so the two cannot be
-//     confused.
+//     SHA-256 (apikeys.go). Keys minted by `toolgate keys new` ([NewKey]) never contain a dot, so the two
+//     cannot be confused.
 //   - No Authorization header at all: the caller is auth.allow_anonymous when the operator set it, else
 //     the request gets 401 with a challenge. A request that presents a credential which fails (a wrong
 //     key, a bad token, another scheme such as Basic) is never downgraded to anonymous.
@@ -19,6 +19,13 @@
 // Every failure is a *[Failure]: the status, the full WWW-Authenticate value (RFC 6750 §3, with
 // resource_metadata from RFC 9728 §5.1), and a Reason for the log that never reaches the client; the
 // client only sees a generic error_description.
+//
+// # API keys
+//
+// [NewKey] mints a key for `toolgate keys new`: "tg_" ([KeyPrefix]) and 32 bytes from crypto/rand in
+// base64url. Configuration holds only its SHA-256 hex ([HashKey]), with the principal and the attributes
+// the key authenticates as. A presented key is hashed once and looked up by that hash, so its own bytes
+// are never compared.
 //
 // # JWT rules
 //
@@ -41,7 +48,7 @@
 // the identity provider states it: a claim users can edit themselves (a display name, sometimes
 // preferred_username) lets them choose their principal.
 //
-// # Keys
+// # JWT signing keys
 //
 // jwks_file is read at New (an unreadable or invalid file is an error naming it), re-read every
 // jwks_refresh, and re-read when a token names an unknown kid (at most once per 30s). A re-read that fails

@@ -19,7 +19,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
 
-	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 )
 
@@ -134,7 +133,7 @@ func jwtConfig(jwksURL string, mod func(*config.Config)) *config.Config {
 	c := &config.Config{Auth: config.Auth{
 		Resource: resource,
 		APIKeys: []config.APIKey{
-			{Principal: "alice", SHA256: authz.HashKey(aliceKey), Attributes: map[string]string{"region": "eu"}},
+			{Principal: "alice", SHA256: HashKey(aliceKey), Attributes: map[string]string{"region": "eu"}},
 		},
 		JWT: &config.JWT{
 			Issuer:          issuer,
@@ -152,11 +151,17 @@ func jwtConfig(jwksURL string, mod func(*config.Config)) *config.Config {
 // logBuffer is the shared concurrent log sink.
 type logBuffer = testkit.LogBuffer
 
+// withClock makes token time checks (exp, nbf, iat) use now instead of time.Now, so that tests need not
+// sleep.
+func withClock(now func() time.Time) Option {
+	return func(s *settings) { s.now = now }
+}
+
 // newAuth builds an Authenticator on the fixed clock, closed when the test ends, and returns its log.
 func newAuth(t testing.TB, cfg *config.Config, opts ...Option) (*Authenticator, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	a, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)), append([]Option{WithClock(clock)}, opts...)...)
+	a, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)), append([]Option{withClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-// Package authz turns identities into principals and answers the policy decision: may this
-// subject perform this action on this canonical tool ID, with these arguments?
+// Package authz answers the policy decision: may this subject perform this action on this
+// canonical tool ID, with these arguments?
 //
-// # Identities
+// # Subjects
 //
-// API keys are minted by [NewKey], stored only as SHA-256 hashes, and resolved to a principal by
-// [Keys.Principal]. Who asks is a [Subject]: the principal, roles the credential itself grants
-// for this request (a JWT roles claim), and attributes conditions may read.
+// Who asks is a [Subject]: the principal, roles the credential itself grants for this request (a
+// JWT roles claim), and attributes conditions may read. Package authn builds it from the request's
+// credential (and mints and resolves API keys); this package never sees a credential.
 //
 // # Decisions
 //

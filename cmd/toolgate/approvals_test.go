@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/audit"
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 )
 
 const adminKey = "tg_test_admin"
@@ -23,7 +23,7 @@ func approvalGateway(t *testing.T) (url string, admin *approvals.Client, gw *gat
 	t.Helper()
 	servers := stdioUpstream(t, "hostile", "")
 	cfg := writeConfig(t, servers)
-	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authz.HashKey(adminKey)))
+	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authn.HashKey(adminKey)))
 	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 	url, _, gw = httpGatewayFull(t, cfg)
 	srv := httptest.NewServer(approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), slog.New(slog.DiscardHandler)))
@@ -126,7 +126,7 @@ func TestApprovalRestoredAfterOpenBreaker(t *testing.T) {
 	servers := stdioUpstream(t, "hostile", fmt.Sprintf(
 		"    breaker: {failures: 2, open_for: %s}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}, tick: {timeout: 300ms}}\n", breakerOpenFor))
 	cfg := writeConfig(t, servers)
-	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authz.HashKey(adminKey)))
+	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authn.HashKey(adminKey)))
 	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 	url, _, gw := httpGatewayFull(t, cfg)
 	srv := httptest.NewServer(approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), slog.New(slog.DiscardHandler)))

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 )
 
 // The gateway pages tools/list itself: every tool of a paginating upstream
@@ -151,7 +151,7 @@ func TestKeysNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := regexp.MustCompile(`tg_[A-Za-z0-9_-]{40,}`).FindString(string(out))
-	if key == "" || !strings.Contains(string(out), fmt.Sprintf(`{principal: dave, sha256: "%s"}`, authz.HashKey(key))) {
+	if key == "" || !strings.Contains(string(out), fmt.Sprintf(`{principal: dave, sha256: "%s"}`, authn.HashKey(key))) {
 		t.Fatalf("keys new output:\n%s", out)
 	}
 }

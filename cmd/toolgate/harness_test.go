@@ -21,7 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.uber.org/goleak"
 
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/internal/conformanceserver"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
@@ -110,7 +110,7 @@ auth:
     - {principal: alice, sha256: %q}
     - {principal: bob, sha256: %q}
 mcpServers:
-%s`, authz.HashKey(aliceKey), authz.HashKey(bobKey), servers)
+%s`, authn.HashKey(aliceKey), authn.HashKey(bobKey), servers)
 	write(t, filepath.Join(dir, "model.conf"), string(model))
 	write(t, filepath.Join(dir, "policy.csv"), testPolicy(servers))
 	write(t, filepath.Join(dir, "toolgate.yaml"), cfg)

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 )
 
 func runKeys(args []string) int {
@@ -21,7 +21,7 @@ func runKeys(args []string) int {
 		fmt.Fprintln(os.Stderr, "toolgate: a principal must be non-empty, without surrounding spaces, '$' or ','")
 		return 2
 	}
-	key, hash, err := authz.NewKey()
+	key, hash, err := authn.NewKey()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "toolgate:", err)
 		return 1
@@ -34,7 +34,7 @@ func runKeys(args []string) int {
 // newAdminKey mints the admin API credential (approvals), which is not a
 // principal: it goes under admin.key_sha256.
 func newAdminKey() int {
-	key, hash, err := authz.NewKey()
+	key, hash, err := authn.NewKey()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "toolgate:", err)
 		return 1

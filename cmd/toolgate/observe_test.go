@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 )
 
 // scrape GETs path from the admin listener, with key when not "".
@@ -33,7 +33,7 @@ func scrape(t *testing.T, admin *httptest.Server, path, key string) (int, string
 // the admin key, and the probes do not.
 func TestMetricsAfterScriptedCalls(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
-	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authz.HashKey(adminKey)))
+	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authn.HashKey(adminKey)))
 	url, _, gw := httpGatewayFull(t, cfg)
 	admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
 	defer admin.Close()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -189,7 +189,7 @@ func TestReplicasApprovalRestoredAfterOpenBreaker(t *testing.T) {
 	for range 3 {
 		cfg := writeConfig(t, rs.servers)
 		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authz.HashKey(adminKey), rs.redis.URL()))
+			authn.HashKey(adminKey), rs.redis.URL()))
 		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 		url, _, gw := httpGatewayFull(t, cfg)
 		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))

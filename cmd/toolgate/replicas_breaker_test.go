@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -33,7 +33,7 @@ func startBreakerReplicas(t *testing.T, n int) *replicaSet {
 	for range n {
 		cfg := writeConfig(t, rs.servers)
 		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authz.HashKey(adminKey), rs.redis.URL()))
+			authn.HashKey(adminKey), rs.redis.URL()))
 		url, logs, gw := httpGatewayFull(t, cfg)
 		t.Cleanup(func() { // each replica's log tells which breaker changed when
 			if t.Failed() {

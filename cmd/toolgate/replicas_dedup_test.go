@@ -14,7 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/internal/redistest"
@@ -34,7 +34,7 @@ func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*repl
 		cfg := writeConfig(t, rs.servers)
 		body := strings.Replace(mustRead(t, cfg), "dedup: {window: 0s}", "dedup: {window: 1m}", 1)
 		write(t, cfg, body+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authz.HashKey(adminKey), rs.redis.URL())+extra)
+			authn.HashKey(adminKey), rs.redis.URL())+extra)
 		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+policyExtra)
 		url, _, gw := httpGatewayFull(t, cfg)
 		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))

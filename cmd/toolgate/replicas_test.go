@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
@@ -48,7 +49,7 @@ func startReplicas(t *testing.T, n int, extra string) *replicaSet {
 	for range n {
 		cfg := writeConfig(t, rs.servers)
 		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authz.HashKey(adminKey), rs.redis.URL())+extra)
+			authn.HashKey(adminKey), rs.redis.URL())+extra)
 		url, _, gw := httpGatewayFull(t, cfg)
 		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
 		t.Cleanup(admin.Close)

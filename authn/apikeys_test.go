@@ -1,4 +1,4 @@
-package authz
+package authn
 
 import (
 	"crypto/sha256"
@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/config"
 )
 
 func TestNewKey(t *testing.T) {
@@ -35,8 +37,8 @@ func TestNewKey(t *testing.T) {
 		if HashKey(c.key) != c.hash {
 			t.Errorf("HashKey(key) = %s, NewKey returned %s", HashKey(c.key), c.hash)
 		}
-		if !ValidKeyHash(c.hash) {
-			t.Errorf("returned hash %q is not 64 hex digits", c.hash)
+		if len(c.hash) != 64 || strings.Trim(c.hash, "0123456789abcdef") != "" {
+			t.Errorf("returned hash %q is not 64 lowercase hex digits", c.hash)
 		}
 	}
 	if k1 == k2 || h1 == h2 {
@@ -55,25 +57,9 @@ func TestHashKey(t *testing.T) {
 	}
 }
 
-func TestValidKeyHash(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want bool
-	}{
-		{HashKey("a"), true},
-		{strings.ToUpper(HashKey("a")), true},
-		{HashKey("a")[:63], false},
-		{"tg_" + strings.Repeat("a", 43), false},
-		{strings.Repeat("g", 64), false},
-		{"", false},
-	} {
-		if got := ValidKeyHash(tc.in); got != tc.want {
-			t.Errorf("ValidKeyHash(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestKeysPrincipal(t *testing.T) {
+// TestAPIKeysLookup: a configured key resolves to its principal and attributes, whatever the case of
+// its stored hash; nothing else does.
+func TestAPIKeysLookup(t *testing.T) {
 	aliceKey, aliceHash, err := NewKey()
 	if err != nil {
 		t.Fatal(err)
@@ -86,14 +72,15 @@ func TestKeysPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := map[string]string{
-		aliceHash:                "alice",
-		strings.ToUpper(bobHash): "bob", // upper-case hex in config still works
-		orphanHash:               "",    // no principal: never matches
-		HashKey(""):              "empty-key-owner",
+	src := []config.APIKey{
+		{Principal: "alice", SHA256: aliceHash, Attributes: map[string]string{"region": "eu"}},
+		{Principal: "bob", SHA256: strings.ToUpper(bobHash)}, // upper-case hex in config still works
+		{SHA256: orphanHash}, // no principal: never matches
+		{Principal: "empty-key-owner", SHA256: HashKey("")},
 	}
-	keys := NewKeys(src)
-	src[aliceHash] = "mallory" // Keys must not alias the caller's map
+	keys := newAPIKeys(src)
+	src[0].Principal = "mallory" // the table must not alias the caller's configuration
+	src[0].Attributes["region"] = "us"
 
 	tests := []struct {
 		name      string
@@ -111,17 +98,19 @@ func TestKeysPrincipal(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := keys.Principal(tc.presented)
-			if got != tc.want || ok != tc.wantOK {
-				t.Fatalf("Principal(%q) = %q, %v; want %q, %v", tc.presented, got, ok, tc.want, tc.wantOK)
+			got, ok := keys.lookup(tc.presented)
+			if got.principal != tc.want || ok != tc.wantOK {
+				t.Fatalf("lookup(%q) = %q, %v; want %q, %v", tc.presented, got.principal, ok, tc.want, tc.wantOK)
 			}
 		})
 	}
-	if keys.Len() != 3 {
-		t.Errorf("Len() = %d, want 3", keys.Len())
+	if k, _ := keys.lookup(aliceKey); k.attrs["region"] != "eu" {
+		t.Errorf("alice's attributes = %v, want region eu", k.attrs)
 	}
-	var nilKeys *Keys
-	if _, ok := nilKeys.Principal(aliceKey); ok {
-		t.Error("nil *Keys resolved a key")
+	if k, _ := keys.lookup(bobKey); k.attrs != nil {
+		t.Errorf("bob's attributes = %v, want nil", k.attrs)
+	}
+	if len(keys) != 3 {
+		t.Errorf("%d usable keys, want 3", len(keys))
 	}
 }
