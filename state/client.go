@@ -13,10 +13,17 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// The features that use the store, as error metrics label them.
+// The features that use the store, as error metrics label them. Each
+// feature's store lives in its own package (ratelimit/redisstore,
+// authz/redisstore, breaker/redisstore, dedup/redisstore,
+// approvals/redisstore); the labels are kept here, in one list, so that the
+// metrics can show every one of them at zero.
 const (
 	FeatureRateLimits = "rate_limits"
 	FeaturePolicy     = "policy"
+	FeatureBreaker    = "breaker"
+	FeatureDedup      = "dedup"
+	FeatureApprovals  = "approvals"
 )
 
 // Features lists every feature, so metrics can show each at zero.

@@ -1,4 +1,4 @@
-package state
+package state_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/state"
 )
 
 // A URL go-redis cannot use is an error at Open that never quotes the
@@ -20,13 +21,13 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Open(Options{URL: tt.url, DialTimeout: time.Second, OpTimeout: time.Second})
+			_, err := state.Open(state.Options{URL: tt.url, DialTimeout: time.Second, OpTimeout: time.Second})
 			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "hunter2") {
 				t.Fatalf("err %v, want %q without the password", err, tt.want)
 			}
 		})
 	}
-	if _, err := Open(Options{URL: "redis://cache"}); err == nil {
+	if _, err := state.Open(state.Options{URL: "redis://cache"}); err == nil {
 		t.Error("no timeouts: opened")
 	}
 }
@@ -36,33 +37,33 @@ func TestOpenRefuses(t *testing.T) {
 // back on the same port, without a new Client.
 func TestHealthFollowsTheServer(t *testing.T) {
 	srv := redistest.Start(t)
-	c, ev := open(t, srv, "t:")
-	ev.waitStatus(t, true)
+	c, ev := redistest.Open(t, srv, "t:")
+	ev.WaitStatus(t, true)
 	if err := c.Err(); err != nil {
 		t.Fatalf("Err after Open: %v", err)
 	}
-	ping := func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }
-	if err := c.Do(context.Background(), FeaturePolicy, ping); err != nil {
+	ping := func(ctx context.Context) error { return c.Redis().Ping(ctx).Err() }
+	if err := c.Do(context.Background(), state.FeaturePolicy, ping); err != nil {
 		t.Fatalf("Do while up: %v", err)
 	}
 
 	srv.Kill()
-	ev.waitStatus(t, false)
+	ev.WaitStatus(t, false)
 	if c.Err() == nil {
 		t.Fatal("Err is nil with the server dead")
 	}
 	ran := false
-	err := c.Do(context.Background(), FeatureRateLimits, func(context.Context) error { ran = true; return nil })
-	if !errors.Is(err, ErrUnavailable) || ran {
+	err := c.Do(context.Background(), state.FeatureRateLimits, func(context.Context) error { ran = true; return nil })
+	if !errors.Is(err, state.ErrUnavailable) || ran {
 		t.Fatalf("Do while down: err %v, ran %v; want ErrUnavailable without running", err, ran)
 	}
-	if n := ev.errorsOf(FeatureRateLimits); n != 1 {
+	if n := ev.ErrorsOf(state.FeatureRateLimits); n != 1 {
 		t.Errorf("%d rate_limits errors counted, want 1", n)
 	}
 
 	srv.Restart()
-	ev.waitStatus(t, true)
-	if err := c.Do(context.Background(), FeaturePolicy, ping); err != nil {
+	ev.WaitStatus(t, true)
+	if err := c.Do(context.Background(), state.FeaturePolicy, ping); err != nil {
 		t.Fatalf("Do after the server came back: %v", err)
 	}
 }
@@ -72,22 +73,22 @@ func TestHealthFollowsTheServer(t *testing.T) {
 // tick.
 func TestFailedOperationLooksAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	ev := &events{status: make(chan bool, 64), errors: map[string]int{}}
-	c, err := Open(Options{URL: srv.URL(), DialTimeout: time.Second, OpTimeout: time.Second,
-		OnStatus: func(up bool) { ev.status <- up }, OnError: func(f string) { ev.mu.Lock(); ev.errors[f]++; ev.mu.Unlock() },
+	ev := redistest.NewEvents()
+	c, err := state.Open(state.Options{URL: srv.URL(), DialTimeout: time.Second, OpTimeout: time.Second,
+		OnStatus: ev.OnStatus, OnError: ev.OnError,
 		PingEvery: time.Hour, MaxBackoff: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ev.waitStatus(t, true)
+	ev.WaitStatus(t, true)
 	srv.Kill()
-	err = c.Do(context.Background(), FeaturePolicy, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() })
+	err = c.Do(context.Background(), state.FeaturePolicy, func(ctx context.Context) error { return c.Redis().Ping(ctx).Err() })
 	if err == nil {
 		t.Fatal("PING to a dead server succeeded")
 	}
-	ev.waitStatus(t, false) // within the deadline, though the next tick is an hour away
-	if n := ev.errorsOf(FeaturePolicy); n != 1 {
+	ev.WaitStatus(t, false) // within the deadline, though the next tick is an hour away
+	if n := ev.ErrorsOf(state.FeaturePolicy); n != 1 {
 		t.Errorf("%d policy errors counted, want 1", n)
 	}
 }
@@ -97,27 +98,27 @@ func TestFailedOperationLooksAtOnce(t *testing.T) {
 func TestOpenWhileDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Kill()
-	c, ev := open(t, srv, "t:")
-	ev.waitStatus(t, false)
+	c, ev := redistest.Open(t, srv, "t:")
+	ev.WaitStatus(t, false)
 	if c.Err() == nil {
 		t.Fatal("Err is nil with no server")
 	}
 	srv.Restart()
-	ev.waitStatus(t, true)
+	ev.WaitStatus(t, true)
 }
 
 // A caller that left (its context ended) is not a store failure: nothing
 // is counted.
 func TestCallerLeavingIsNotAStoreError(t *testing.T) {
 	srv := redistest.Start(t)
-	c, ev := open(t, srv, "t:")
-	ev.waitStatus(t, true)
+	c, ev := redistest.Open(t, srv, "t:")
+	ev.WaitStatus(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := c.Do(ctx, FeatureRateLimits, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }); err == nil {
+	if err := c.Do(ctx, state.FeatureRateLimits, func(ctx context.Context) error { return c.Redis().Ping(ctx).Err() }); err == nil {
 		t.Fatal("PING with an ended context succeeded")
 	}
-	if n := ev.errorsOf(FeatureRateLimits); n != 0 {
+	if n := ev.ErrorsOf(state.FeatureRateLimits); n != 0 {
 		t.Errorf("%d errors counted for a caller that left, want 0", n)
 	}
 }

@@ -1,4 +1,4 @@
-package state
+package state_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/state"
 )
 
 // A Redis that answers, but slower than an operation may wait, is reported
@@ -16,21 +17,21 @@ import (
 // connect first; the read timeout (op_timeout) is what bounds its answer.
 func TestSlowStoreIsDown(t *testing.T) {
 	srv := redistest.Start(t)
-	ev := &events{status: make(chan bool, 64), errors: map[string]int{}}
-	c, err := Open(Options{
+	ev := redistest.NewEvents()
+	c, err := state.Open(state.Options{
 		URL: srv.URL(), DialTimeout: time.Second, OpTimeout: 100 * time.Millisecond,
-		OnStatus: func(up bool) { ev.status <- up }, PingEvery: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		OnStatus: ev.OnStatus, PingEvery: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ev.waitStatus(t, true)
+	ev.WaitStatus(t, true)
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", 800, "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
-	ev.waitStatus(t, false)
-	ev.waitStatus(t, true) // the pause ends: up again without anything else
+	ev.WaitStatus(t, false)
+	ev.WaitStatus(t, true) // the pause ends: up again without anything else
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/ratelimit"
+	ratelimitredis "github.com/toolgate/toolgate/ratelimit/redisstore"
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -19,7 +20,7 @@ func rateLimitsFrom(cfg *config.Config, store *state.Client) *proxy.RateLimits {
 	}
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
 	if store != nil {
-		limiter = store.RateLimiter()
+		limiter = ratelimitredis.New(store)
 	}
 	return &proxy.RateLimits{
 		Limiter:    limiter,

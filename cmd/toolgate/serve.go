@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/dedup"
+	dedupredis "github.com/toolgate/toolgate/dedup/redisstore"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/proxy"
@@ -240,7 +241,7 @@ func dedupFrom(cfg *config.Config, store *state.Client) *proxy.Dedup {
 		RetrySafeToo: cfg.DedupIncludeRetrySafe(),
 	}
 	if store != nil {
-		d.Shared, d.SharedFailOpen = store.Dedup(), cfg.DedupFailOpen()
+		d.Shared, d.SharedFailOpen = dedupredis.New(store), cfg.DedupFailOpen()
 	}
 	return d
 }

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	approvalsredis "github.com/toolgate/toolgate/approvals/redisstore"
 	"github.com/toolgate/toolgate/authz"
+	policyredis "github.com/toolgate/toolgate/authz/redisstore"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/state"
@@ -55,7 +57,7 @@ func sharedApprovals(cfg *config.Config, store *state.Client, file approvals.Sto
 	if store == nil {
 		return file
 	}
-	return store.Approvals(cfg.ApprovalTTL())
+	return approvalsredis.New(store, cfg.ApprovalTTL())
 }
 
 // syncPolicy keeps the policy in step with the other replicas: a swap here
@@ -65,7 +67,7 @@ func syncPolicy(gw *gateway) {
 	if gw.state == nil {
 		return
 	}
-	ps := gw.state.PolicySync(gw.replica, func() string { return gw.policy.Current().Version() }, gw.policy.Reload)
+	ps := policyredis.New(gw.state, gw.replica, func() string { return gw.policy.Current().Version() }, gw.policy.Reload)
 	gw.policy.Subscribe(func(_, next *authz.Policy) { ps.Announce(next.Version()) })
 	ps.Start()
 }

@@ -1,6 +1,8 @@
 // Package redistest runs a real redis-server for tests: a throwaway one on
 // a free loopback port, with no persistence, that a test can kill and
-// start again on the same port. It is imported only by tests.
+// start again on the same port. It also holds what the tests of the state
+// client and of every feature's Redis store share (Open, Events, WaitRedis).
+// It is imported only by tests.
 package redistest
 
 import (

@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -18,10 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/state"
 )
-
-// FeatureApprovals labels the approval store's operations in the error metric.
-const FeatureApprovals = "approvals"
 
 // Approval requests shared by replicas (an approvals.Store). Under the prefix:
 //
@@ -130,11 +128,11 @@ var (
 	approvalRestore = redis.NewScript(approvalRestoreScript)
 )
 
-// Approvals is the approvals.Store of replicas sharing the store (see the key layout above). Its
+// Store is the approvals.Store of replicas sharing the store (see the key layout above). Its
 // failures wrap approvals.ErrUnavailable: the gateway then refuses calls that need an approval (never
 // runs them), and the admin API answers 503.
-type Approvals struct {
-	c   *Client
+type Store struct {
+	c   *state.Client
 	ttl time.Duration
 
 	onDecision atomic.Pointer[func(approvals.Request)]
@@ -143,16 +141,16 @@ type Approvals struct {
 	last []approvals.Request // List's last answer, for when the store cannot be read
 }
 
-var _ approvals.Store = (*Approvals)(nil)
+var _ approvals.Store = (*Store)(nil)
 
-// Approvals returns the shared approval store; ttl is how long pending and approved requests live
+// New returns the approval store in c's store; ttl is how long pending and approved requests live
 // (approvals.ttl).
-func (c *Client) Approvals(ttl time.Duration) *Approvals {
-	return &Approvals{c: c, ttl: ttl}
+func New(c *state.Client, ttl time.Duration) *Store {
+	return &Store{c: c, ttl: ttl}
 }
 
 // OnDecision implements approvals.Store: fn sees the decisions made through this replica.
-func (a *Approvals) OnDecision(fn func(approvals.Request)) { a.onDecision.Store(&fn) }
+func (a *Store) OnDecision(fn func(approvals.Request)) { a.onDecision.Store(&fn) }
 
 // requestDoc is the part of a request that never changes, as one JSON value.
 type requestDoc struct {
@@ -164,11 +162,11 @@ type requestDoc struct {
 	Rule      string          `json:"rule,omitempty"`
 }
 
-func (a *Approvals) reqKey(id string) string { return a.c.Key("apr:req:" + id) }
+func (a *Store) reqKey(id string) string { return a.c.Key("apr:req:" + id) }
 
 // indexKey names the (principal, tool, args_hash) triple: a hash of a length-prefixed encoding, so no two
 // triples share it.
-func (a *Approvals) indexKey(principal, tool, argsHash string) string {
+func (a *Store) indexKey(principal, tool, argsHash string) string {
 	h := sha256.New()
 	for _, f := range []string{principal, tool, argsHash} {
 		fmt.Fprintf(h, "%d:%s", len(f), f)
@@ -177,7 +175,7 @@ func (a *Approvals) indexKey(principal, tool, argsHash string) string {
 }
 
 // Check implements approvals.Store, in one script.
-func (a *Approvals) Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (approvals.Outcome, approvals.Request, error) {
+func (a *Store) Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (approvals.Outcome, approvals.Request, error) {
 	id, err := newRequestID()
 	if err != nil {
 		return 0, approvals.Request{}, err
@@ -215,19 +213,19 @@ func (a *Approvals) Check(ctx context.Context, principal, tool, argsHash string,
 }
 
 // Approve implements approvals.Store.
-func (a *Approvals) Approve(id, by string) (approvals.Request, error) {
+func (a *Store) Approve(id, by string) (approvals.Request, error) {
 	return a.decide(id, approvals.StateApproved, by, "")
 }
 
 // Deny implements approvals.Store. The reason is capped as the file store caps it.
-func (a *Approvals) Deny(id, by, reason string) (approvals.Request, error) {
+func (a *Store) Deny(id, by, reason string) (approvals.Request, error) {
 	if len(reason) > 1024 {
 		reason = reason[:1024]
 	}
 	return a.decide(id, approvals.StateDenied, by, reason)
 }
 
-func (a *Approvals) decide(id string, to approvals.State, by, reason string) (approvals.Request, error) {
+func (a *Store) decide(id string, to approvals.State, by, reason string) (approvals.Request, error) {
 	reply, err := a.run(context.Background(), approvalDecide, []string{a.reqKey(id), a.c.Key("apr:active")},
 		id, string(to), by, reason, ms(a.ttl), ms(approvals.FinishedRetention))
 	if err != nil {
@@ -247,7 +245,7 @@ func (a *Approvals) decide(id string, to approvals.State, by, reason string) (ap
 }
 
 // Restore implements approvals.Store, in one script.
-func (a *Approvals) Restore(ctx context.Context, used approvals.Request) (approvals.Request, error) {
+func (a *Store) Restore(ctx context.Context, used approvals.Request) (approvals.Request, error) {
 	if used.Consumption == "" {
 		return approvals.Request{}, fmt.Errorf("%w: not a consumption reported by Check", approvals.ErrNotRestorable)
 	}
@@ -272,11 +270,11 @@ func (a *Approvals) Restore(ctx context.Context, used approvals.Request) (approv
 
 // run runs one of the approval scripts; an unreachable store is
 // ErrUnavailable (see unavailable).
-func (a *Approvals) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
+func (a *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
 	var reply []any
-	err := a.c.Do(ctx, FeatureApprovals, func(ctx context.Context) error {
+	err := a.c.Do(ctx, state.FeatureApprovals, func(ctx context.Context) error {
 		var err error
-		reply, err = script.Run(ctx, a.c.rdb, keys, args...).Slice()
+		reply, err = script.Run(ctx, a.c.Redis(), keys, args...).Slice()
 		return err
 	})
 	if err != nil {
@@ -287,7 +285,7 @@ func (a *Approvals) run(ctx context.Context, script *redis.Script, keys []string
 
 // report decodes the request a decision or restore script returned and
 // tells OnDecision, with reason when it is not the request's own.
-func (a *Approvals) report(fields []any, reason string) (approvals.Request, error) {
+func (a *Store) report(fields []any, reason string) (approvals.Request, error) {
 	r, err := requestFrom(fields)
 	if err != nil {
 		return approvals.Request{}, err
@@ -303,11 +301,11 @@ func (a *Approvals) report(fields []any, reason string) (approvals.Request, erro
 }
 
 // Get implements approvals.Store.
-func (a *Approvals) Get(id string) (approvals.Request, error) {
+func (a *Store) Get(id string) (approvals.Request, error) {
 	var fields map[string]string
-	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
+	err := a.c.Do(context.Background(), state.FeatureApprovals, func(ctx context.Context) error {
 		var err error
-		fields, err = a.c.rdb.HGetAll(ctx, a.reqKey(id)).Result()
+		fields, err = a.c.Redis().HGetAll(ctx, a.reqKey(id)).Result()
 		return err
 	})
 	if err != nil {
@@ -326,7 +324,7 @@ func (a *Approvals) Get(id string) (approvals.Request, error) {
 
 // List implements approvals.Store: every request kept, oldest first, read in one round trip after
 // the index. When the store cannot be read it answers its last list.
-func (a *Approvals) List(states ...approvals.State) []approvals.Request {
+func (a *Store) List(states ...approvals.State) []approvals.Request {
 	all, err := a.list()
 	a.mu.Lock()
 	if err == nil {
@@ -346,14 +344,14 @@ func (a *Approvals) List(states ...approvals.State) []approvals.Request {
 	return out
 }
 
-func (a *Approvals) list() ([]approvals.Request, error) {
+func (a *Store) list() ([]approvals.Request, error) {
 	var out []approvals.Request
-	err := a.c.Do(context.Background(), FeatureApprovals, func(ctx context.Context) error {
-		ids, err := a.c.rdb.ZRange(ctx, a.c.Key("apr:all"), 0, -1).Result()
+	err := a.c.Do(context.Background(), state.FeatureApprovals, func(ctx context.Context) error {
+		ids, err := a.c.Redis().ZRange(ctx, a.c.Key("apr:all"), 0, -1).Result()
 		if err != nil {
 			return err
 		}
-		pipe := a.c.rdb.Pipeline()
+		pipe := a.c.Redis().Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, len(ids))
 		for i, id := range ids {
 			cmds[i] = pipe.HGetAll(ctx, a.reqKey(id))
@@ -374,7 +372,7 @@ func (a *Approvals) list() ([]approvals.Request, error) {
 			out = append(out, r)
 		}
 		if len(gone) > 0 {
-			a.c.rdb.ZRem(ctx, a.c.Key("apr:all"), gone...)
+			a.c.Redis().ZRem(ctx, a.c.Key("apr:all"), gone...)
 		}
 		return nil
 	})
@@ -438,3 +436,5 @@ func newRequestID() (string, error) {
 	}
 	return "apr_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

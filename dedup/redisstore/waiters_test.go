@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/state"
 )
 
 // deaf makes d's waiters rely on wake-ups alone: the re-check and the
 // lease deadline are an hour away. looks receives one value each time one
 // of them found the call still running and went to sleep.
-func deaf(d *Dedup) (looks chan struct{}) {
+func deaf(d *Store) (looks chan struct{}) {
 	looks = make(chan struct{}, 1024)
 	d.recheck = time.Hour
 	d.looked = func() { looks <- struct{}{} }
@@ -24,7 +25,7 @@ func deaf(d *Dedup) (looks chan struct{}) {
 // waitLooks waits until n waiters went to sleep.
 func waitLooks(t *testing.T, looks chan struct{}, n int) {
 	t.Helper()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for range n {
 		select {
 		case <-looks:
@@ -34,14 +35,14 @@ func waitLooks(t *testing.T, looks chan struct{}, n int) {
 	}
 }
 
-// waitListening waits until n Dedups (on any client) follow the shared
+// waitListening waits until n Stores (on any client) follow the shared
 // channel.
-func waitListening(t *testing.T, c *Client, n int64) {
+func waitListening(t *testing.T, c *state.Client, n int64) {
 	t.Helper()
 	waitNumSub(t, c, c.Key("dedup:done"), n)
 }
 
-func assertNoWaiters(t *testing.T, d *Dedup) {
+func assertNoWaiters(t *testing.T, d *Store) {
 	t.Helper()
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
@@ -56,10 +57,10 @@ func assertNoWaiters(t *testing.T, d *Dedup) {
 // replica of an earlier version publishes).
 func TestDedupWaiterWokenByMessage(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
-	da, db := a.Dedup(WithLease(time.Hour)), b.Dedup(WithLease(time.Hour))
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
 	looks := deaf(db)
 	waitListening(t, a, 2)
 	ctx := context.Background()
@@ -83,16 +84,16 @@ func TestDedupWaiterWokenByMessage(t *testing.T) {
 		}, dedup.Claim{}},
 		{"shared channel only", func(t *testing.T, l dedup.Lease, k string) {
 			l.(*lease).end()
-			a.rdb.HSet(ctx, k, "s", "done", "a", `"shared"`, "w", 0)
-			if err := a.rdb.Publish(ctx, a.Key("dedup:done"), k).Err(); err != nil {
+			a.Redis().HSet(ctx, k, "s", "done", "a", `"shared"`, "w", 0)
+			if err := a.Redis().Publish(ctx, a.Key("dedup:done"), k).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}, dedup.Claim{Answer: []byte(`"shared"`), Sharing: dedup.Joined}},
 		{"own channel only", func(t *testing.T, l dedup.Lease, k string) {
 			l.(*lease).end()
 			waitNumSub(t, a, k+":done", 1) // b follows the call's own channel
-			a.rdb.HSet(ctx, k, "s", "done", "a", `"own"`, "w", 0)
-			if err := a.rdb.Publish(ctx, k+":done", "done").Err(); err != nil {
+			a.Redis().HSet(ctx, k, "s", "done", "a", `"own"`, "w", 0)
+			if err := a.Redis().Publish(ctx, k+":done", "done").Err(); err != nil {
 				t.Fatal(err)
 			}
 		}, dedup.Claim{Answer: []byte(`"own"`), Sharing: dedup.Joined}},
@@ -124,9 +125,9 @@ func TestDedupWaiterWokenByMessage(t *testing.T) {
 }
 
 // connectedClients is the server's count of client connections.
-func connectedClients(t *testing.T, c *Client) int {
+func connectedClients(t *testing.T, c *state.Client) int {
 	t.Helper()
-	info, err := c.rdb.Info(context.Background(), "clients").Result()
+	info, err := c.Redis().Info(context.Background(), "clients").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,19 +150,19 @@ func connectedClients(t *testing.T, c *Client) int {
 func TestDedupWaitersShareOneConnection(t *testing.T) {
 	const n = 50
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
-	da := a.Dedup(WithLease(time.Hour))
+	da := New(a, WithLease(time.Hour))
 	ctx := context.Background()
 	held, err := da.Claim(ctx, callKey, time.Minute)
 	if err != nil || held.Lease == nil {
 		t.Fatalf("claim: %+v, %v", held, err)
 	}
 	waitListening(t, a, 1)
-	before, aPool := connectedClients(t, a), a.rdb.PoolStats().TotalConns
+	before, aPool := connectedClients(t, a), a.Redis().PoolStats().TotalConns
 
-	b, _ := open(t, srv, "t:")
-	db := b.Dedup(WithLease(time.Hour))
+	b, _ := redistest.Open(t, srv, "t:")
+	db := New(b, WithLease(time.Hour))
 	looks := deaf(db)
 	waiters := make([]chan claimResult, n)
 	for i := range waiters {
@@ -171,9 +172,9 @@ func TestDedupWaitersShareOneConnection(t *testing.T) {
 	waitLooks(t, looks, n)
 	waitListening(t, a, 2)
 	during := connectedClients(t, a)
-	bPool := int(b.rdb.PoolStats().TotalConns)
-	aGrew := int(a.rdb.PoolStats().TotalConns - aPool)
-	poolSize := b.rdb.Options().PoolSize
+	bPool := int(b.Redis().PoolStats().TotalConns)
+	aGrew := int(a.Redis().PoolStats().TotalConns - aPool)
+	poolSize := b.Redis().Options().PoolSize
 	t.Logf("connections: %d before, %d with %d waiters (b's pool %d of %d, a's pool grew by %d)",
 		before, during, n, bPool, poolSize, aGrew)
 	if extra := during - before - aGrew; extra > bPool+1 || extra > poolSize+1 {
@@ -197,10 +198,10 @@ func TestDedupWaitersShareOneConnection(t *testing.T) {
 // ended (its re-check is an hour away).
 func TestDedupSubscriptionReconnects(t *testing.T) {
 	srv := redistest.Start(t)
-	a, evA := open(t, srv, "t:")
-	b, evB := open(t, srv, "t:")
+	a, evA := redistest.Open(t, srv, "t:")
+	b, evB := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
-	da, db := a.Dedup(WithLease(time.Hour)), b.Dedup(WithLease(time.Hour))
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
 	looks := deaf(db)
 	waitListening(t, a, 2)
 	ctx := context.Background()
@@ -214,11 +215,11 @@ func TestDedupSubscriptionReconnects(t *testing.T) {
 	waitSubscribers(t, a, callKey, 1)
 
 	srv.Kill()
-	evA.waitStatus(t, false)
-	evB.waitStatus(t, false)
+	evA.WaitStatus(t, false)
+	evB.WaitStatus(t, false)
 	srv.Restart()
-	evA.waitStatus(t, true)
-	evB.waitStatus(t, true)
+	evA.WaitStatus(t, true)
+	evB.WaitStatus(t, true)
 	waitListening(t, a, 2)
 	waitSubscribers(t, a, callKey, 1)
 	waitMarker(t, a, callKey, "run") // the holder renewed on the store's return

@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -13,16 +13,16 @@ import (
 // (the usual case) hid a later server's failure.
 func TestBreakerCatchUpFailsWhenAServerCannotBeRead(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "catchup:")
-	s := c.BreakerSync("r1", []string{"missing", "broken"}, func(string, time.Time) {})
+	c, _ := redistest.Open(t, srv, "catchup:")
+	s := New(c, "r1", []string{"missing", "broken"}, func(string, time.Time) {})
 	// A hash where an opening (a string) belongs: GET fails with WRONGTYPE.
-	if err := c.rdb.HSet(context.Background(), s.openKey("broken"), "x", "1").Err(); err != nil {
+	if err := c.Redis().HSet(context.Background(), s.openKey("broken"), "x", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.readOpenings(context.Background()); err == nil {
 		t.Fatal("the catch-up succeeded without reading every server")
 	}
-	if err := c.rdb.Del(context.Background(), s.openKey("broken")).Err(); err != nil {
+	if err := c.Redis().Del(context.Background(), s.openKey("broken")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.readOpenings(context.Background()); err != nil {

@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// FeatureBreaker labels the sharing of circuit breaker openings in the error metric.
-const FeatureBreaker = "breaker"
+	"github.com/toolgate/toolgate/state"
+)
 
 // Circuit breaker openings travel between replicas as news, never as a
 // shared breaker: each replica's breakers count their own calls' outcomes
@@ -40,10 +39,10 @@ type breakerNews struct {
 	OpenMS  int64  `json:"open_ms"`
 }
 
-// BreakerSync shares this replica's breaker openings with the others and
+// Sync shares this replica's breaker openings with the others and
 // applies theirs.
-type BreakerSync struct {
-	c       *Client
+type Sync struct {
+	c       *state.Client
 	replica string
 	servers []string
 	force   func(server string, until time.Time)
@@ -55,19 +54,19 @@ type BreakerSync struct {
 	catchUp bool                 // read the published openings
 }
 
-// BreakerSync returns the sharing of openings for this replica; Start
-// starts it. replica names this process in announcements; servers are the
+// New returns the sharing of openings for this replica over c's store;
+// Start starts it. replica names this process in announcements; servers are the
 // upstreams whose published openings are read on (re)connecting; force
 // opens this replica's breaker of server until until (breaker.Set's
 // ForceOpen), and is called from a background goroutine.
-func (c *Client) BreakerSync(replica string, servers []string, force func(server string, until time.Time)) *BreakerSync {
-	return &BreakerSync{c: c, replica: replica, servers: servers, force: force,
+func New(c *state.Client, replica string, servers []string, force func(server string, until time.Time)) *Sync {
+	return &Sync{c: c, replica: replica, servers: servers, force: force,
 		wake: make(chan struct{}, 1), pending: map[string]time.Time{}}
 }
 
 // Start listens for the other replicas' openings and announces this
 // one's, until the client is closed.
-func (s *BreakerSync) Start() {
+func (s *Sync) Start() {
 	s.c.Subscribe(s.subscriber(), s.channel())
 	s.c.Work(s.wake, s.step)
 }
@@ -75,7 +74,7 @@ func (s *BreakerSync) Start() {
 // Opened tells the other replicas that this one's breaker of server opened
 // until until (breaker.Set's OnOpen). It never blocks and never touches
 // the store: the announcement is sent in the background.
-func (s *BreakerSync) Opened(server string, until time.Time) {
+func (s *Sync) Opened(server string, until time.Time) {
 	s.mu.Lock()
 	if prev, ok := s.pending[server]; !ok || until.After(prev) {
 		s.pending[server] = until
@@ -84,21 +83,21 @@ func (s *BreakerSync) Opened(server string, until time.Time) {
 	s.poke()
 }
 
-func (s *BreakerSync) poke() {
+func (s *Sync) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (s *BreakerSync) channel() string              { return s.c.Key("breaker") }
-func (s *BreakerSync) openKey(server string) string { return s.c.Key("breaker:open:" + server) }
+func (s *Sync) channel() string              { return s.c.Key("breaker") }
+func (s *Sync) openKey(server string) string { return s.c.Key("breaker:open:" + server) }
 
 // subscriber follows the channel: each (re)subscription asks for a
 // catch-up, since announcements may have been missed meanwhile.
-func (s *BreakerSync) subscriber() Subscriber {
-	return Subscriber{
-		Feature:    FeatureBreaker,
+func (s *Sync) subscriber() state.Subscriber {
+	return state.Subscriber{
+		Feature:    state.FeatureBreaker,
 		Subscribed: func(string) { s.setCatchUp(true); s.poke() },
 		Message:    func(_, payload string) { s.received(payload) },
 		Lost:       "not hearing other replicas' circuit breaker openings; each replica's breakers decide alone until the store is back",
@@ -107,10 +106,10 @@ func (s *BreakerSync) subscriber() Subscriber {
 }
 
 // received forces open the breaker another replica announced.
-func (s *BreakerSync) received(payload string) {
+func (s *Sync) received(payload string) {
 	var n breakerNews
 	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.Server == "" || n.OpenMS <= 0 {
-		s.c.log.Warn("ignoring a malformed circuit breaker announcement", "channel", s.channel())
+		s.c.Log().Warn("ignoring a malformed circuit breaker announcement", "channel", s.channel())
 		return
 	}
 	if n.Replica == s.replica {
@@ -122,7 +121,7 @@ func (s *BreakerSync) received(payload string) {
 // step announces the pending openings, then catches up when asked. It
 // reports whether more work came meanwhile, and whether something failed
 // and must be retried.
-func (s *BreakerSync) step(ctx context.Context) (more, failed bool) {
+func (s *Sync) step(ctx context.Context) (more, failed bool) {
 	s.mu.Lock()
 	pending := make(map[string]time.Time, len(s.pending))
 	for server, until := range s.pending {
@@ -133,7 +132,7 @@ func (s *BreakerSync) step(ctx context.Context) (more, failed bool) {
 	for server, until := range pending {
 		if err := s.announce(ctx, server, until); err != nil {
 			if ctx.Err() == nil && !s.failing { // once per outage: every retry is counted anyway
-				s.c.log.Warn("circuit breaker opening not shared with the other replicas yet; retrying while it lasts",
+				s.c.Log().Warn("circuit breaker opening not shared with the other replicas yet; retrying while it lasts",
 					"server", server, "open_for", time.Until(until).Round(time.Millisecond), "err", err)
 			}
 			s.failing = true
@@ -158,7 +157,7 @@ func (s *BreakerSync) step(ctx context.Context) (more, failed bool) {
 	return len(s.pending) > 0 || s.catchUp, false
 }
 
-func (s *BreakerSync) setCatchUp(v bool) {
+func (s *Sync) setCatchUp(v bool) {
 	s.mu.Lock()
 	s.catchUp = v
 	s.mu.Unlock()
@@ -178,18 +177,18 @@ return 1
 
 // announce records and announces server's opening until until. One that
 // is already over is dropped.
-func (s *BreakerSync) announce(ctx context.Context, server string, until time.Time) error {
+func (s *Sync) announce(ctx context.Context, server string, until time.Time) error {
 	left := time.Until(until)
 	if left <= 0 {
 		return nil
 	}
 	ms := int64((left + time.Millisecond - 1) / time.Millisecond)
 	msg, _ := json.Marshal(breakerNews{Server: server, Replica: s.replica, OpenMS: ms})
-	err := s.c.Do(ctx, FeatureBreaker, func(ctx context.Context) error {
-		return announceScript.Run(ctx, s.c.rdb, []string{s.openKey(server)}, s.replica, ms, s.channel(), msg).Err()
+	err := s.c.Do(ctx, state.FeatureBreaker, func(ctx context.Context) error {
+		return announceScript.Run(ctx, s.c.Redis(), []string{s.openKey(server)}, s.replica, ms, s.channel(), msg).Err()
 	})
 	if err == nil {
-		s.c.log.Info("circuit breaker opening shared with the other replicas", "server", server, "open_for", time.Duration(ms)*time.Millisecond)
+		s.c.Log().Info("circuit breaker opening shared with the other replicas", "server", server, "open_for", time.Duration(ms)*time.Millisecond)
 	}
 	return err
 }
@@ -197,14 +196,14 @@ func (s *BreakerSync) announce(ctx context.Context, server string, until time.Ti
 // readOpenings makes up for announcements missed while disconnected: every
 // server's recorded opening still in force, by another replica, forces
 // this replica's breaker open for what is left of it.
-func (s *BreakerSync) readOpenings(ctx context.Context) error {
+func (s *Sync) readOpenings(ctx context.Context) error {
 	if len(s.servers) == 0 {
 		return nil
 	}
 	gets := make([]*redis.StringCmd, len(s.servers))
 	ttls := make([]*redis.DurationCmd, len(s.servers))
-	err := s.c.Do(ctx, FeatureBreaker, func(ctx context.Context) error {
-		_, err := s.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	err := s.c.Do(ctx, state.FeatureBreaker, func(ctx context.Context) error {
+		_, err := s.c.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, server := range s.servers {
 				gets[i] = p.Get(ctx, s.openKey(server))
 				ttls[i] = p.PTTL(ctx, s.openKey(server))
@@ -237,7 +236,7 @@ func (s *BreakerSync) readOpenings(ctx context.Context) error {
 		if err != nil || terr != nil || replica == s.replica || left <= 0 {
 			continue // none recorded (redis.Nil), or ours, or over
 		}
-		s.c.log.Info("another replica's circuit breaker is open; opening ours until it ends", "server", server, "from", replica, "open_for", left)
+		s.c.Log().Info("another replica's circuit breaker is open; opening ours until it ends", "server", server, "from", replica, "open_for", left)
 		s.force(server, now.Add(left))
 	}
 	return nil

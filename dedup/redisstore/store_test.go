@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/state"
 )
 
 var callKey = dedup.ArgsKey("alice", "orders/refund", []byte(`{"order":1}`))
@@ -15,22 +16,22 @@ var callKey = dedup.ArgsKey("alice", "orders/refund", []byte(`{"order":1}`))
 // seedEpoch marks the store as one that has not lost its data, as a store
 // that has been in use for a while is: claims are accepted at once, with no
 // quiet lease.
-func seedEpoch(t *testing.T, c *Client) {
+func seedEpoch(t *testing.T, c *state.Client) {
 	t.Helper()
-	if err := c.rdb.Set(context.Background(), c.Key("dedup:epoch"), "seeded", 0).Err(); err != nil {
+	if err := c.Redis().Set(context.Background(), c.Key("dedup:epoch"), "seeded", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // waitMarker waits until the call's hash says s (its marker is back).
-func waitMarker(t *testing.T, c *Client, key dedup.Key, s string) {
+func waitMarker(t *testing.T, c *state.Client, key dedup.Key, s string) {
 	t.Helper()
 	k := c.Key("dedup:" + key.String())
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for {
-		got, err := c.rdb.HGet(context.Background(), k, "s").Result()
+		got, err := c.Redis().HGet(context.Background(), k, "s").Result()
 		if err == nil && got == s {
 			return
 		}
@@ -45,12 +46,12 @@ func waitMarker(t *testing.T, c *Client, key dedup.Key, s string) {
 // waitWaiters waits until n callers wait in d for the call: a waiting
 // Claim registers before it looks again, so from then on it can only be
 // joined, never replayed.
-func waitWaiters(t *testing.T, d *Dedup, key dedup.Key, n int) {
+func waitWaiters(t *testing.T, d *Store, key dedup.Key, n int) {
 	t.Helper()
 	k := d.c.Key("dedup:" + key.String())
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for {
 		got := d.waiting(k)
 		if got == n {
@@ -64,21 +65,21 @@ func waitWaiters(t *testing.T, d *Dedup, key dedup.Key, n int) {
 	}
 }
 
-// waitSubscribers waits until n subscriptions (one per Dedup with waiters
+// waitSubscribers waits until n subscriptions (one per Store with waiters
 // for the call) follow the call's own channel, on any client.
-func waitSubscribers(t *testing.T, c *Client, key dedup.Key, n int64) {
+func waitSubscribers(t *testing.T, c *state.Client, key dedup.Key, n int64) {
 	t.Helper()
 	waitNumSub(t, c, c.Key("dedup:"+key.String()+":done"), n)
 }
 
 // waitNumSub waits until ch has n subscribers.
-func waitNumSub(t *testing.T, c *Client, ch string, n int64) {
+func waitNumSub(t *testing.T, c *state.Client, ch string, n int64) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for {
-		got, err := c.rdb.PubSubNumSub(context.Background(), ch).Result()
+		got, err := c.Redis().PubSubNumSub(context.Background(), ch).Result()
 		if err == nil && got[ch] == n {
 			return
 		}
@@ -95,7 +96,7 @@ type claimResult struct {
 	err   error
 }
 
-func claimAsync(d *Dedup, key dedup.Key, window time.Duration) chan claimResult {
+func claimAsync(d *Store, key dedup.Key, window time.Duration) chan claimResult {
 	out := make(chan claimResult, 1)
 	go func() {
 		c, err := d.Claim(context.Background(), key, window)
@@ -109,7 +110,7 @@ func receive(t *testing.T, ch chan claimResult) claimResult {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(deadline):
+	case <-time.After(redistest.Deadline):
 		t.Fatal("Claim did not return")
 	}
 	return claimResult{}
@@ -120,10 +121,10 @@ func receive(t *testing.T, ch chan claimResult) claimResult {
 // replays it within the window, and after a window of 0 the call runs again.
 func TestDedupJoinAndReplay(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
-	da, db := a.Dedup(), b.Dedup()
+	da, db := New(a), New(b)
 	ctx := context.Background()
 
 	first, err := da.Claim(ctx, callKey, time.Minute)
@@ -161,15 +162,15 @@ func TestDedupJoinAndReplay(t *testing.T) {
 // caller run it instead.
 func TestDedupRelease(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
 	ctx := context.Background()
-	first, err := a.Dedup().Claim(ctx, callKey, time.Minute)
+	first, err := New(a).Claim(ctx, callKey, time.Minute)
 	if err != nil || first.Lease == nil {
 		t.Fatalf("first claim: %+v, %v", first, err)
 	}
-	db := b.Dedup()
+	db := New(b)
 	joiner := claimAsync(db, callKey, time.Minute)
 	waitWaiters(t, db, callKey, 1)
 	if err := first.Lease.Release(ctx); err != nil {
@@ -190,11 +191,11 @@ func TestDedupRelease(t *testing.T) {
 // unknown, and none of them is given the call to run.
 func TestDedupLease(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
 	const short = 150 * time.Millisecond
-	da, db := a.Dedup(WithLease(short)), b.Dedup(WithLease(short))
+	da, db := New(a, WithLease(short)), New(b, WithLease(short))
 	ctx := context.Background()
 
 	held, err := da.Claim(ctx, callKey, time.Minute)
@@ -228,23 +229,23 @@ func TestDedupLease(t *testing.T) {
 
 // waitRenewals waits until the holder of key has moved its lease end n
 // times.
-func waitRenewals(t *testing.T, c *Client, key dedup.Key, n int) {
+func waitRenewals(t *testing.T, c *state.Client, key dedup.Key, n int) {
 	t.Helper()
 	k := c.Key("dedup:" + key.String())
-	last, err := c.rdb.HGet(context.Background(), k, "u").Result()
+	last, err := c.Redis().HGet(context.Background(), k, "u").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for seen := 0; seen < n; {
 		select {
 		case <-tick.C:
 		case <-timeout:
 			t.Fatalf("%d renewals of %d", seen, n)
 		}
-		if u, err := c.rdb.HGet(context.Background(), k, "u").Result(); err == nil && u != last {
+		if u, err := c.Redis().HGet(context.Background(), k, "u").Result(); err == nil && u != last {
 			last = u
 			seen++
 		}
@@ -256,19 +257,19 @@ func waitRenewals(t *testing.T, c *Client, key dedup.Key, n int) {
 // claims are refused for one lease (the store is recovering), then work.
 func TestDedupStoreDown(t *testing.T) {
 	srv := redistest.Start(t)
-	c, ev := open(t, srv, "t:")
+	c, ev := redistest.Open(t, srv, "t:")
 	const short = 300 * time.Millisecond
-	d := c.Dedup(WithLease(short))
+	d := New(c, WithLease(short))
 	seedEpoch(t, c)
-	ev.waitStatus(t, true)
+	ev.WaitStatus(t, true)
 	srv.Kill()
-	ev.waitStatus(t, false)
+	ev.WaitStatus(t, false)
 	_, err := d.Claim(context.Background(), callKey, time.Minute)
-	if !errors.Is(err, ErrUnavailable) || ev.errorsOf(FeatureDedup) == 0 {
-		t.Fatalf("claim with the server down: %v (errors %d)", err, ev.errorsOf(FeatureDedup))
+	if !errors.Is(err, state.ErrUnavailable) || ev.ErrorsOf(state.FeatureDedup) == 0 {
+		t.Fatalf("claim with the server down: %v (errors %d)", err, ev.ErrorsOf(state.FeatureDedup))
 	}
 	srv.Restart()
-	ev.waitStatus(t, true)
+	ev.WaitStatus(t, true)
 	_, err = d.Claim(context.Background(), callKey, time.Minute)
 	var re *dedup.RecoveringError
 	if !errors.As(err, &re) || !errors.Is(err, dedup.ErrRecovering) || re.Left <= 0 || re.Left > short {
@@ -279,9 +280,9 @@ func TestDedupStoreDown(t *testing.T) {
 
 // claimAfterQuiet claims key as soon as the store's quiet lease is over,
 // within the deadline, and releases it.
-func claimAfterQuiet(t *testing.T, d *Dedup, key dedup.Key) {
+func claimAfterQuiet(t *testing.T, d *Store, key dedup.Key) {
 	t.Helper()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for {
 		got, err := d.Claim(context.Background(), key, time.Minute)
 		if err == nil && got.Lease != nil {
@@ -304,12 +305,12 @@ func claimAfterQuiet(t *testing.T, d *Dedup, key dedup.Key) {
 // cannot be told apart from one that lost its data.
 func TestDedupNewStoreQuiet(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "t:")
-	d := c.Dedup(WithLease(200 * time.Millisecond))
+	c, _ := redistest.Open(t, srv, "t:")
+	d := New(c, WithLease(200*time.Millisecond))
 	if _, err := d.Claim(context.Background(), callKey, time.Minute); !errors.Is(err, dedup.ErrRecovering) {
 		t.Fatalf("first claim on a new store: %v", err)
 	}
-	if ttl := c.rdb.PTTL(context.Background(), c.Key("dedup:epoch")).Val(); ttl != -1 {
+	if ttl := c.Redis().PTTL(context.Background(), c.Key("dedup:epoch")).Val(); ttl != -1 {
 		t.Fatalf("the epoch key must not expire: PTTL %v", ttl)
 	}
 	claimAfterQuiet(t, d, callKey)
@@ -324,12 +325,12 @@ func TestDedupNewStoreQuiet(t *testing.T) {
 // never given the call; the answer reaches them.
 func TestDedupStoreLostData(t *testing.T) {
 	srv := redistest.Start(t)
-	a, evA := open(t, srv, "t:")
-	b, evB := open(t, srv, "t:")
+	a, evA := redistest.Open(t, srv, "t:")
+	b, evB := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
 	// A lease far longer than the test: only the renewal on the store's
 	// return (not the periodic one) can put the marker back in time.
-	da, db := a.Dedup(WithLease(time.Hour)), b.Dedup(WithLease(time.Hour))
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
 	ctx := context.Background()
 	held, err := da.Claim(ctx, callKey, time.Minute)
 	if err != nil || held.Lease == nil {
@@ -339,10 +340,10 @@ func TestDedupStoreLostData(t *testing.T) {
 	waitWaiters(t, db, callKey, 1)
 
 	srv.Kill()
-	evA.waitStatus(t, false)
-	evB.waitStatus(t, false)
+	evA.WaitStatus(t, false)
+	evB.WaitStatus(t, false)
 	srv.Restart()
-	evB.waitStatus(t, true)
+	evB.WaitStatus(t, true)
 	// Whether or not the holder is back yet, a duplicate is not given the call.
 	late := make(chan claimResult, 1)
 	go func() {
@@ -360,7 +361,7 @@ func TestDedupStoreLostData(t *testing.T) {
 	if c, err := db.Claim(ctx, other, time.Minute); !errors.Is(err, dedup.ErrRecovering) {
 		t.Fatalf("a new call within the quiet lease: %+v, %v", c, err)
 	}
-	evA.waitStatus(t, true)
+	evA.WaitStatus(t, true)
 	waitMarker(t, a, callKey, "run")
 	if err := held.Lease.Done(ctx, []byte(`"once"`)); err != nil {
 		t.Fatal(err)
@@ -379,16 +380,16 @@ func TestDedupStoreLostData(t *testing.T) {
 // "outcome unknown" for the hold time.
 func TestDedupLostClaimReply(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
-	da := a.Dedup()
+	da := New(a)
 	da.replyLost = func() bool { return true }
 	if c, err := da.Claim(context.Background(), callKey, 24*time.Hour); err == nil {
 		t.Fatalf("claim with its reply lost: %+v", c)
 	}
 	waitMarker(t, b, callKey, "released")
-	got, err := b.Dedup().Claim(context.Background(), callKey, 24*time.Hour)
+	got, err := New(b).Claim(context.Background(), callKey, 24*time.Hour)
 	if err != nil || got.Lease == nil {
 		t.Fatalf("claim after a lost reply: %+v, %v", got, err)
 	}
@@ -398,17 +399,17 @@ func TestDedupLostClaimReply(t *testing.T) {
 // A waiting caller whose context ends stops waiting with its error.
 func TestDedupWaitCancelled(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
 	seedEpoch(t, a)
-	held, err := a.Dedup().Claim(context.Background(), callKey, time.Minute)
+	held, err := New(a).Claim(context.Background(), callKey, time.Minute)
 	if err != nil || held.Lease == nil {
 		t.Fatalf("claim: %+v, %v", held, err)
 	}
 	defer held.Lease.Release(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan error, 1)
-	db := b.Dedup()
+	db := New(b)
 	go func() {
 		_, err := db.Claim(ctx, callKey, time.Minute)
 		out <- err
@@ -423,7 +424,7 @@ func TestDedupWaitCancelled(t *testing.T) {
 		if n := db.waiting(db.c.Key("dedup:" + callKey.String())); n != 0 {
 			t.Fatalf("a cancelled waiter stayed registered: %d", n)
 		}
-	case <-time.After(deadline):
+	case <-time.After(redistest.Deadline):
 		t.Fatal("a cancelled waiter went on waiting")
 	}
 }

@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/state"
 )
 
 var refundArgs = json.RawMessage(`{"order_id":7,"amount":12.50}`)
 
-func checkOn(t *testing.T, a *Approvals, hash string, want approvals.Outcome) approvals.Request {
+func checkOn(t *testing.T, a *Store, hash string, want approvals.Outcome) approvals.Request {
 	t.Helper()
 	out, r, err := a.Check(context.Background(), "alice", "orders/refund", hash, refundArgs, "policy.csv:3")
 	if err != nil || out != want {
@@ -28,10 +29,10 @@ func checkOn(t *testing.T, a *Approvals, hash string, want approvals.Outcome) ap
 // approval. Everything a request carries survives the trip.
 func TestApprovalsAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
-	c, _ := open(t, srv, "t:")
-	ra, rb, rc := a.Approvals(time.Hour), b.Approvals(time.Hour), c.Approvals(time.Hour)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	c, _ := redistest.Open(t, srv, "t:")
+	ra, rb, rc := New(a, time.Hour), New(b, time.Hour), New(c, time.Hour)
 	var decided []approvals.Request
 	rb.OnDecision(func(r approvals.Request) { decided = append(decided, r) })
 
@@ -71,10 +72,10 @@ func TestApprovalsAcrossReplicas(t *testing.T) {
 // Many replicas check the same approved call at once: exactly one runs.
 func TestApprovalConsumedOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	var stores []*Approvals
+	var stores []*Store
 	for range 3 {
-		c, _ := open(t, srv, "t:")
-		stores = append(stores, c.Approvals(time.Hour))
+		c, _ := redistest.Open(t, srv, "t:")
+		stores = append(stores, New(c, time.Hour))
 	}
 	req := checkOn(t, stores[0], "race", approvals.Pending)
 	if _, err := stores[1].Approve(req.ID, "carol"); err != nil {
@@ -108,9 +109,9 @@ func TestApprovalConsumedOnce(t *testing.T) {
 // cannot be decided again.
 func TestApprovalDenied(t *testing.T) {
 	srv := redistest.Start(t)
-	a, _ := open(t, srv, "t:")
-	b, _ := open(t, srv, "t:")
-	ra, rb := a.Approvals(time.Hour), b.Approvals(time.Hour)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	ra, rb := New(a, time.Hour), New(b, time.Hour)
 	req := checkOn(t, ra, "h2", approvals.Pending)
 	if _, err := rb.Deny(req.ID, "carol", "not this order"); err != nil {
 		t.Fatal(err)
@@ -127,8 +128,8 @@ func TestApprovalDenied(t *testing.T) {
 // the next identical call makes a new one.
 func TestApprovalExpires(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "t:")
-	a := c.Approvals(50 * time.Millisecond)
+	c, _ := redistest.Open(t, srv, "t:")
+	a := New(c, 50*time.Millisecond)
 	req := checkOn(t, a, "h3", approvals.Pending)
 	pollUntil(t, func() bool { r, err := a.Get(req.ID); return err == nil && r.State == approvals.StateExpired })
 	if _, err := a.Approve(req.ID, "carol"); !errors.Is(err, approvals.ErrExpired) {
@@ -147,7 +148,7 @@ func pollUntil(t *testing.T, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for !cond() {
 		select {
 		case <-tick.C:
@@ -162,14 +163,14 @@ func pollUntil(t *testing.T, cond func() bool) {
 // answers its last copy, and everything works again after a restart.
 func TestApprovalsStoreDown(t *testing.T) {
 	srv := redistest.Start(t)
-	c, ev := open(t, srv, "t:")
-	a := c.Approvals(time.Hour)
+	c, ev := redistest.Open(t, srv, "t:")
+	a := New(c, time.Hour)
 	req := checkOn(t, a, "h4", approvals.Pending)
 	if got := a.List(); len(got) != 1 {
 		t.Fatalf("list: %+v", got)
 	}
 	srv.Kill()
-	ev.waitStatus(t, false)
+	ev.WaitStatus(t, false)
 	if out, _, err := a.Check(context.Background(), "alice", "orders/refund", "h4", refundArgs, ""); !errors.Is(err, approvals.ErrUnavailable) || out == approvals.Proceed {
 		t.Fatalf("check with the server down: %v, %v", out, err)
 	}
@@ -182,11 +183,11 @@ func TestApprovalsStoreDown(t *testing.T) {
 	if got := a.List(); len(got) != 1 || got[0].ID != req.ID {
 		t.Fatalf("list with the server down: %+v", got)
 	}
-	if ev.errorsOf(FeatureApprovals) == 0 {
+	if ev.ErrorsOf(state.FeatureApprovals) == 0 {
 		t.Error("failures not counted")
 	}
 	srv.Restart()
-	ev.waitStatus(t, true)
+	ev.WaitStatus(t, true)
 	checkOn(t, a, "h4", approvals.Pending) // the server restarted empty: a new request
 }
 
@@ -196,10 +197,10 @@ func TestApprovalsStoreDown(t *testing.T) {
 // request that is not used, an approval superseded by a newer request, and an expired one.
 func TestApprovalRestore(t *testing.T) {
 	srv := redistest.Start(t)
-	var stores []*Approvals
+	var stores []*Store
 	for range 3 {
-		c, _ := open(t, srv, "t:")
-		stores = append(stores, c.Approvals(time.Hour))
+		c, _ := redistest.Open(t, srv, "t:")
+		stores = append(stores, New(c, time.Hour))
 	}
 	var reported []approvals.Request
 	stores[1].OnDecision(func(r approvals.Request) { reported = append(reported, r) })
@@ -277,15 +278,15 @@ func TestApprovalRestore(t *testing.T) {
 // An approval consumed and then expired is not restored: it stays used.
 func TestApprovalRestoreExpired(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "t:")
-	a := c.Approvals(time.Second)
+	c, _ := redistest.Open(t, srv, "t:")
+	a := New(c, time.Second)
 	req := checkOn(t, a, "h1", approvals.Pending)
 	if _, err := a.Approve(req.ID, "carol"); err != nil {
 		t.Fatal(err)
 	}
 	used := checkOn(t, a, "h1", approvals.Proceed)
 	pollUntil(t, func() bool { // Redis's clock decides expiry
-		now, err := c.rdb.Time(context.Background()).Result()
+		now, err := c.Redis().Time(context.Background()).Result()
 		return err == nil && !now.Before(used.ExpiresAt)
 	})
 	if _, err := a.Restore(context.Background(), used); !errors.Is(err, approvals.ErrNotRestorable) || !errors.Is(err, approvals.ErrExpired) {

@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -13,10 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/state"
 )
-
-// FeatureDedup labels duplicate suppression's operations in the error metric.
-const FeatureDedup = "dedup"
 
 // Duplicate suppression across replicas (a dedup.Shared). One key per call,
 // under the prefix:
@@ -62,7 +60,7 @@ const FeatureDedup = "dedup"
 // prefix) sees one such quiet lease too: it cannot be told apart from one
 // that lost its data.
 //
-// Waking the waiters. Each Dedup holds one subscription (one connection,
+// Waking the waiters. Each Store holds one subscription (one connection,
 // whatever the number of waiting calls), opened when it is created and
 // closed with the Client, to the shared dedup:done channel; a call that
 // ends publishes its hash key there, and the subscription wakes the calls
@@ -85,10 +83,10 @@ const FeatureDedup = "dedup"
 // and the re-check covers every message lost while the subscription was
 // down (each resubscription also wakes every waiter to look).
 
-// DefaultDedupLease is how long a claim lasts without renewal: how long
+// DefaultLease is how long a claim lasts without renewal: how long
 // identical calls wait for a replica that died mid-call before they are told
 // its outcome is unknown.
-const DefaultDedupLease = 10 * time.Second
+const DefaultLease = 10 * time.Second
 
 const (
 	// dedupRecheck bounds how long a waiting caller trusts the channel alone:
@@ -196,12 +194,12 @@ var (
 	releaseCall = redis.NewScript(dedupReleaseScript)
 )
 
-// Dedup is duplicate suppression shared by every replica: a dedup.Shared
+// Store is duplicate suppression shared by every replica: a dedup.Shared
 // over the store (see the key layout above). Every operation is bounded by
 // the operation timeout and fails at once while the store is known down;
 // waiting for another replica's call is bounded by the caller's context.
-type Dedup struct {
-	c     *Client
+type Store struct {
+	c     *state.Client
 	lease time.Duration
 
 	mu     sync.Mutex
@@ -223,23 +221,23 @@ type Dedup struct {
 	replyLost func() bool
 }
 
-// DedupOption configures a Dedup.
-type DedupOption func(*Dedup)
+// Option configures a Store.
+type Option func(*Store)
 
-// WithLease sets how long a claim lasts without renewal (DefaultDedupLease
+// WithLease sets how long a claim lasts without renewal (DefaultLease
 // when not given; tests shorten it).
-func WithLease(d time.Duration) DedupOption {
-	return func(s *Dedup) {
+func WithLease(d time.Duration) Option {
+	return func(s *Store) {
 		if d > 0 {
 			s.lease = d
 		}
 	}
 }
 
-// Dedup returns duplicate suppression over this store.
+// New returns duplicate suppression over c's store.
 // Its subscription (see "Waking the waiters") runs until the client closes.
-func (c *Client) Dedup(opts ...DedupOption) *Dedup {
-	d := &Dedup{c: c, lease: DefaultDedupLease, leases: map[*lease]struct{}{},
+func New(c *state.Client, opts ...Option) *Store {
+	d := &Store{c: c, lease: DefaultLease, leases: map[*lease]struct{}{},
 		waiters: map[string]map[chan struct{}]struct{}{}, resync: make(chan struct{}, 1),
 		recheck: dedupRecheck}
 	for _, o := range opts {
@@ -249,7 +247,7 @@ func (c *Client) Dedup(opts ...DedupOption) *Dedup {
 		d.renewAll()
 		d.wakeAll() // messages were lost while the store was away
 	})
-	if c.ctx.Err() == nil {
+	if c.Context().Err() == nil {
 		ps := c.Subscribe(d.subscriber(), d.channel())
 		c.Go(func(ctx context.Context) { d.follow(ctx, ps) }, nil)
 	}
@@ -257,16 +255,16 @@ func (c *Client) Dedup(opts ...DedupOption) *Dedup {
 }
 
 // channel is the shared channel on which every ended call is announced.
-func (d *Dedup) channel() string { return d.c.Key("dedup" + dedupChannelSuffix) }
+func (d *Store) channel() string { return d.c.Key("dedup" + dedupChannelSuffix) }
 
 // subscriber follows the shared channel, and the per-key channels follow
 // subscribes. Each (re)subscription to the shared channel wakes every
 // waiter to look again, unless the store is known down: a waiter's look
 // would fail, and the health check's onUp wakes them when it is back.
-func (d *Dedup) subscriber() Subscriber {
+func (d *Store) subscriber() state.Subscriber {
 	shared := d.channel()
-	return Subscriber{
-		Feature: FeatureDedup,
+	return state.Subscriber{
+		Feature: state.FeatureDedup,
 		Subscribed: func(channel string) {
 			if channel == shared && d.c.Err() == nil {
 				d.wakeAll()
@@ -289,7 +287,7 @@ func (d *Dedup) subscriber() Subscriber {
 // waiters": for replicas of earlier versions, and for PUBSUB NUMSUB). The
 // changes of a burst are sent together; the subscription itself
 // resubscribes them after a reconnect.
-func (d *Dedup) follow(ctx context.Context, ps *redis.PubSub) {
+func (d *Store) follow(ctx context.Context, ps *redis.PubSub) {
 	on := map[string]struct{}{} // hash keys whose channel was subscribed
 	for {
 		select {
@@ -314,7 +312,7 @@ func (d *Dedup) follow(ctx context.Context, ps *redis.PubSub) {
 		d.wmu.Unlock()
 		// Errors are left to the subscription: the channels are recorded
 		// (or forgotten) by it either way, and subscribed on reconnecting.
-		opCtx, cancel := context.WithTimeout(ctx, d.c.opts.DialTimeout+d.c.opts.OpTimeout)
+		opCtx, cancel := context.WithTimeout(ctx, d.c.ConnectTimeout())
 		if len(drop) > 0 {
 			_ = ps.Unsubscribe(opCtx, drop...)
 		}
@@ -329,7 +327,7 @@ func (d *Dedup) follow(ctx context.Context, ps *redis.PubSub) {
 // receives (at most one pending) wake-up for each message about k; done
 // unregisters it and must be called on every exit. The registry holds only
 // keys with waiters.
-func (d *Dedup) await(k string) (wake <-chan struct{}, done func()) {
+func (d *Store) await(k string) (wake <-chan struct{}, done func()) {
 	ch := make(chan struct{}, 1)
 	d.wmu.Lock()
 	set, ok := d.waiters[k]
@@ -356,7 +354,7 @@ func (d *Dedup) await(k string) (wake <-chan struct{}, done func()) {
 	}
 }
 
-func (d *Dedup) poke() {
+func (d *Store) poke() {
 	select {
 	case d.resync <- struct{}{}:
 	default:
@@ -364,7 +362,7 @@ func (d *Dedup) poke() {
 }
 
 // wake wakes the waiters of the call whose hash is k.
-func (d *Dedup) wake(k string) {
+func (d *Store) wake(k string) {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	for ch := range d.waiters[k] {
@@ -376,7 +374,7 @@ func (d *Dedup) wake(k string) {
 }
 
 // wakeAll wakes every waiter, to look again now.
-func (d *Dedup) wakeAll() {
+func (d *Store) wakeAll() {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	for _, set := range d.waiters {
@@ -390,7 +388,7 @@ func (d *Dedup) wakeAll() {
 }
 
 // waiting is how many calls wait here for the call whose hash is k.
-func (d *Dedup) waiting(k string) int {
+func (d *Store) waiting(k string) int {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	return len(d.waiters[k])
@@ -399,7 +397,7 @@ func (d *Dedup) waiting(k string) int {
 // renewAll asks every lease held here to renew now: the store just came
 // back, maybe without its data, and the markers of the calls running here
 // must be back before the quiet lease ends.
-func (d *Dedup) renewAll() {
+func (d *Store) renewAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for l := range d.leases {
@@ -410,7 +408,7 @@ func (d *Dedup) renewAll() {
 	}
 }
 
-var _ dedup.Shared = (*Dedup)(nil)
+var _ dedup.Shared = (*Store)(nil)
 
 // claimReply is dedupClaimScript's answer.
 type claimReply struct {
@@ -420,7 +418,7 @@ type claimReply struct {
 }
 
 // Claim implements dedup.Shared.
-func (d *Dedup) Claim(ctx context.Context, key dedup.Key, window time.Duration) (dedup.Claim, error) {
+func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) (dedup.Claim, error) {
 	k := d.c.Key("dedup:" + key.String())
 	owner, err := newOwner()
 	if err != nil {
@@ -447,7 +445,7 @@ func (d *Dedup) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 // the subscription, and looking again at least every recheck (and when its
 // lease would run out), so a lost message or a dead owner is noticed. It
 // registers before it first looks: a message sent after that look wakes it.
-func (d *Dedup) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
+func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
 	wake, done := d.await(k)
 	defer done()
 	for {
@@ -489,15 +487,15 @@ var errReplyLost = errors.New("the claim's reply was lost (test fault)")
 // settle: such a marker would answer "outcome unknown" for max(window,
 // lease) although the call never ran. So owner's claim, if any, is released
 // in the background (releaseOrphan).
-func (d *Dedup) claim(ctx context.Context, k, owner string, window time.Duration, waiting bool) (claimReply, error) {
+func (d *Store) claim(ctx context.Context, k, owner string, window time.Duration, waiting bool) (claimReply, error) {
 	var reply []any
 	epoch, err := newOwner()
 	if err != nil {
 		return claimReply{}, err
 	}
-	err = d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
+	err = d.c.Do(ctx, state.FeatureDedup, func(ctx context.Context) error {
 		var err error
-		reply, err = claimCall.Run(ctx, d.c.rdb, []string{k, d.epochKey(), d.quietKey()},
+		reply, err = claimCall.Run(ctx, d.c.Redis(), []string{k, d.epochKey(), d.quietKey()},
 			owner, ms(d.lease), ms(d.hold0(window)), flag(waiting), epoch).Slice()
 		if err == nil && d.replyLost != nil && d.replyLost() {
 			err = errReplyLost
@@ -505,7 +503,7 @@ func (d *Dedup) claim(ctx context.Context, k, owner string, window time.Duration
 		return err
 	})
 	if err != nil {
-		if !errors.Is(err, ErrUnavailable) { // else it was never sent
+		if !errors.Is(err, state.ErrUnavailable) { // else it was never sent
 			d.releaseOrphan(k, owner)
 		}
 		return claimReply{}, err
@@ -513,8 +511,8 @@ func (d *Dedup) claim(ctx context.Context, k, owner string, window time.Duration
 	return parseClaim(reply)
 }
 
-func (d *Dedup) epochKey() string { return d.c.Key("dedup:epoch") }
-func (d *Dedup) quietKey() string { return d.c.Key("dedup:quiet") }
+func (d *Store) epochKey() string { return d.c.Key("dedup:epoch") }
+func (d *Store) quietKey() string { return d.c.Key("dedup:quiet") }
 
 // orphanRetry bounds how long releaseOrphan keeps trying while the store
 // is down: past it, a marker it could not release answers "outcome
@@ -526,9 +524,9 @@ const orphanRetry = time.Minute
 // timeout, retried when the store comes back, for orphanRetry at most.
 // Releasing is safe because the caller that owned it never ran the call;
 // a claim that was not made (someone else's marker, or none) is left alone.
-func (d *Dedup) releaseOrphan(k, owner string) {
+func (d *Store) releaseOrphan(k, owner string) {
 	c := d.c
-	if c.ctx.Err() != nil {
+	if c.Context().Err() != nil {
 		return
 	}
 	c.Go(func(ctx context.Context) {
@@ -536,12 +534,12 @@ func (d *Dedup) releaseOrphan(k, owner string) {
 		defer cancel()
 		b := c.NewBackoff()
 		for {
-			err := c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-				return releaseCall.Run(ctx, c.rdb, []string{k, k + dedupChannelSuffix, d.channel()}, owner, ms(dedupJoinGrace)).Err()
+			err := c.Do(ctx, state.FeatureDedup, func(ctx context.Context) error {
+				return releaseCall.Run(ctx, c.Redis(), []string{k, k + dedupChannelSuffix, d.channel()}, owner, ms(dedupJoinGrace)).Err()
 			})
 			if err == nil || !c.WaitUp(ctx, b.Wait()) {
 				if err != nil {
-					c.log.Warn("shared duplicate suppression: a claim whose reply was lost could not be released; identical calls are refused until it expires", "err", err)
+					c.Log().Warn("shared duplicate suppression: a claim whose reply was lost could not be released; identical calls are refused until it expires", "err", err)
 				}
 				return
 			}
@@ -568,10 +566,10 @@ func parseClaim(reply []any) (claimReply, error) {
 
 // hold0 is how long a lost marker stays after its lease: the replay
 // window, but never less than a lease.
-func (d *Dedup) hold0(window time.Duration) time.Duration { return max(window, d.lease) }
+func (d *Store) hold0(window time.Duration) time.Duration { return max(window, d.lease) }
 
 // hold starts renewing a claimed lease until Done or Release.
-func (d *Dedup) hold(k, owner string, window time.Duration) *lease {
+func (d *Store) hold(k, owner string, window time.Duration) *lease {
 	l := &lease{d: d, key: k, owner: owner, window: window, now: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	d.mu.Lock()
@@ -583,7 +581,7 @@ func (d *Dedup) hold(k, owner string, window time.Duration) *lease {
 
 // lease is one claimed call (a dedup.Lease).
 type lease struct {
-	d          *Dedup
+	d          *Store
 	key, owner string
 	window     time.Duration
 	now        chan struct{} // renew at once (renewAll)
@@ -603,7 +601,7 @@ func (l *lease) renew() {
 		select {
 		case <-l.stop:
 			return
-		case <-l.d.c.ctx.Done():
+		case <-l.d.c.Context().Done():
 			return
 		case <-t.C:
 		case <-l.now:
@@ -612,8 +610,8 @@ func (l *lease) renew() {
 		if err != nil {
 			continue
 		}
-		_ = l.d.c.Do(l.d.c.ctx, FeatureDedup, func(ctx context.Context) error {
-			return renewCall.Run(ctx, l.d.c.rdb, []string{l.key, l.d.epochKey(), l.d.quietKey()},
+		_ = l.d.c.Do(l.d.c.Context(), state.FeatureDedup, func(ctx context.Context) error {
+			return renewCall.Run(ctx, l.d.c.Redis(), []string{l.key, l.d.epochKey(), l.d.quietKey()},
 				l.owner, ms(l.d.lease), ms(l.d.hold0(l.window)), epoch).Err()
 		})
 	}
@@ -634,8 +632,8 @@ func (l *lease) end() {
 // the answer is lost, but the call is never run twice.
 func (l *lease) Done(ctx context.Context, answer []byte) error {
 	l.end()
-	return l.d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-		return doneCall.Run(ctx, l.d.c.rdb, []string{l.key, l.key + dedupChannelSuffix, l.d.channel()}, l.owner, answer, max(l.window.Milliseconds(), 0), ms(dedupJoinGrace)).Err()
+	return l.d.c.Do(ctx, state.FeatureDedup, func(ctx context.Context) error {
+		return doneCall.Run(ctx, l.d.c.Redis(), []string{l.key, l.key + dedupChannelSuffix, l.d.channel()}, l.owner, answer, max(l.window.Milliseconds(), 0), ms(dedupJoinGrace)).Err()
 	})
 }
 
@@ -644,8 +642,8 @@ func (l *lease) Done(ctx context.Context, answer []byte) error {
 // safe side.
 func (l *lease) Release(ctx context.Context) error {
 	l.end()
-	return l.d.c.Do(ctx, FeatureDedup, func(ctx context.Context) error {
-		return releaseCall.Run(ctx, l.d.c.rdb, []string{l.key, l.key + dedupChannelSuffix, l.d.channel()}, l.owner, ms(dedupJoinGrace)).Err()
+	return l.d.c.Do(ctx, state.FeatureDedup, func(ctx context.Context) error {
+		return releaseCall.Run(ctx, l.d.c.Redis(), []string{l.key, l.key + dedupChannelSuffix, l.d.channel()}, l.owner, ms(dedupJoinGrace)).Err()
 	})
 }
 

@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/state"
 )
 
-// forcing is one call of a BreakerSync's force: a breaker forced open.
+// forcing is one call of a Sync's force: a breaker forced open.
 type forcing struct {
 	server string
 	until  time.Time
@@ -18,17 +21,17 @@ type forcing struct {
 // breakerReplica is a replica as the breaker sync sees it: its forced
 // openings arrive on forced.
 type breakerReplica struct {
-	sync   *BreakerSync
+	sync   *Sync
 	forced chan forcing
-	events *events
+	events *redistest.Events
 	seen   map[string]bool // servers waitForced saw forced
 }
 
 func newBreakerReplica(t *testing.T, srv *redistest.Server, name string) *breakerReplica {
 	t.Helper()
-	c, ev := open(t, srv, "brk:")
+	c, ev := redistest.Open(t, srv, "brk:")
 	r := &breakerReplica{forced: make(chan forcing, 64), events: ev, seen: map[string]bool{}}
-	r.sync = c.BreakerSync(name, []string{"up", "other"}, func(server string, until time.Time) {
+	r.sync = New(c, name, []string{"up", "other"}, func(server string, until time.Time) {
 		r.forced <- forcing{server, until}
 	})
 	r.sync.Start()
@@ -43,8 +46,8 @@ func newBreakerReplica(t *testing.T, srv *redistest.Server, name string) *breake
 // its announcement); any other fails the test.
 func (r *breakerReplica) waitForced(t *testing.T, server string, until time.Time) {
 	t.Helper()
-	lo, hi := until.Add(-50*time.Millisecond), until.Add(deadline)
-	timeout := time.After(deadline)
+	lo, hi := until.Add(-50*time.Millisecond), until.Add(redistest.Deadline)
+	timeout := time.After(redistest.Deadline)
 	for {
 		select {
 		case f := <-r.forced:
@@ -83,8 +86,8 @@ func (r *breakerReplica) noneForced(t *testing.T, expected ...string) {
 
 func waitBreakerSubscribed(t *testing.T, srv *redistest.Server, n int64) {
 	t.Helper()
-	waitRedis(t, srv, func(c *Client) bool {
-		counts, err := c.rdb.PubSubNumSub(context.Background(), "brk:breaker").Result()
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		counts, err := rdb.PubSubNumSub(context.Background(), "brk:breaker").Result()
 		return err == nil && counts["brk:breaker"] >= n
 	})
 }
@@ -100,9 +103,9 @@ func TestBreakerOpeningPropagates(t *testing.T) {
 	a.sync.Opened("up", until)
 	b.waitForced(t, "up", until)
 	c.waitForced(t, "up", until)
-	waitRedis(t, srv, func(cl *Client) bool {
-		owner, err := cl.rdb.Get(context.Background(), "brk:breaker:open:up").Result()
-		left, _ := cl.rdb.PTTL(context.Background(), "brk:breaker:open:up").Result()
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		owner, err := rdb.Get(context.Background(), "brk:breaker:open:up").Result()
+		left, _ := rdb.PTTL(context.Background(), "brk:breaker:open:up").Result()
 		return err == nil && owner == "a" && left > 20*time.Second && left <= 30*time.Second
 	})
 	// b's own opening of another server reaches a and c; a heard its own
@@ -123,8 +126,8 @@ func TestBreakerCatchesUpOnSubscribe(t *testing.T) {
 	a := newBreakerReplica(t, srv, "a")
 	until := time.Now().Add(time.Minute)
 	a.sync.Opened("up", until)
-	waitRedis(t, srv, func(c *Client) bool {
-		return c.rdb.Exists(context.Background(), "brk:breaker:open:up").Val() == 1
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		return rdb.Exists(context.Background(), "brk:breaker:open:up").Val() == 1
 	})
 	late := newBreakerReplica(t, srv, "late")
 	late.waitForced(t, "up", until)
@@ -149,9 +152,9 @@ func TestBreakerKeepsTheLongerRecord(t *testing.T) {
 	b.waitForced(t, "up", long)
 	b.sync.Opened("up", short)
 	a.waitForced(t, "up", short)
-	waitRedis(t, srv, func(c *Client) bool {
-		owner, _ := c.rdb.Get(context.Background(), "brk:breaker:open:up").Result()
-		left, _ := c.rdb.PTTL(context.Background(), "brk:breaker:open:up").Result()
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		owner, _ := rdb.Get(context.Background(), "brk:breaker:open:up").Result()
+		left, _ := rdb.PTTL(context.Background(), "brk:breaker:open:up").Result()
 		return owner == "a" && left > 30*time.Second
 	})
 }
@@ -162,10 +165,10 @@ func TestBreakerIgnoresMalformedAnnouncements(t *testing.T) {
 	a := newBreakerReplica(t, srv, "a")
 	waitBreakerSubscribed(t, srv, 1)
 	before := time.Now()
-	waitRedis(t, srv, func(c *Client) bool {
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
 		for _, msg := range []string{`not json`, `{"replica":"x","open_ms":1000}`, `{"server":"up","replica":"x","open_ms":0}`,
 			`{"server":"up","replica":"x","open_ms":-5}`, `{"server":"other","replica":"x","open_ms":60000}`} {
-			if c.rdb.Publish(context.Background(), "brk:breaker", msg).Err() != nil {
+			if rdb.Publish(context.Background(), "brk:breaker", msg).Err() != nil {
 				return false
 			}
 		}
@@ -184,43 +187,30 @@ func TestBreakerOpeningSharedAfterOutage(t *testing.T) {
 	a, b := newBreakerReplica(t, srv, "a"), newBreakerReplica(t, srv, "b")
 	waitBreakerSubscribed(t, srv, 2)
 	srv.Kill()
-	a.events.waitStatus(t, false)
+	a.events.WaitStatus(t, false)
 	short := time.Now().Add(100 * time.Millisecond)
 	a.sync.Opened("other", short)
 	until := time.Now().Add(time.Minute)
 	a.sync.Opened("up", until)
-	waitFor(t, func() bool { return a.events.errorsOf(FeatureBreaker) > 0 && b.events.errorsOf(FeatureBreaker) > 0 })
+	redistest.WaitFor(t, func() bool {
+		return a.events.ErrorsOf(state.FeatureBreaker) > 0 && b.events.ErrorsOf(state.FeatureBreaker) > 0
+	})
 	time.Sleep(time.Until(short)) // let the short opening end: what is tested is that it is not sent late
 	srv.Restart()
 	b.waitForced(t, "up", until)
 	waitEmpty(t, a.sync)
-	waitRedis(t, srv, func(c *Client) bool {
-		return c.rdb.Exists(context.Background(), "brk:breaker:open:other").Val() == 0
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		return rdb.Exists(context.Background(), "brk:breaker:open:other").Val() == 0
 	})
 	b.noneForced(t, "up")
 }
 
 // waitEmpty waits until s has announced everything it was given.
-func waitEmpty(t *testing.T, s *BreakerSync) {
+func waitEmpty(t *testing.T, s *Sync) {
 	t.Helper()
-	waitFor(t, func() bool {
+	redistest.WaitFor(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.pending) == 0
 	})
-}
-
-// waitFor polls cond until it holds, within the deadline.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(deadline)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-timeout:
-			t.Fatal("condition not met in time")
-		}
-	}
 }

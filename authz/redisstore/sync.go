@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/state"
 )
 
 // Policy reloads travel between replicas as announcements, never as policy:
@@ -25,9 +27,9 @@ type announcement struct {
 	Replica string `json:"replica"`
 }
 
-// PolicySync keeps this replica's policy in step with the others'.
-type PolicySync struct {
-	c       *Client
+// Sync keeps this replica's policy in step with the others'.
+type Sync struct {
+	c       *state.Client
 	replica string
 	version func() string // the version in force here
 	reload  func() error  // re-reads this replica's files
@@ -39,16 +41,16 @@ type PolicySync struct {
 	known string // the version last seen published, which needs no announcing again
 }
 
-// PolicySync returns the sync for this replica; Start starts it. replica
+// New returns the sync for this replica over c's store; Start starts it. replica
 // names this process in announcements and logs; version and reload are the
 // local policy store's (reload may call Announce).
-func (c *Client) PolicySync(replica string, version func() string, reload func() error) *PolicySync {
-	return &PolicySync{c: c, replica: replica, version: version, reload: reload, wake: make(chan struct{}, 1)}
+func New(c *state.Client, replica string, version func() string, reload func() error) *Sync {
+	return &Sync{c: c, replica: replica, version: version, reload: reload, wake: make(chan struct{}, 1)}
 }
 
 // Start listens for other replicas' announcements and sends this one's,
 // until the client is closed.
-func (s *PolicySync) Start() {
+func (s *Sync) Start() {
 	s.c.Subscribe(s.subscriber(), s.channel())
 	s.c.Work(s.wake, s.step)
 }
@@ -56,7 +58,7 @@ func (s *PolicySync) Start() {
 // Announce tells the other replicas that this one now runs version. It
 // never blocks: the announcement is sent in the background, and kept until
 // the store takes it (only the newest one pending is sent).
-func (s *PolicySync) Announce(version string) {
+func (s *Sync) Announce(version string) {
 	s.mu.Lock()
 	if version == s.known {
 		s.mu.Unlock()
@@ -68,44 +70,44 @@ func (s *PolicySync) Announce(version string) {
 }
 
 // saw records version as published.
-func (s *PolicySync) saw(version string) {
+func (s *Sync) saw(version string) {
 	s.mu.Lock()
 	s.known = version
 	s.mu.Unlock()
 }
 
-func (s *PolicySync) poke() {
+func (s *Sync) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (s *PolicySync) channel() string    { return s.c.Key("policy") }
-func (s *PolicySync) versionKey() string { return s.c.Key("policy:version") }
+func (s *Sync) channel() string    { return s.c.Key("policy") }
+func (s *Sync) versionKey() string { return s.c.Key("policy:version") }
 
 // subscriber follows the channel: each (re)subscription asks for a
 // reconcile, since messages may have been missed while it was down.
 // Failures are not counted: reloads still happen on each replica's watch.
-func (s *PolicySync) subscriber() Subscriber {
-	return Subscriber{
+func (s *Sync) subscriber() state.Subscriber {
+	return state.Subscriber{
 		Subscribed: func(string) { s.setSync(true); s.poke() },
 		Message:    func(_, payload string) { s.received(payload) },
 	}
 }
 
 // received reloads when another replica announced a version other than ours.
-func (s *PolicySync) received(payload string) {
+func (s *Sync) received(payload string) {
 	var a announcement
 	if err := json.Unmarshal([]byte(payload), &a); err != nil || a.Version == "" {
-		s.c.log.Warn("ignoring a malformed policy announcement", "channel", s.channel())
+		s.c.Log().Warn("ignoring a malformed policy announcement", "channel", s.channel())
 		return
 	}
 	s.saw(a.Version)
 	if a.Replica == s.replica || a.Version == s.version() {
 		return
 	}
-	s.c.log.Info("another replica reloaded its policy; reloading ours", "from", a.Replica, "version", a.Version, "ours", s.version())
+	s.c.Log().Info("another replica reloaded its policy; reloading ours", "from", a.Replica, "version", a.Version, "ours", s.version())
 	_ = s.reload() // the policy store logs and counts the outcome
 }
 
@@ -113,7 +115,7 @@ func (s *PolicySync) received(payload string) {
 // made while cut off is not undone by the older published version). It
 // reports whether more work came meanwhile, and whether something failed
 // and must be retried.
-func (s *PolicySync) step(ctx context.Context) (more, failed bool) {
+func (s *Sync) step(ctx context.Context) (more, failed bool) {
 	s.mu.Lock()
 	out, sync := s.out, s.sync
 	s.mu.Unlock()
@@ -139,17 +141,17 @@ func (s *PolicySync) step(ctx context.Context) (more, failed bool) {
 	return s.out != "" || s.sync, false // asked again meanwhile
 }
 
-func (s *PolicySync) setSync(v bool) {
+func (s *Sync) setSync(v bool) {
 	s.mu.Lock()
 	s.sync = v
 	s.mu.Unlock()
 }
 
 // publish records version as the published one and announces it.
-func (s *PolicySync) publish(ctx context.Context, version string) error {
+func (s *Sync) publish(ctx context.Context, version string) error {
 	msg, _ := json.Marshal(announcement{Version: version, Replica: s.replica})
-	err := s.c.Do(ctx, FeaturePolicy, func(ctx context.Context) error {
-		_, err := s.c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	err := s.c.Do(ctx, state.FeaturePolicy, func(ctx context.Context) error {
+		_, err := s.c.Redis().TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, s.versionKey(), version, 0)
 			p.Publish(ctx, s.channel(), msg)
 			return nil
@@ -158,12 +160,12 @@ func (s *PolicySync) publish(ctx context.Context, version string) error {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.c.log.Warn("policy reload not announced to the other replicas yet; retrying when the store is back", "version", version, "err", err)
+			s.c.Log().Warn("policy reload not announced to the other replicas yet; retrying when the store is back", "version", version, "err", err)
 		}
 		return err
 	}
 	s.saw(version)
-	s.c.log.Info("policy reload announced to the other replicas", "version", version)
+	s.c.Log().Info("policy reload announced to the other replicas", "version", version)
 	return nil
 }
 
@@ -178,10 +180,10 @@ return 1
 `)
 
 // claim publishes version if nothing is published.
-func (s *PolicySync) claim(ctx context.Context, version string) error {
+func (s *Sync) claim(ctx context.Context, version string) error {
 	msg, _ := json.Marshal(announcement{Version: version, Replica: s.replica})
-	return s.c.Do(ctx, FeaturePolicy, func(ctx context.Context) error {
-		return claimScript.Run(ctx, s.c.rdb, []string{s.versionKey()}, version, s.channel(), msg).Err()
+	return s.c.Do(ctx, state.FeaturePolicy, func(ctx context.Context) error {
+		return claimScript.Run(ctx, s.c.Redis(), []string{s.versionKey()}, version, s.channel(), msg).Err()
 	})
 }
 
@@ -189,10 +191,10 @@ func (s *PolicySync) claim(ctx context.Context, version string) error {
 // published version is not ours, our files are read again. When nothing is
 // published (a store that restarted empty), ours is offered (claim), so
 // that replicas still on an older policy catch up.
-func (s *PolicySync) reconcile(ctx context.Context) error {
+func (s *Sync) reconcile(ctx context.Context) error {
 	var published string
-	err := s.c.Do(ctx, FeaturePolicy, func(ctx context.Context) error {
-		v, err := s.c.rdb.Get(ctx, s.versionKey()).Result()
+	err := s.c.Do(ctx, state.FeaturePolicy, func(ctx context.Context) error {
+		v, err := s.c.Redis().Get(ctx, s.versionKey()).Result()
 		if errors.Is(err, redis.Nil) {
 			return nil
 		}
@@ -209,7 +211,7 @@ func (s *PolicySync) reconcile(ctx context.Context) error {
 	if published == s.version() {
 		return nil
 	}
-	s.c.log.Info("the published policy differs from ours; reloading", "published", published, "ours", s.version())
+	s.c.Log().Info("the published policy differs from ours; reloading", "published", published, "ours", s.version())
 	_ = s.reload()
 	if s.version() == published {
 		return nil
@@ -218,7 +220,7 @@ func (s *PolicySync) reconcile(ctx context.Context) error {
 	// replica that missed a reload offered it to an emptied store) or the
 	// files differ between replicas: announcing ours makes the others
 	// re-read theirs, which settles the first case and shows the second.
-	s.c.log.Warn("after reloading, this replica's policy still differs from the published one; announcing ours "+
+	s.c.Log().Warn("after reloading, this replica's policy still differs from the published one; announcing ours "+
 		"(if this repeats, the replicas' model.conf and policy.csv differ)", "published", published, "ours", s.version())
 	return s.publish(ctx, s.version())
 }

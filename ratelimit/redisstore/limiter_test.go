@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/ratelimit"
+	"github.com/toolgate/toolgate/state"
 )
 
 var (
@@ -23,10 +24,10 @@ var (
 // Time is passed to the script, so nothing waits for it.
 func TestRateLimiterMatchesMemory(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "rl-test:")
+	c, _ := redistest.Open(t, srv, "rl-test:")
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	shared, mem := c.RateLimiter(WithClock(clock)), ratelimit.NewMemory(clock)
+	shared, mem := New(c, WithClock(clock)), ratelimit.NewMemory(clock)
 	steps := []struct {
 		name    string
 		advance time.Duration
@@ -61,7 +62,7 @@ func TestRateLimiterMatchesMemory(t *testing.T) {
 	// Idle buckets expire when they would be full again: alice (0 of 3 at
 	// 1/s) in 3s, the tool (0 of 2 at 0.5/s) in 4s.
 	for key, full := range map[string]time.Duration{"rl-test:rl:" + alice.Key: 3 * time.Second, "rl-test:rl:" + refund.Key: 4 * time.Second} {
-		ttl, err := c.rdb.PTTL(context.Background(), key).Result()
+		ttl, err := c.Redis().PTTL(context.Background(), key).Result()
 		if err != nil || ttl <= full-time.Second || ttl > full {
 			t.Errorf("%q: TTL %s (%v), want just under %s", key, ttl, err, full)
 		}
@@ -71,8 +72,8 @@ func TestRateLimiterMatchesMemory(t *testing.T) {
 // Without a clock the script uses Redis's, which every replica shares.
 func TestRateLimiterUsesRedisTime(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "")
-	l := c.RateLimiter()
+	c, _ := redistest.Open(t, srv, "")
+	l := New(c)
 	hourly := ratelimit.Bucket{Key: "hourly", PerSecond: 1.0 / 3600, Burst: 2}
 	for i := range 2 {
 		if v, err := l.Take(context.Background(), []ratelimit.Bucket{hourly}); err != nil || !v.Allowed {
@@ -94,8 +95,8 @@ func TestRateLimiterAcrossClients(t *testing.T) {
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
 	for range replicas {
-		c, _ := open(t, srv, "race:")
-		l := c.RateLimiter()
+		c, _ := redistest.Open(t, srv, "race:")
+		l := New(c)
 		for range 4 {
 			wg.Go(func() {
 				for range tries {
@@ -121,16 +122,16 @@ func TestRateLimiterAcrossClients(t *testing.T) {
 // callers that came once.
 func TestIdleBucketExpires(t *testing.T) {
 	srv := redistest.Start(t)
-	c, _ := open(t, srv, "exp:")
+	c, _ := redistest.Open(t, srv, "exp:")
 	fast := ratelimit.Bucket{Key: "fast", PerSecond: 100, Burst: 1} // full again after 10ms
-	if v, err := c.RateLimiter().Take(context.Background(), []ratelimit.Bucket{fast}); err != nil || !v.Allowed {
+	if v, err := New(c).Take(context.Background(), []ratelimit.Bucket{fast}); err != nil || !v.Allowed {
 		t.Fatalf("take: %+v %v", v, err)
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for {
-		n, err := c.rdb.Exists(context.Background(), "exp:rl:fast").Result()
+		n, err := c.Redis().Exists(context.Background(), "exp:rl:fast").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,15 +150,15 @@ func TestIdleBucketExpires(t *testing.T) {
 // rate_limits_on_failure) and the failure is counted.
 func TestRateLimiterWhileDown(t *testing.T) {
 	srv := redistest.Start(t)
-	c, ev := open(t, srv, "")
-	ev.waitStatus(t, true)
+	c, ev := redistest.Open(t, srv, "")
+	ev.WaitStatus(t, true)
 	srv.Kill()
-	ev.waitStatus(t, false)
-	_, err := c.RateLimiter().Take(context.Background(), []ratelimit.Bucket{alice})
-	if !errors.Is(err, ErrUnavailable) {
+	ev.WaitStatus(t, false)
+	_, err := New(c).Take(context.Background(), []ratelimit.Bucket{alice})
+	if !errors.Is(err, state.ErrUnavailable) {
 		t.Fatalf("Take while down: %v", err)
 	}
-	if n := ev.errorsOf(FeatureRateLimits); n != 1 {
+	if n := ev.ErrorsOf(state.FeatureRateLimits); n != 1 {
 		t.Errorf("%d rate_limits errors, want 1", n)
 	}
 }

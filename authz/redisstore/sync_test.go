@@ -1,10 +1,12 @@
-package state
+package redisstore
 
 import (
 	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/redistest"
 )
@@ -14,7 +16,7 @@ import (
 // the gateway's Store.Subscribe hook does.
 type replica struct {
 	name     string
-	sync     *PolicySync
+	sync     *Sync
 	mu       sync.Mutex
 	files    string
 	current  string
@@ -23,9 +25,9 @@ type replica struct {
 
 func newReplica(t *testing.T, srv *redistest.Server, name, files string) *replica {
 	t.Helper()
-	c, _ := open(t, srv, "pol:")
+	c, _ := redistest.Open(t, srv, "pol:")
 	r := &replica{name: name, files: files, current: files, reloaded: make(chan string, 64)}
-	r.sync = c.PolicySync(name, r.version, r.reload)
+	r.sync = New(c, name, r.version, r.reload)
 	r.sync.Start()
 	return r
 }
@@ -58,7 +60,7 @@ func (r *replica) reload() error {
 // waitVersion waits until a reload leaves r on version.
 func (r *replica) waitVersion(t *testing.T, version string) {
 	t.Helper()
-	timeout := time.After(deadline)
+	timeout := time.After(redistest.Deadline)
 	for r.version() != version {
 		select {
 		case <-r.reloaded:
@@ -92,8 +94,8 @@ func TestPolicyReconcilesOnConnect(t *testing.T) {
 	waitPublished(t, srv, "pol:policy:version", "v2")
 
 	late := &replica{name: "late", files: "v2", current: "v1", reloaded: make(chan string, 64)}
-	c, _ := open(t, srv, "pol:")
-	late.sync = c.PolicySync(late.name, late.version, late.reload)
+	c, _ := redistest.Open(t, srv, "pol:")
+	late.sync = New(c, late.name, late.version, late.reload)
 	late.sync.Start()
 	late.waitVersion(t, "v2")
 }
@@ -132,36 +134,16 @@ func TestPolicyAnnouncedAfterOutage(t *testing.T) {
 // announcement cannot overtake a subscription.
 func waitSubscribed(t *testing.T, srv *redistest.Server, n int64) {
 	t.Helper()
-	waitRedis(t, srv, func(c *Client) bool {
-		counts, err := c.rdb.PubSubNumSub(context.Background(), "pol:policy").Result()
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		counts, err := rdb.PubSubNumSub(context.Background(), "pol:policy").Result()
 		return err == nil && counts["pol:policy"] >= n
 	})
 }
 
 func waitPublished(t *testing.T, srv *redistest.Server, key, want string) {
 	t.Helper()
-	waitRedis(t, srv, func(c *Client) bool {
-		v, err := c.rdb.Get(context.Background(), key).Result()
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		v, err := rdb.Get(context.Background(), key).Result()
 		return err == nil && v == want
 	})
-}
-
-// waitRedis polls the server until cond holds, within the deadline.
-func waitRedis(t *testing.T, srv *redistest.Server, cond func(*Client) bool) {
-	t.Helper()
-	c, err := Open(Options{URL: srv.URL(), DialTimeout: time.Second, OpTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(deadline)
-	for !cond(c) {
-		select {
-		case <-tick.C:
-		case <-timeout:
-			t.Fatal("condition on the Redis server not met in time")
-		}
-	}
 }

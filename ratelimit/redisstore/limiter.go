@@ -1,4 +1,4 @@
-package state
+package redisstore
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/ratelimit"
+	"github.com/toolgate/toolgate/state"
 )
 
 // takeScript checks every bucket and takes one token from each, or none,
@@ -61,26 +62,28 @@ return {1}
 
 var take = redis.NewScript(takeScript)
 
-// RateLimiter is a ratelimit.Limiter whose buckets live in the store, so a
+// Limiter is a ratelimit.Limiter whose buckets live in the store, so a
 // limit holds across every replica: the same all-or-none token buckets as
 // ratelimit.Memory, and the same waits.
-type RateLimiter struct {
-	c   *Client
+type Limiter struct {
+	c   *state.Client
 	now func() time.Time // nil: Redis's clock
 }
 
-// LimiterOption configures a RateLimiter.
-type LimiterOption func(*RateLimiter)
+var _ ratelimit.Limiter = (*Limiter)(nil)
+
+// Option configures a Limiter.
+type Option func(*Limiter)
 
 // WithClock makes the limiter pass now to the script instead of using
 // Redis's clock, so tests can move time without waiting for it.
-func WithClock(now func() time.Time) LimiterOption {
-	return func(l *RateLimiter) { l.now = now }
+func WithClock(now func() time.Time) Option {
+	return func(l *Limiter) { l.now = now }
 }
 
-// RateLimiter returns the limiter over this store's buckets.
-func (c *Client) RateLimiter(opts ...LimiterOption) *RateLimiter {
-	l := &RateLimiter{c: c}
+// New returns the limiter over the buckets of c's store.
+func New(c *state.Client, opts ...Option) *Limiter {
+	l := &Limiter{c: c}
 	for _, o := range opts {
 		o(l)
 	}
@@ -90,15 +93,15 @@ func (c *Client) RateLimiter(opts ...LimiterOption) *RateLimiter {
 // Take implements ratelimit.Limiter. It fails (nothing decided) when the
 // store is down or does not answer within the operation timeout; what the
 // call then meets is the caller's choice (state.rate_limits_on_failure).
-func (l *RateLimiter) Take(ctx context.Context, buckets []ratelimit.Bucket) (ratelimit.Verdict, error) {
+func (l *Limiter) Take(ctx context.Context, buckets []ratelimit.Bucket) (ratelimit.Verdict, error) {
 	if len(buckets) == 0 {
 		return ratelimit.Verdict{Allowed: true}, nil
 	}
 	keys, args := l.scriptInput(buckets)
 	var reply []any
-	err := l.c.Do(ctx, FeatureRateLimits, func(ctx context.Context) error {
+	err := l.c.Do(ctx, state.FeatureRateLimits, func(ctx context.Context) error {
 		var err error
-		reply, err = take.Run(ctx, l.c.rdb, keys, args...).Slice()
+		reply, err = take.Run(ctx, l.c.Redis(), keys, args...).Slice()
 		return err
 	})
 	if err != nil {
@@ -107,7 +110,7 @@ func (l *RateLimiter) Take(ctx context.Context, buckets []ratelimit.Bucket) (rat
 	return verdict(reply, buckets)
 }
 
-func (l *RateLimiter) scriptInput(buckets []ratelimit.Bucket) (keys []string, args []any) {
+func (l *Limiter) scriptInput(buckets []ratelimit.Bucket) (keys []string, args []any) {
 	keys = make([]string, len(buckets))
 	args = make([]any, 1, 1+2*len(buckets))
 	if l.now != nil {
