@@ -16,8 +16,7 @@
 // some arguments" (tools/list), [Policy.Explain] says which lines matched and which decided, and
 // always agrees with Decide. A [Store] holds the live policy, reloads it ([Store.Reload] on
 // SIGHUP, [Store.Watch] on file changes), keeps the last good one on any error and notifies
-// subscribers after each swap. [Load] and [Enforcer] are the first API, kept for callers not yet
-// moved over.
+// subscribers after each swap.
 //
 // Roles: a p line applies through the principal's own name, the roles g lines give it, and the
 // roles of Subject.Roles (with what those inherit through g lines). Deny overrides allow across

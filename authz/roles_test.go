@@ -87,12 +87,11 @@ func TestPrincipalNamedLikeRoleDenied(t *testing.T) {
 			}
 		}
 	}
-	e := &Enforcer{p: p}
-	if ok, internal := e.Decide("supervisor", getOrder, ActCall); ok || !errors.Is(internal, ErrPrincipalIsRole) {
-		t.Errorf("Enforcer.Decide: %v %v", ok, internal)
+	if ok, internal := decide(p, "supervisor", getOrder, ActCall); ok || !errors.Is(internal, ErrPrincipalIsRole) {
+		t.Errorf("decide: %v %v", ok, internal)
 	}
-	if got, err := e.VisibleErr("supervisor", demoTools); len(got) != 0 || !errors.Is(err, ErrPrincipalIsRole) {
-		t.Errorf("Enforcer.VisibleErr: %v %v", got, err)
+	if got, err := visibleErr(p, "supervisor", demoTools); len(got) != 0 || !errors.Is(err, ErrPrincipalIsRole) {
+		t.Errorf("visibleErr: %v %v", got, err)
 	}
 	// The principals themselves are unaffected.
 	if d := p.Decide(req("carol", refundOrder, `{"amount": 5000}`)); !d.Allowed {

@@ -60,13 +60,6 @@ var table = map[Code]retryPolicy{
 	InternalError:       never,
 }
 
-// Codes lists every code in table order, for documentation and tests.
-func Codes() []Code {
-	return []Code{ToolNotFound, ToolNotAllowed, InvalidArguments, ApprovalRequired, ApprovalDenied, RateLimited,
-		UpstreamUnavailable, ToolTimeout, UpstreamError, ToolFailed, ResultTooLarge, InvalidResult,
-		ToolChanged, InternalError}
-}
-
 // Known reports whether c is in the code table.
 func (c Code) Known() bool { _, ok := table[c]; return ok }
 

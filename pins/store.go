@@ -130,9 +130,6 @@ type Option func(*Store)
 // Approve still writes.
 func WithoutRecording() Option { return func(s *Store) { s.record = false } }
 
-// WithClock sets the clock that stamps approved_at (tests).
-func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
-
 // Open reads the lock file at path (a missing file is an empty one). A
 // file that cannot be read or is not a complete, consistent lock file is an
 // error naming it. In mode Off the file is not read.

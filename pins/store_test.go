@@ -18,6 +18,9 @@ var fixed = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func clock() time.Time { return fixed }
 
+// withClock sets the clock that stamps approved_at.
+func withClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
 func lockPath(t *testing.T) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), "toolgate.pins.json")
@@ -25,7 +28,7 @@ func lockPath(t *testing.T) string {
 
 func open(t *testing.T, path string, mode Mode, opts ...Option) *Store {
 	t.Helper()
-	s, err := Open(path, mode, append([]Option{WithClock(clock)}, opts...)...)
+	s, err := Open(path, mode, append([]Option{withClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -27,13 +27,57 @@ var demoTools = []string{
 	"orders/send_customer_reply",
 }
 
-func loadRoot(t *testing.T) *Enforcer {
+// loadRoot loads the repository's model and policy without configured servers.
+func loadRoot(t *testing.T) *Policy {
 	t.Helper()
-	e, err := Load(rootModel, rootPolicy)
+	p, err := LoadPolicy(rootModel, rootPolicy, Options{})
 	if err != nil {
-		t.Fatalf("Load(%s, %s): %v", rootModel, rootPolicy, err)
+		t.Fatalf("LoadPolicy(%s, %s): %v", rootModel, rootPolicy, err)
 	}
-	return e
+	return p
+}
+
+// decide asks whether principal may perform act on obj, with no arguments and no credential
+// roles (so a line whose condition reads arguments fails closed).
+func decide(p *Policy, principal, obj, act string) (allowed bool, internal error) {
+	d := p.Decide(Request{Subject: Subject{Principal: principal}, Object: obj, Action: act})
+	return d.Allowed, d.Internal
+}
+
+// visibleErr filters objs to those principal could call with some arguments, as tools/list does,
+// in their order, and returns the first evaluation error with a count of the objects that failed.
+func visibleErr(p *Policy, principal string, objs []string) ([]string, error) {
+	out := make([]string, 0, len(objs))
+	var first error
+	failed := 0
+	for _, obj := range objs {
+		ok, err := p.visibleAct(Subject{Principal: principal}, obj, ActCall)
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if ok {
+			out = append(out, obj)
+		}
+	}
+	if first != nil {
+		return out, fmt.Errorf("%d of %d decisions failed; first: %w", failed, len(objs), first)
+	}
+	return out, nil
+}
+
+// visibleOf is visibleErr without the error, as the gateway's Visible answers.
+func visibleOf(p *Policy, principal string, objs []string) []string {
+	out := []string{}
+	for _, obj := range objs {
+		if p.Visible(Subject{Principal: principal}, obj) {
+			out = append(out, obj)
+		}
+	}
+	return out
 }
 
 // writeTemp writes content to name in a fresh temp dir and returns its path.
@@ -100,13 +144,13 @@ func TestDemoDecisions(t *testing.T) {
 		{"alice", "ordersx/get_order", false},
 	}
 	for name, files := range copies {
-		e, err := Load(files[0], files[1])
+		p, err := LoadPolicy(files[0], files[1], Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, tc := range tests {
 			t.Run(fmt.Sprintf("%s/%s@%s", name, tc.principal, tc.obj), func(t *testing.T) {
-				got, internal := e.Decide(tc.principal, tc.obj, ActCall)
+				got, internal := decide(p, tc.principal, tc.obj, ActCall)
 				if internal != nil {
 					t.Fatalf("internal error: %v", internal)
 				}
@@ -119,43 +163,43 @@ func TestDemoDecisions(t *testing.T) {
 }
 
 func TestDecideOtherActionsDenied(t *testing.T) {
-	e := loadRoot(t)
+	p := loadRoot(t)
 	for _, act := range []string{"", "Call", "read", "*"} {
-		if ok, _ := e.Decide("carol", "orders/get_order", act); ok {
+		if ok, _ := decide(p, "carol", "orders/get_order", act); ok {
 			t.Errorf("action %q allowed", act)
 		}
 	}
-	if ok, _ := e.Decide("carol", "", ActCall); ok {
+	if ok, _ := decide(p, "carol", "", ActCall); ok {
 		t.Error("empty object allowed")
 	}
 }
 
-// TestKeyMatchPitfall pins Casbin's keyMatch through the legacy API: everything after "*" matches
+// TestKeyMatchPitfall pins Casbin's keyMatch: everything after "*" matches
 // anything, "/" and ".." included, and "orders/*" even matches "orders/". This is why the gateway
 // enforces only on canonical catalog IDs "<server>/<tool>" and never on a client-supplied string:
 // with a raw string, "orders/../payments/refund" would be authorised by "orders/*".
 func TestKeyMatchPitfall(t *testing.T) {
-	e := loadRoot(t)
+	p := loadRoot(t)
 	for _, obj := range []string{
 		"orders/a/b",
 		"orders/../payments/refund",
 		"orders/",
 	} {
-		ok, err := e.Decide("carol", obj, ActCall)
+		ok, err := decide(p, "carol", obj, ActCall)
 		if err != nil || !ok {
 			t.Errorf("keyMatch behaviour changed: carol on %q = %v, %v (pinned: allowed)", obj, ok, err)
 		}
 	}
 	// An object without "*" is compared exactly.
-	if ok, _ := e.Decide("bob", "orders/get_order/x", ActCall); ok {
+	if ok, _ := decide(p, "bob", "orders/get_order/x", ActCall); ok {
 		t.Error("exact object matched a longer ID")
 	}
 }
 
-// TestCasbinCSVLoaderSkipsCommentsAndBlankLines checks that Load reads the repository policy the
+// TestCasbinCSVLoaderSkipsCommentsAndBlankLines checks that LoadPolicy reads the repository policy the
 // way Casbin's own CSV line loader reads each line ("#" comment lines and blank lines skipped, the
 // optional condition padded with ""), and that CR LF line ends work with Casbin's file adapter
-// and with Load alike.
+// and with LoadPolicy alike.
 func TestCasbinCSVLoaderSkipsCommentsAndBlankLines(t *testing.T) {
 	ours := loadRoot(t)
 	var want [][]string
@@ -173,10 +217,10 @@ func TestCasbinCSVLoaderSkipsCommentsAndBlankLines(t *testing.T) {
 		}
 		want = append(want, f[1:])
 	}
-	if got := mustPolicy(t, ours.Policy().se.GetPolicy); !reflect.DeepEqual(got, want) {
+	if got := mustPolicy(t, ours.se.GetPolicy); !reflect.DeepEqual(got, want) {
 		t.Fatalf("p rules differ:\n ours %v\n want %v", got, want)
 	}
-	if n := len(mustPolicy(t, ours.Policy().se.GetGroupingPolicy)); n != 4 {
+	if n := len(mustPolicy(t, ours.se.GetGroupingPolicy)); n != 4 {
 		t.Fatalf("read %d g rules from %s, want 4", n, rootPolicy)
 	}
 	if ours.Rules() != 10 {
@@ -184,7 +228,7 @@ func TestCasbinCSVLoaderSkipsCommentsAndBlankLines(t *testing.T) {
 	}
 
 	// Casbin's own file adapter cannot read the repository files: it refuses a line without the
-	// optional condition. That is why Load feeds Casbin through its own adapter, which pads.
+	// optional condition. That is why LoadPolicy feeds Casbin through its own adapter, which pads.
 	if _, err := casbin.NewSyncedEnforcer(rootModel, rootPolicy); err == nil || !strings.Contains(err.Error(), "invalid policy rule size") {
 		t.Errorf("pin changed: casbin's file adapter now reads lines without a condition (%v); the padding is belt and braces", err)
 	}
@@ -198,18 +242,18 @@ func TestCasbinCSVLoaderSkipsCommentsAndBlankLines(t *testing.T) {
 	if ok, err := plain.Enforce("u", "s/t", "call"); !ok || err != nil {
 		t.Fatalf("casbin file adapter: %v %v", ok, err)
 	}
-	e, err := Load(rootModel, path)
+	p, err := LoadPolicy(rootModel, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.Decide("u", "s/t", ActCall); !ok || err != nil {
-		t.Fatalf("Load: %v %v", ok, err)
+	if ok, err := decide(p, "u", "s/t", ActCall); !ok || err != nil {
+		t.Fatalf("LoadPolicy: %v %v", ok, err)
 	}
 }
 
 // legacyModel is the model toolgate shipped before argument conditions: three request fields, no
-// cond. Plain Casbin pins use it (Casbin cannot evaluate toolgate's cond and hasRole), and Load
-// still accepts it.
+// cond. Plain Casbin pins use it (Casbin cannot evaluate toolgate's cond and hasRole), and
+// LoadPolicy still accepts it.
 const legacyModel = `[request_definition]
 r = sub, obj, act
 [policy_definition]
@@ -231,21 +275,19 @@ func mustPolicy(t *testing.T, f func() ([][]string, error)) [][]string {
 	return p
 }
 
-// TestEmptyPolicyRefused: a policy without p lines would deny everything; LoadPolicy (so Load,
+// TestEmptyPolicyRefused: a policy without p lines would deny everything; LoadPolicy (so
 // `toolgate check` and the Store alike) refuses it.
 func TestEmptyPolicyRefused(t *testing.T) {
 	for _, policy := range []string{"", "# nothing yet\n", "g, alice, support_agent\n"} {
 		pp := writeTemp(t, "policy.csv", policy)
-		if _, err := Load(rootModel, pp); err == nil || !strings.HasPrefix(err.Error(), pp+": no permission (p) lines") {
-			t.Errorf("Load(%q): %v", policy, err)
-		}
-		if _, err := LoadPolicy(rootModel, pp, Options{}); err == nil || !strings.Contains(err.Error(), "refusing it") {
+		_, err := LoadPolicy(rootModel, pp, Options{})
+		if err == nil || !strings.HasPrefix(err.Error(), pp+": no permission (p) lines") || !strings.Contains(err.Error(), "refusing it") {
 			t.Errorf("LoadPolicy(%q): %v", policy, err)
 		}
 	}
 	// A policy whose only p lines are broken reports the broken lines, not "no p lines".
 	pp := writeTemp(t, "policy.csv", "p, a, s/t, call, Allow\n")
-	if _, err := Load(rootModel, pp); err == nil || strings.Contains(err.Error(), "no permission") {
+	if _, err := LoadPolicy(rootModel, pp, Options{}); err == nil || strings.Contains(err.Error(), "no permission") {
 		t.Errorf("broken p line: %v", err)
 	}
 }
@@ -296,12 +338,12 @@ func TestLoadErrors(t *testing.T) {
 			}
 			mp := writeTemp(t, "model.conf", model)
 			pp := writeTemp(t, "policy.csv", tc.policy)
-			e, err := Load(mp, pp)
+			p, err := LoadPolicy(mp, pp, Options{})
 			if err == nil {
-				t.Fatalf("Load accepted it (version %s)", e.Version())
+				t.Fatalf("LoadPolicy accepted it (version %s)", p.Version())
 			}
-			if e != nil {
-				t.Fatal("Load returned an enforcer with an error")
+			if p != nil {
+				t.Fatal("LoadPolicy returned a policy with an error")
 			}
 			file := pp
 			if tc.file == "model" {
@@ -328,20 +370,20 @@ func TestLoadErrors(t *testing.T) {
 func TestLoadMissingFiles(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "nope.conf")
-	if _, err := Load(missing, rootPolicy); err == nil || !strings.HasPrefix(err.Error(), missing+": ") {
+	if _, err := LoadPolicy(missing, rootPolicy, Options{}); err == nil || !strings.HasPrefix(err.Error(), missing+": ") {
 		t.Errorf("missing model: %v", err)
 	}
 	missing = filepath.Join(dir, "nope.csv")
-	if _, err := Load(rootModel, missing); err == nil || !strings.HasPrefix(err.Error(), missing+": ") {
+	if _, err := LoadPolicy(rootModel, missing, Options{}); err == nil || !strings.HasPrefix(err.Error(), missing+": ") {
 		t.Errorf("missing policy: %v", err)
 	}
 	// A directory is not a file either.
-	if _, err := Load(rootModel, dir); err == nil || !strings.Contains(err.Error(), dir) {
+	if _, err := LoadPolicy(rootModel, dir, Options{}); err == nil || !strings.Contains(err.Error(), dir) {
 		t.Errorf("directory as policy: %v", err)
 	}
 }
 
-// TestCasbinPanicsOnLoneComma pins the Casbin behaviour Load guards against, and checks that the
+// TestCasbinPanicsOnLoneComma pins the Casbin behaviour LoadPolicy guards against, and checks that the
 // adapter turns such a panic into an error naming file and line (a second line of defence behind
 // the pre-validation, which already rejects ",").
 func TestCasbinPanicsOnLoneComma(t *testing.T) {
@@ -368,16 +410,15 @@ func TestCasbinPanicsOnLoneComma(t *testing.T) {
 func TestDecideEnforceErrorDenies(t *testing.T) {
 	mp := writeTemp(t, "model.conf", regexRootModel(t))
 	pp := writeTemp(t, "policy.csv", "p, alice, ^orders/(get$, call, allow\np, bob, ^orders/get_order$, call, allow\n")
-	if _, err := Load(mp, pp); err == nil || !strings.Contains(err.Error(), pp+":1: ") {
-		t.Fatalf("Load accepted an invalid regex: %v", err)
+	if _, err := LoadPolicy(mp, pp, Options{}); err == nil || !strings.Contains(err.Error(), pp+":1: ") {
+		t.Fatalf("LoadPolicy accepted an invalid regex: %v", err)
 	}
 	// Past the lint (the test-only switch), Casbin fails at enforce: deny, and report it.
 	p, err := LoadPolicy(mp, pp, Options{skipRegexLint: true, Principals: []string{"alice", "bob"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Enforcer{p: p}
-	ok, internal := e.Decide("alice", "orders/get_order", ActCall)
+	ok, internal := decide(p, "alice", "orders/get_order", ActCall)
 	if ok {
 		t.Fatal("enforce error allowed the call")
 	}
@@ -386,18 +427,18 @@ func TestDecideEnforceErrorDenies(t *testing.T) {
 	}
 	t.Logf("internal error (log only), %d bytes", len(internal.Error()))
 
-	// The same error through Visible: denied, and reported by VisibleErr.
-	if got := e.Visible("alice", demoTools); len(got) != 0 {
+	// The same error through Visible: denied, and reported.
+	if got := visibleOf(p, "alice", demoTools); len(got) != 0 {
 		t.Fatalf("Visible = %v, want none", got)
 	}
-	got, err := e.VisibleErr("alice", demoTools)
+	got, err := visibleErr(p, "alice", demoTools)
 	if len(got) != 0 || err == nil || !strings.Contains(err.Error(), "4 of 4") {
-		t.Fatalf("VisibleErr = %v, %v", got, err)
+		t.Fatalf("visibleErr = %v, %v", got, err)
 	}
 }
 
 func TestVisible(t *testing.T) {
-	e := loadRoot(t)
+	p := loadRoot(t)
 	all := append([]string{"search/query"}, demoTools...)
 	tests := []struct {
 		principal string
@@ -411,19 +452,19 @@ func TestVisible(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.principal, func(t *testing.T) {
-			got, err := e.VisibleErr(tc.principal, all)
+			got, err := visibleErr(p, tc.principal, all)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("VisibleErr = %v, want %v", got, tc.want)
+				t.Fatalf("visibleErr = %v, want %v", got, tc.want)
 			}
-			if v := e.Visible(tc.principal, all); !reflect.DeepEqual(v, tc.want) {
+			if v := visibleOf(p, tc.principal, all); !reflect.DeepEqual(v, tc.want) {
 				t.Fatalf("Visible = %v, want %v", v, tc.want)
 			}
 		})
 	}
-	if got := e.Visible("carol", nil); len(got) != 0 {
+	if got := visibleOf(p, "carol", nil); len(got) != 0 {
 		t.Fatalf("Visible(nil) = %v", got)
 	}
 }
@@ -433,7 +474,7 @@ func TestVersion(t *testing.T) {
 	if len(a.Version()) != 12 || a.Version() != b.Version() {
 		t.Fatalf("versions %q, %q: want equal, 12 hex digits", a.Version(), b.Version())
 	}
-	changed, err := Load(rootModel, writeTemp(t, "policy.csv", readRoot(t, rootPolicy)+"g, dave, viewer\n"))
+	changed, err := LoadPolicy(rootModel, writeTemp(t, "policy.csv", readRoot(t, rootPolicy)+"g, dave, viewer\n"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,18 +483,8 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestNilEnforcerDenies(t *testing.T) {
-	var e *Enforcer
-	if ok, err := e.Decide("carol", "orders/get_order", ActCall); ok || err == nil {
-		t.Fatalf("nil enforcer: %v, %v", ok, err)
-	}
-	if got := e.Visible("carol", demoTools); len(got) != 0 {
-		t.Fatalf("nil enforcer Visible = %v", got)
-	}
-}
-
 func TestDecideConcurrent(t *testing.T) {
-	e := loadRoot(t)
+	p := loadRoot(t)
 	type q struct {
 		principal, obj string
 		want           bool
@@ -475,13 +506,13 @@ func TestDecideConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < iterations; i++ {
 				c := qs[(g+i)%len(qs)]
-				ok, err := e.Decide(c.principal, c.obj, ActCall)
+				ok, err := decide(p, c.principal, c.obj, ActCall)
 				if err != nil || ok != c.want {
 					errs <- fmt.Sprintf("%s %s: %v %v", c.principal, c.obj, ok, err)
 					return
 				}
 				if i%50 == 0 {
-					_ = e.Visible(c.principal, demoTools)
+					_ = visibleOf(p, c.principal, demoTools)
 				}
 			}
 		}(g)
@@ -493,7 +524,7 @@ func TestDecideConcurrent(t *testing.T) {
 	}
 }
 
-// TestCasbinPitfallsPinned shows, with Casbin's own file adapter, the misreadings Load refuses:
+// TestCasbinPitfallsPinned shows, with Casbin's own file adapter, the misreadings LoadPolicy refuses:
 // a right-padded field is kept as is, and a capitalised effect is silently "not allow" (for a
 // deny line: silently not deny, which opens the door).
 func TestCasbinPitfallsPinned(t *testing.T) {
@@ -514,7 +545,7 @@ func TestCasbinPitfallsPinned(t *testing.T) {
 	if ok, _ := plain.Enforce("bob", "s/secret", "call"); !ok {
 		t.Error("pin changed: effect \"Deny\" now denies in casbin")
 	}
-	if _, err := Load(rootModel, writeTemp(t, "policy.csv", policy)); err == nil {
-		t.Fatal("Load accepted the policy")
+	if _, err := LoadPolicy(rootModel, writeTemp(t, "policy.csv", policy), Options{}); err == nil {
+		t.Fatal("LoadPolicy accepted the policy")
 	}
 }
