@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-
-	"github.com/toolgate/toolgate/config"
 )
 
-// Settings configure one upstream's breaker. A zero field means the default of the matching config key
-// (config.DefaultBreakerFailures, ...), so the zero Settings is valid.
+// Settings configure one upstream's breaker. A zero field means its default (DefaultFailures, ...), so
+// the zero Settings is valid.
 type Settings struct {
 	Failures       uint32        // consecutive counted failures that open the breaker; default 5
 	OpenFor        time.Duration // how long it stays open before admitting probes; default 30s
@@ -25,11 +23,11 @@ type Settings struct {
 
 // WithDefaults returns s with every zero (or negative) field replaced by its default.
 func (s Settings) WithDefaults() Settings {
-	s.Failures = cmp.Or(s.Failures, config.DefaultBreakerFailures)
+	s.Failures = cmp.Or(s.Failures, DefaultFailures)
 	if s.OpenFor <= 0 {
-		s.OpenFor = config.DefaultBreakerOpenFor
+		s.OpenFor = DefaultOpenFor
 	}
-	s.HalfOpenProbes = cmp.Or(s.HalfOpenProbes, config.DefaultBreakerHalfOpenProbes)
+	s.HalfOpenProbes = cmp.Or(s.HalfOpenProbes, DefaultHalfOpenProbes)
 	return s
 }
 

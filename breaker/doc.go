@@ -10,7 +10,8 @@
 //     by failures on one replica refuses calls on all, with nothing shared on a call's path.
 //   - RetrySafe decides whether a tool may be repeated after an unknown outcome, RetrySettings.Backoff
 //     spaces the attempts, and a Budget per upstream bounds how many retries all calls together may add.
-//   - SettingsFrom, RetryFrom and BudgetsFrom read all of it from the config.
+//   - Settings and RetrySettings are breaker's own options, with their defaults here (defaults.go); the
+//     caller converts the config into them, so breaker does not depend on package config.
 //
 // Nothing here starts a goroutine or sleeps: the caller waits, inside its call's deadline.
 package breaker

@@ -5,12 +5,10 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/toolgate/toolgate/config"
 )
 
-// RetrySettings say how often and how fast a retry-safe call is repeated. A zero field means the default
-// of the matching config key (config.DefaultRetryMaxAttempts, ...), so the zero value is valid.
+// RetrySettings say how often and how fast a retry-safe call is repeated. A zero field means its default
+// (DefaultRetryMaxAttempts, ...), so the zero value is valid.
 type RetrySettings struct {
 	MaxAttempts int           // total attempts including the first; default 3
 	BaseDelay   time.Duration // first backoff; default 100ms
@@ -20,13 +18,13 @@ type RetrySettings struct {
 // WithDefaults returns r with every zero (or negative) field replaced by its default.
 func (r RetrySettings) WithDefaults() RetrySettings {
 	if r.MaxAttempts <= 0 {
-		r.MaxAttempts = config.DefaultRetryMaxAttempts
+		r.MaxAttempts = DefaultRetryMaxAttempts
 	}
 	if r.BaseDelay <= 0 {
-		r.BaseDelay = config.DefaultRetryBaseDelay
+		r.BaseDelay = DefaultRetryBaseDelay
 	}
 	if r.MaxDelay <= 0 {
-		r.MaxDelay = config.DefaultRetryMaxDelay
+		r.MaxDelay = DefaultRetryMaxDelay
 	}
 	return r
 }

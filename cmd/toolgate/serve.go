@@ -215,8 +215,8 @@ var setupTracing = tracing.Setup
 // budgets, and in-flight limits from config (DESIGN §5).
 func resilienceFrom(cfg *config.Config, log *slog.Logger) proxy.Resilience {
 	r := proxy.Resilience{
-		Breakers: breaker.NewSet(breaker.SettingsFrom(cfg), log),
-		Budgets:  breaker.BudgetsFrom(cfg, time.Now),
+		Breakers: breaker.NewSet(breakerSettingsFrom(cfg), log),
+		Budgets:  budgetsFrom(cfg, time.Now),
 		Retry:    map[string]breaker.RetrySettings{},
 		InFlight: map[string]*proxy.Limiter{},
 		RetrySafe: func(t *upstreams.Tool) bool {
@@ -225,7 +225,7 @@ func resilienceFrom(cfg *config.Config, log *slog.Logger) proxy.Resilience {
 		},
 	}
 	for _, server := range cfg.ServerNames() {
-		r.Retry[server] = breaker.RetryFrom(cfg, server)
+		r.Retry[server] = retryFrom(cfg, server)
 		r.InFlight[server] = proxy.NewLimiter(cfg.MaxInFlight(server))
 	}
 	return r
