@@ -8,7 +8,7 @@
 // and two processes sharing the file never lose each other's writes. A file was chosen over bbolt or SQLite
 // because the data is small (a bounded number of records), must be readable by an operator, and needs no
 // new dependency. Replicas that share a Redis (state.redis) keep their requests there instead
-// (state.Approvals), so an approval given through one replica is consumed through any other, once.
+// (approvals/redisstore), so an approval given through one replica is consumed through any other, once.
 package approvals
 
 import (
@@ -109,8 +109,8 @@ var (
 	ErrUnavailable = errors.New("the approvals store is unavailable")
 )
 
-// Store keeps the approval requests: FileStore, or state.Approvals shared by replicas. Implementations are
-// safe for concurrent use.
+// Store keeps the approval requests: FileStore, or approvals/redisstore's Store, shared by replicas.
+// Implementations are safe for concurrent use.
 type Store interface {
 	// Check is what the gateway calls for a call that policy says needs approval:
 	//   - an approved, unexpired request for exactly (principal, tool, argsHash) is consumed (state used)

@@ -10,7 +10,7 @@ import (
 //
 // Several gateway replicas in front of one upstream each hold a Set. Each replica's breaker counts only
 // the outcomes of its own calls; what replicas share is the decision: when a replica's breaker opens,
-// OnOpen tells the sharing layer (package state publishes it over Redis), and every other replica hears
+// OnOpen tells the sharing layer (breaker/redisstore publishes it over Redis), and every other replica hears
 // it and calls ForceOpen with the same end. So a breaker opened by failures seen on one replica stops
 // calls on all of them, while no call waits on anything shared: Allow reads one atomic when nothing is
 // shared, and a shared open refuses without taking a lock.

@@ -8,7 +8,7 @@ import (
 )
 
 // Shared is a second level of duplicate suppression that several gateway
-// replicas share (state.Dedup keeps it in Redis): in-flight markers and
+// replicas share (dedup/redisstore keeps it in Redis): in-flight markers and
 // recorded answers that live outside any one process, so that an identical
 // call sent to another replica is joined or replayed there too. Table stays
 // the first level, for identical calls on the same replica; only the caller

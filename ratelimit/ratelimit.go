@@ -2,7 +2,7 @@
 // the token buckets that apply to it: all of them, or none. It knows
 // buckets, not callers: which buckets apply (principal, role, tool) is the
 // gateway's business. The in-memory Memory is the embedded default;
-// state.RateLimiter keeps the buckets in Redis, shared by several replicas,
+// ratelimit/redisstore keeps the buckets in Redis, shared by several replicas,
 // behind the same Limiter.
 package ratelimit
 

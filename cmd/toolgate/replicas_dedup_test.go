@@ -47,7 +47,7 @@ func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*repl
 
 // seedDedupEpoch marks the replicas' store as one in use for a while (not
 // new, no data lost), so that duplicate suppression does not start with
-// its quiet lease (state.Dedup): the tests that are not about it need not
+// its quiet lease (dedup/redisstore): the tests that are not about it need not
 // wait it out.
 func seedDedupEpoch(t *testing.T, srv *redistest.Server) {
 	t.Helper()
@@ -234,7 +234,7 @@ func TestReplicasDedupRedisDown(t *testing.T) {
 
 // Redis restarts empty while a non-idempotent call runs on replica 0: its
 // duplicate sent to replica 1 after the restart finds no marker, yet it is
-// not run. The store is recovering (state.Dedup's quiet lease), replica 0
+// not run. The store is recovering (dedup/redisstore's quiet lease), replica 0
 // puts its marker back as soon as it sees Redis again, and the duplicate
 // joins it: one execution, one answer for both. After the quiet lease, new
 // calls run and are deduplicated again, with no gateway restarted.

@@ -44,7 +44,7 @@ func startReplicas(t *testing.T, n int, extra string) *replicaSet {
 	t.Helper()
 	rs := &replicaSet{redis: redistest.Start(t), servers: stdioUpstream(t, "hostile", "")}
 	// A store in use for a while, not a new one: a new one makes duplicate
-	// suppression wait out one quiet lease first (see state/dedup.go).
+	// suppression wait out one quiet lease first (see dedup/redisstore).
 	seedDedupEpoch(t, rs.redis)
 	for range n {
 		cfg := writeConfig(t, rs.servers)
