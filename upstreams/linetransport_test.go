@@ -656,27 +656,6 @@ func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
 	}
 }
 
-var answerSeeds = []testkit.Seed{
-	{`{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"ping"}]}}` + "\n", true},
-	{`{"jsonrpc":"2.0","id":17,"result":[]}`, true},
-	{`{"jsonrpc":"2.0","id":0,"result":null}` + "\r\n", true},
-	{`{"jsonrpc":"2.0","id":"gw-1","result":"}"}`, true},
-	{`{"jsonrpc":"2.0","id":"a b","result":{"x":"\u00e9"}}`, true},
-	{`{"jsonrpc":"2.0","id":01,"result":{}}`, false},
-	{`{"jsonrpc":"2.0","id":-1,"result":{}}`, false},
-	{`{"jsonrpc":"2.0","id":"gw\"1","result":{}}`, false},
-	{`{"jsonrpc":"2.0","id":"gw-1","result": {}}`, false},
-	{`{"jsonrpc":"2.0","id":"gw-1","result":{} }`, false},
-	{`{"jsonrpc":"2.0","id":"gw-1","result":{}} `, false},
-	{`{"jsonrpc":"2.0","id":"gw-1","result":{},"error":{}}`, false},
-	{`{"jsonrpc":"2.0","id":"gw-1","result":{"a":}}`, false},
-	{`{"jsonrpc":"2.0","id":"gw-1","error":{"code":1,"message":"m"}}`, false},
-	{`{"result":{},"jsonrpc":"2.0","id":1}`, false},
-	{`{"jsonrpc":"2.0","id":1,"result":{}}}`, false},
-	{`{"jsonrpc":"2.0","id":1,"result":}`, false},
-	{"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}", true}, // raw bytes, as json.Unmarshal keeps them in a RawMessage
-}
-
 // decodeAnswerShortcut: where decodeAnswerFast takes a line, json.Unmarshal
 // accepts it and gives the same message.
 var decodeAnswerShortcut = testkit.Shortcut[wireMessage]{
@@ -695,6 +674,18 @@ var decodeAnswerShortcut = testkit.Shortcut[wireMessage]{
 		}
 	}}
 
-func TestDecodeAnswerFastAgrees(t *testing.T) { decodeAnswerShortcut.Table(t, answerSeeds) }
+func TestDecodeAnswerFastAgrees(t *testing.T) { decodeAnswerShortcut.Table(t, testkit.AnswerSeeds) }
 
-func FuzzDecodeAnswerFast(f *testing.F) { decodeAnswerShortcut.Fuzz(f, answerSeeds) }
+func FuzzDecodeAnswerFast(f *testing.F) { decodeAnswerShortcut.Fuzz(f, testkit.AnswerSeeds) }
+
+// BenchmarkDecodeAnswer is the usual answer line's decoding.
+func BenchmarkDecodeAnswer(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"{\"found\":true}"}],"structuredContent":{"found":true}}}` + "\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		var m wireMessage
+		if !decodeAnswerFast(line, &m) {
+			b.Fatal("refused")
+		}
+	}
+}
