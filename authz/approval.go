@@ -167,43 +167,5 @@ func (p *Policy) aref(a *arule) string {
 	return fmt.Sprintf("%s:%d", p.policyPath, a.line)
 }
 
-// explainApprovals lists the a lines matching the request's subject, object and action in x,
-// and sets x.Approval (and the Summary) when the call is allowed and one applies.
-func (p *Policy) explainApprovals(x *Explanation, c *callCtx) {
-	subjects := p.roleClosure(c.req.Subject.Principal)
-	first := ""
-	for _, a := range p.arules {
-		if !a.matches(c, subjects) {
-			continue
-		}
-		l := ExplainedLine{Rule: p.aref(a), Text: a.text, Effect: "approval"}
-		ok, err := a.applies(c)
-		if a.cond != nil {
-			l.Condition = a.cond.text
-			if err != nil {
-				l.CondResult = "error: " + err.Error()
-			} else {
-				l.CondResult = fmt.Sprint(ok)
-			}
-		}
-		l.Applied = ok
-		if ok && first == "" {
-			first = l.Rule
-			l.Decisive = x.Allowed
-		}
-		x.ApprovalLines = append(x.ApprovalLines, l)
-	}
-	if x.Allowed && first != "" {
-		x.Approval = first
-		note := fmt.Sprintf(", but needs approval (%s)", first)
-		prefix := "allowed by " + strings.Join(x.DecidedBy, ", ")
-		if strings.HasPrefix(x.Summary, prefix) {
-			x.Summary = prefix + note + x.Summary[len(prefix):]
-		} else {
-			x.Summary += note
-		}
-	}
-}
-
 // ApprovalRule is [Policy.ApprovalRule] on the current policy.
 func (s *Store) ApprovalRule(req Request) (string, bool) { return s.Current().ApprovalRule(req) }

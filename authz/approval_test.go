@@ -3,6 +3,7 @@ package authz
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -66,22 +67,12 @@ func TestApprovalRule(t *testing.T) {
 			if needed != (tc.rule != 0) || rule != want {
 				t.Fatalf("ApprovalRule = (%q, %v), want (%q, %v)", rule, needed, want, tc.rule != 0)
 			}
-			x := p.Explain(tc.req)
-			if x.Allowed != d.Allowed {
-				t.Fatalf("Explain allowed = %v, Decide %v", x.Allowed, d.Allowed)
+			tr, err := p.Trace(tc.req)
+			if allowed, _ := traceAllows(tr); allowed != d.Allowed || err != nil {
+				t.Fatalf("Trace allows = %v (%v), Decide %v", allowed, err, d.Allowed)
 			}
-			wantX := ""
-			if tc.allowed {
-				wantX = want
-			}
-			if x.Approval != wantX {
-				t.Fatalf("Explain.Approval = %q, want %q (summary %q)", x.Approval, wantX, x.Summary)
-			}
-			if wantX != "" && !strings.Contains(x.Summary, "but needs approval ("+wantX+")") {
-				t.Fatalf("summary %q does not say it needs approval (%s)", x.Summary, wantX)
-			}
-			if wantX == "" && strings.Contains(x.Summary, "approval") {
-				t.Fatalf("summary %q mentions approval", x.Summary)
+			if got := firstApplied(tr.ApprovalLines); got != want {
+				t.Fatalf("Trace's first applied a line = %q, ApprovalRule's %q (%+v)", got, want, tr.ApprovalLines)
 			}
 		})
 	}
@@ -105,9 +96,9 @@ func TestApprovalRuleNoPolicyAndRolePrincipal(t *testing.T) {
 	}
 }
 
-// TestApprovalExplainLines: Explain lists every a line matching subject, object and action, with
-// how its condition came out, and marks the first that applies.
-func TestApprovalExplainLines(t *testing.T) {
+// TestApprovalTraceLines: Trace lists every a line matching subject, object and action, with how
+// its condition came out.
+func TestApprovalTraceLines(t *testing.T) {
 	policy := `a, support_agent, orders/refund_order, call, amount > 50
 a, support_agent, orders/*, call, amount > 1000
 a, viewer, orders/refund_order, call
@@ -115,31 +106,27 @@ p, support_agent, orders/refund_order, call, allow
 g, bob, support_agent
 `
 	p := loadWith(t, "", policy, Options{})
-	x := p.Explain(req("bob", "orders/refund_order", `{"amount": 60}`))
-	if len(x.ApprovalLines) != 2 {
-		t.Fatalf("ApprovalLines = %+v", x.ApprovalLines)
+	tr, err := p.Trace(req("bob", "orders/refund_order", `{"amount": 60}`))
+	if err != nil || len(tr.ApprovalLines) != 2 {
+		t.Fatalf("ApprovalLines = %+v (%v)", tr.ApprovalLines, err)
 	}
-	a, b := x.ApprovalLines[0], x.ApprovalLines[1]
-	if a.Effect != "approval" || a.CondResult != "true" || !a.Applied || !a.Decisive || a.Condition != "amount > 50" {
+	a, b := tr.ApprovalLines[0], tr.ApprovalLines[1]
+	if a.Rule != p.policyPath+":1" || a.Effect != "approval" || a.CondResult != "true" || !a.Applied || a.Condition != "amount > 50" {
 		t.Fatalf("first line %+v", a)
 	}
-	if b.CondResult != "false" || b.Applied || b.Decisive {
+	if b.Rule != p.policyPath+":2" || b.CondResult != "false" || b.Applied {
 		t.Fatalf("second line %+v", b)
 	}
-	want := fmt.Sprintf("allowed by %s:4, but needs approval (%s:1)", p.policyPath, p.policyPath)
-	if x.Summary != want || x.Approval != p.policyPath+":1" {
-		t.Fatalf("summary %q, approval %q; want %q", x.Summary, x.Approval, want)
+	if allowed, by := traceAllows(tr); !allowed || !reflect.DeepEqual(by, []string{p.policyPath + ":4"}) {
+		t.Fatalf("allowed %v by %v", allowed, by)
 	}
-	x = p.Explain(req("bob", "orders/refund_order", `{"amount": "lots"}`))
-	if len(x.ApprovalLines) != 2 || !strings.HasPrefix(x.ApprovalLines[0].CondResult, "error: ") || !x.ApprovalLines[0].Applied {
-		t.Fatalf("error line %+v", x.ApprovalLines)
+	tr, _ = p.Trace(req("bob", "orders/refund_order", `{"amount": "lots"}`))
+	if len(tr.ApprovalLines) != 2 || !strings.HasPrefix(tr.ApprovalLines[0].CondResult, "error: ") || !tr.ApprovalLines[0].Applied {
+		t.Fatalf("condition error must fail closed: %+v", tr.ApprovalLines)
 	}
-	if x.Approval != p.policyPath+":1" {
-		t.Fatalf("condition error must fail closed; approval %q", x.Approval)
-	}
-	x = p.Explain(req("bob", "orders/refund_order", `{"amount": 10}`))
-	if x.Approval != "" || len(x.ApprovalLines) != 2 || strings.Contains(x.Summary, "approval") {
-		t.Fatalf("below the limit: %+v", x)
+	tr, _ = p.Trace(req("bob", "orders/refund_order", `{"amount": 10}`))
+	if len(tr.ApprovalLines) != 2 || firstApplied(tr.ApprovalLines) != "" {
+		t.Fatalf("below the limit: %+v", tr.ApprovalLines)
 	}
 }
 

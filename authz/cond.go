@@ -27,7 +27,7 @@ const (
 const fnStrictGet = "__toolgate_get"
 
 // disabledBuiltins are expr builtins a condition may not call: repeat allocates without bound,
-// now makes a decision depend on the clock (Explain and Decide would disagree at a boundary),
+// now makes a decision depend on the clock (Trace and Decide would disagree at a boundary),
 // get reads a missing field as nil instead of failing (the fail-open trap conditions avoid), and
 // the bit functions wrap around silently (bitshl(amount, 1) <= 100 would hold for a huge amount).
 // sum is refused by the patcher (a predicate cannot be disabled in expr): its total wraps too.

@@ -285,7 +285,7 @@ p, a, s/u, call, allow, "all(items, # > 0)"
 	}
 }
 
-// TestConditionsCompiledOnce: Decide, Visible and Explain never compile a condition.
+// TestConditionsCompiledOnce: Decide, Visible and Trace never compile a condition.
 func TestConditionsCompiledOnce(t *testing.T) {
 	before := condCompiles.Load()
 	p := loadWith(t, "", "p, a, s/t, call, allow, amount <= 100\np, a, s/u, call, deny, amount > 5\n", Options{Principals: []string{"a"}})
@@ -297,7 +297,7 @@ func TestConditionsCompiledOnce(t *testing.T) {
 		p.Decide(req("a", "s/t", `{"amount": 5}`))
 		p.Visible(Subject{Principal: "a"}, "s/u")
 	}
-	p.Explain(req("a", "s/t", `{"amount": 5}`))
+	_, _ = p.Trace(req("a", "s/t", `{"amount": 5}`))
 	if n := condCompiles.Load(); n != loaded {
 		t.Fatalf("deciding compiled %d conditions", n-loaded)
 	}

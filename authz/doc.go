@@ -13,8 +13,8 @@
 // repository's model.conf, the only model accepted up to spacing and the order of its parts,
 // and a policy.csv: deny-override RBAC with optional argument conditions).
 // [Policy.Decide] answers one call, [Policy.Visible] answers "could this subject call it with
-// some arguments" (tools/list), [Policy.Explain] says which lines matched and which decided, and
-// always agrees with Decide. A [Store] holds the live policy, reloads it ([Store.Reload] on
+// some arguments" (tools/list), [Policy.Trace] lists how every matching line came out, line by
+// line (package authz/explain reads it for `toolgate explain`, and agrees with Decide). A [Store] holds the live policy, reloads it ([Store.Reload] on
 // SIGHUP, [Store.Watch] on file changes), keeps the last good one on any error and notifies
 // subscribers after each swap.
 //
@@ -101,8 +101,8 @@
 // action by equality; the condition with the same strict evaluation. A condition that cannot be
 // evaluated FAILS CLOSED: approval is needed. [Policy.ApprovalRule] names the first matching a
 // line ("file:line"); it only matters for a call [Policy.Decide] allowed (an approval never
-// turns a deny into an allow). [Policy.Explain] lists the matching a lines
-// ([Explanation.ApprovalLines]) and says "allowed by X, but needs approval (Y)".
+// turns a deny into an allow). [Policy.Trace] lists the matching a lines ([Trace.ApprovalLines]),
+// from which `toolgate explain` says "allowed by X, but needs approval (Y)".
 //
 // Why a lines are outside Casbin and model.conf: an approval is not an effect. Deny-override
 // combines allow and deny into one boolean; a third outcome ("allowed, but ask first") would
@@ -113,7 +113,7 @@
 // to Casbin, and evaluates them itself, reusing the p-line role resolution, object match and
 // compiled conditions. The allow/deny decision is untouched by them.
 //
-// # Lint
+// # Load-time checks
 //
 // Loading refuses, naming file:line and what to write instead, and listing EVERY problem: a
 // policy file whose last line has no newline (a file cut while being saved: "..., allow,
@@ -130,7 +130,17 @@
 // r.act == p.act && cond(r.args, p.cond, p.eft), its parts in any order, keyMatch or regexMatch.
 // Files that change while they are read are refused. [LoadPolicy] applies all of it, so
 // `toolgate check` passes exactly what the [Store] loads. Lines that load but are probably
-// mistakes (a duplicate rule, a role no p line names) are [Policy.Warnings].
+// mistakes (a duplicate rule, a role no p line names) are [Policy.Warnings]; the Store logs them
+// on every load.
+//
+// These checks (lint.go, model.go, policyfile.go) are part of loading, not tooling, and so they
+// live here rather than in a linting package beside authz: the gateway runs them at startup (a
+// policy they refuse stops it) and on every reload (a policy they refuse is not swapped in), the
+// pass that runs them also parses the lines, compiles the conditions and finds the roles that
+// decisions use, and a separate copy for `toolgate check` could drift from what the gateway
+// enforces. strict.go is not a check either: it is how conditions compare values, on every call.
+// The part of the policy tooling that the gateway never runs, explaining a decision to a person,
+// is package authz/explain.
 //
 // # Canonical objects
 //

@@ -131,6 +131,39 @@ func (s *logSink) find(level, msg string) []map[string]any {
 	return out
 }
 
+// traceAllows reads a trace as the model's policy effect (deny-override) does: allowed when an
+// allow line applied and no deny line did. decidedBy are the lines that decided: every deny line
+// that applied, else every allow line that applied. Package authz/explain reads a trace the same
+// way; this keeps the agreement of Trace with Decide tested here, beside Decide.
+func traceAllows(t Trace) (allowed bool, decidedBy []string) {
+	var denies, allows []string
+	for _, l := range t.Lines {
+		if !l.Applied {
+			continue
+		}
+		switch l.Effect {
+		case effectDeny:
+			denies = append(denies, l.Rule)
+		case effectAllow:
+			allows = append(allows, l.Rule)
+		}
+	}
+	if len(denies) > 0 {
+		return false, denies
+	}
+	return len(allows) > 0, allows
+}
+
+// firstApplied is the first line of lines that applied, "" if none did.
+func firstApplied(lines []TracedLine) string {
+	for _, l := range lines {
+		if l.Applied {
+			return l.Rule
+		}
+	}
+	return ""
+}
+
 func asLoadError(err error, target **LoadError) bool {
 	return errors.As(err, target)
 }

@@ -350,7 +350,7 @@ func (p *Policy) roleClosure(names ...string) map[string]bool {
 // principal, denied unless a credential role grants something).
 //
 // Casbin treats a name as a member of itself (g(x, x) is true), so a principal named like a
-// role would hold that role's lines: [Policy.Decide], [Policy.Visible] and [Policy.Explain] deny
+// role would hold that role's lines: [Policy.Decide], [Policy.Visible] and [Policy.Trace] deny
 // a Subject.Principal that IsRole, with [ErrPrincipalIsRole] (for the log). Subject.Roles values
 // that are not roles (principal names, unknown names) are dropped. `toolgate check` and startup
 // should check every configured principal (API keys, stdio, anonymous) with IsRole, or pass them
@@ -534,7 +534,9 @@ func hasRoleFunc(args ...any) (any, error) {
 	return c.cred[sub], nil
 }
 
-var errNoPolicy = errors.New("authz: no policy loaded")
+// ErrNoPolicy is the Internal error of a decision asked of a nil Policy (or a Store that never
+// loaded one). For the log only.
+var ErrNoPolicy = errors.New("authz: no policy loaded")
 
 // enforce asks Casbin, with panics recovered. rvals follow the model's request definition.
 func (p *Policy) enforce(c *callCtx) (ok bool, explain []string, err error) {
@@ -570,7 +572,7 @@ func (p *Policy) enforce(c *callCtx) (ok bool, explain []string, err error) {
 // matching allow, else "" (nothing allowed it).
 func (p *Policy) Decide(req Request) Decision {
 	if p == nil || p.se == nil {
-		return Decision{Internal: errNoPolicy}
+		return Decision{Internal: ErrNoPolicy}
 	}
 	if req.Subject.Principal == "" || req.Object == "" || req.Action == "" {
 		return Decision{}
@@ -623,11 +625,9 @@ func (p *Policy) VisibleAct(s Subject, obj, act string) bool {
 	return ok
 }
 
-func (p *Policy) visible(s Subject, obj string) (bool, error) { return p.visibleAct(s, obj, ActCall) }
-
 func (p *Policy) visibleAct(s Subject, obj, act string) (bool, error) {
 	if p == nil || p.se == nil {
-		return false, errNoPolicy
+		return false, ErrNoPolicy
 	}
 	key := memoKey("v", s, obj, act)
 	if v, ok := p.memo.load(key); ok {
@@ -642,7 +642,7 @@ func (p *Policy) visibleAct(s Subject, obj, act string) (bool, error) {
 
 func (p *Policy) visibleUncached(s Subject, obj, act string) (bool, error) {
 	if p == nil || p.se == nil {
-		return false, errNoPolicy
+		return false, ErrNoPolicy
 	}
 	if s.Principal == "" || obj == "" {
 		return false, nil

@@ -65,7 +65,7 @@ func TestConfiguredPrincipalGivenAsRole(t *testing.T) {
 }
 
 // TestPrincipalNamedLikeRoleDenied: Casbin's g(x, x) is true, so a JWT with sub "supervisor" would
-// hold the supervisor lines. Decide, Visible and Explain deny it, with ErrPrincipalIsRole.
+// hold the supervisor lines. Decide, Visible and Trace deny it, with ErrPrincipalIsRole.
 func TestPrincipalNamedLikeRoleDenied(t *testing.T) {
 	p := loadWith(t, "", readRoot(t, rootPolicy), Options{Servers: []string{"orders"}})
 	for _, principal := range []string{"supervisor", "support_agent", "viewer"} {
@@ -80,10 +80,8 @@ func TestPrincipalNamedLikeRoleDenied(t *testing.T) {
 					t.Errorf("%s sees %s", principal, obj)
 				}
 			}
-			x := p.Explain(r)
-			if x.Allowed || x.Visible || !errors.Is(x.Internal, ErrPrincipalIsRole) || len(x.Roles) != 0 ||
-				!strings.Contains(x.Summary, "is the name of a role") {
-				t.Errorf("Explain(%s): %+v", principal, x)
+			if tr, err := p.Trace(r); !errors.Is(err, ErrPrincipalIsRole) || len(tr.Roles) != 0 || len(tr.Lines) != 0 {
+				t.Errorf("Trace(%s): %+v, %v", principal, tr, err)
 			}
 		}
 	}
@@ -101,7 +99,7 @@ func TestPrincipalNamedLikeRoleDenied(t *testing.T) {
 
 // TestCredentialRolesOnlyRoles: a roles claim naming a principal (carol, local) or an unknown name
 // is dropped, so it gives neither that principal's roles nor its own p lines. Decide, Visible and
-// Explain agree, and Explain says what was dropped.
+// Trace agree, and Trace lists what was dropped.
 func TestCredentialRolesOnlyRoles(t *testing.T) {
 	p := loadWith(t, "", readRoot(t, rootPolicy)+"p, erin, orders/get_order, call, allow\n", Options{Servers: []string{"orders"}, Principals: []string{"erin"}})
 	refund := `{"order_id": 1, "amount": 5000, "reason": "x"}`
@@ -115,25 +113,24 @@ func TestCredentialRolesOnlyRoles(t *testing.T) {
 				t.Errorf("mallory with roles %v sees %s", roles, obj)
 			}
 		}
-		x := p.Explain(r)
-		if x.Allowed || len(x.Roles) != 0 || !reflect.DeepEqual(x.DroppedRoles, roles) || !reflect.DeepEqual(x.CredentialRoles, roles) ||
-			!strings.Contains(x.Summary, "were ignored (not roles of this policy)") {
-			t.Errorf("Explain with roles %v: roles %v dropped %v: %s", roles, x.Roles, x.DroppedRoles, x.Summary)
+		tr, err := p.Trace(r)
+		if allowed, _ := traceAllows(tr); allowed || err != nil || len(tr.Roles) != 0 || !reflect.DeepEqual(tr.DroppedRoles, roles) {
+			t.Errorf("Trace with roles %v: roles %v dropped %v (%v)", roles, tr.Roles, tr.DroppedRoles, err)
 		}
 	}
-	// A real role still works, beside a dropped one; Explain lists what was used.
+	// A real role still works, beside a dropped one; Trace lists what was used.
 	r := req("mallory", refundOrder, refund, "supervisor", "carol", "supervisor")
 	if d := p.Decide(r); !d.Allowed {
 		t.Errorf("mallory as supervisor: %+v", d)
 	}
-	x := p.Explain(r)
-	if !x.Allowed || !reflect.DeepEqual(x.Roles, []string{"supervisor"}) || !reflect.DeepEqual(x.DroppedRoles, []string{"carol"}) {
-		t.Errorf("Explain: roles %v dropped %v", x.Roles, x.DroppedRoles)
+	tr, _ := p.Trace(r)
+	if allowed, _ := traceAllows(tr); !allowed || !reflect.DeepEqual(tr.Roles, []string{"supervisor"}) || !reflect.DeepEqual(tr.DroppedRoles, []string{"carol"}) {
+		t.Errorf("Trace: roles %v dropped %v", tr.Roles, tr.DroppedRoles)
 	}
 	// Roles through g lines are listed with the credential's.
-	x = p.Explain(req("alice", getOrder, `{}`, "viewer"))
-	if !reflect.DeepEqual(x.Roles, []string{"support_agent", "viewer"}) || len(x.DroppedRoles) != 0 {
-		t.Errorf("alice + viewer: roles %v dropped %v", x.Roles, x.DroppedRoles)
+	tr, _ = p.Trace(req("alice", getOrder, `{}`, "viewer"))
+	if !reflect.DeepEqual(tr.Roles, []string{"support_agent", "viewer"}) || len(tr.DroppedRoles) != 0 {
+		t.Errorf("alice + viewer: roles %v dropped %v", tr.Roles, tr.DroppedRoles)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/authz"
+	authzexplain "github.com/toolgate/toolgate/authz/explain"
 	"github.com/toolgate/toolgate/config"
 )
 
@@ -53,7 +54,7 @@ func explain(args []string, out io.Writer) int {
 		}
 		req.Args = json.RawMessage(fs.Arg(2))
 	}
-	x := policy.Explain(req)
+	x := authzexplain.Explain(policy, req)
 	printExplanation(out, x, req.Args != nil)
 	if x.Allowed {
 		return 0
@@ -122,7 +123,7 @@ func offlineSubject(cfg *config.Config, principal string, roles, attrs []string)
 	return s, nil
 }
 
-func printExplanation(w io.Writer, x authz.Explanation, withArgs bool) {
+func printExplanation(w io.Writer, x authzexplain.Explanation, withArgs bool) {
 	decision := "deny"
 	if x.Allowed {
 		decision = "allow"
@@ -150,7 +151,7 @@ func printExplanation(w io.Writer, x authz.Explanation, withArgs bool) {
 	}
 }
 
-func marker(l authz.ExplainedLine) string {
+func marker(l authzexplain.Line) string {
 	switch {
 	case l.Decisive:
 		return "=>"
@@ -160,7 +161,7 @@ func marker(l authz.ExplainedLine) string {
 	return "  "
 }
 
-func condNote(l authz.ExplainedLine) string {
+func condNote(l authzexplain.Line) string {
 	if l.CondResult == "" {
 		return ""
 	}
