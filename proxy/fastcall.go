@@ -6,11 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,21 +26,26 @@ import (
 // decoded once and the answer written directly.
 //
 // A call is taken only when nothing about it needs mcp-go's machinery; its
-// answer is the JSON-RPC response mcp-go's encoder writes for it:
+// answer is the JSON-RPC response mcp-go's encoder writes for it. What
+// mcp-go checks and writes that the fast path must copy is in
+// mcpgomirror.go, which says which mcp-go version it mirrors. A call is
+// taken when:
 //
-//   - a 2025-era session (Mcp-Session-Id of a session this server
-//     registered (bindSession refuses another principal's), a valid MCP-Protocol-Version
-//     header that is not 2026-07-28), a JSON body holding one tools/call
-//     request (not also carrying a result, which mcp-go takes for a
-//     response and ignores) with a plain string or integer id;
-//   - no progress token, task, or 2026-07-28 multi round-trip fields (their
-//     notifications and resumable streams are mcp-go's);
-//   - a client that declared none of sampling, elicitation and roots: an
+//   - the request is a POST of a 2025-era session: the Mcp-Session-Id of a
+//     session this server registered (bindSession refuses another
+//     principal's), a valid MCP-Protocol-Version header that is not
+//     2026-07-28, an application/json body, no DNS rebinding;
+//   - the body is a tools/call made only of the members the allow-list in
+//     fastdecode.go names (anything else, and any other method, goes to
+//     mcp-go as it is);
+//   - the client declared none of sampling, elicitation and roots: an
 //     upstream's request to such a client fails on either path, and one to a
 //     client that did declare them must travel on this call's stream;
-//   - not the first request of the session in a quarter of its idle TTL:
-//     such a request goes to mcp-go, which is what keeps the session alive
-//     (its idle clock is private to it).
+//   - it is not the first request of the session in a quarter of its idle
+//     TTL: such a request goes to mcp-go, which is what keeps the session
+//     alive (its idle clock is private to it).
+//
+// Both paths build the chain's Call with one function (Server.callFrom).
 //
 // Log messages an upstream sends during a fast call are written on the
 // call's own response, upgraded to an event stream, as mcp-go does (from a
@@ -60,7 +61,8 @@ import (
 // resumed (it only ever holds one call's log messages and answer); and
 // notifications queued on the session (list_changed, resources/updated)
 // are written on the GET stream or the next request mcp-go handles, where
-// mcp-go would also write them on a fast call's response.
+// mcp-go would also write them on a fast call's response; a panic of the
+// chain's own is answered without its text (panicError).
 type fastCalls struct {
 	srv      *Server
 	next     http.Handler
@@ -82,87 +84,65 @@ type clientSession struct {
 	lastSlow  atomic.Int64                         // unix nanos of the last request handed to mcp-go
 }
 
-// fastMessage is the one decode of a request body, params included.
-type fastMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  *fastParams     `json:"params"`
-	Result  json.RawMessage `json:"result"`
-}
-
-// fastParams are tools/call params (the fields only mcp-go handles are
-// read to refuse the call), and the request notifications/cancelled names.
-type fastParams struct {
-	Name           string          `json:"name"`
-	Arguments      json.RawMessage `json:"arguments"`
-	Meta           *mcp.Meta       `json:"_meta"`
-	Task           json.RawMessage `json:"task"`
-	InputResponses json.RawMessage `json:"inputResponses"`
-	RequestState   json.RawMessage `json:"requestState"`
-	RequestID      json.RawMessage `json:"requestId"`
-}
-
 func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	entry, msg, ok := f.take(r)
+	entry, req, ok := f.take(r)
 	if !ok {
 		f.next.ServeHTTP(w, r)
 		return
 	}
 	f.taken.Add(1)
-	f.serve(w, r, entry, msg)
+	f.serve(w, r, entry, &req)
 }
 
 // take decides whether the request is a fast call. Whatever it decides,
 // r.Body reads the same bytes again afterwards.
-func (f *fastCalls) take(r *http.Request) (*clientSession, fastMessage, bool) {
-	var msg fastMessage
+func (f *fastCalls) take(r *http.Request) (*clientSession, fastRequest, bool) {
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	if r.Method != http.MethodPost || sid == "" {
-		return nil, msg, false
+		return nil, fastRequest{}, false
 	}
 	entry := f.srv.session(sid)
 	if entry == nil || !f.eligibleRequest(r, entry) {
-		return nil, msg, false
+		return nil, fastRequest{}, false
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = replayBody(body, err)
 	if err != nil {
-		return nil, msg, false
+		return nil, fastRequest{}, false
 	}
-	msg, ok := decodeFast(body)
-	if !ok && json.Unmarshal(body, &msg) != nil {
-		return nil, msg, false // mcp-go refuses it before it notes the session's activity
+	req, ok := decodeFast(body)
+	switch {
+	case ok && f.fresh(entry):
+		return entry, req, true
+	case ok:
+		f.markSlow(entry) // mcp-go notes the session's activity
+	default:
+		f.aside(sid, entry, body)
+	}
+	return nil, fastRequest{}, false
+}
+
+// aside notes what mcp-go will do with a body the allow-list refused: a
+// request or notification is the session's activity (a response it
+// answers first), and a notifications/cancelled may name a fast call.
+func (f *fastCalls) aside(sid string, entry *clientSession, body []byte) {
+	var msg sideMessage
+	if json.Unmarshal(body, &msg) != nil {
+		return // mcp-go refuses it before it notes the session's activity
 	}
 	if msg.Method == string(mcp.MethodNotificationCancelled) && msg.Params != nil {
 		f.cancel(sid, msg.Params.RequestID)
 	}
-	if !fastCall(msg) || !f.fresh(entry) {
-		if msg.Method != "" { // a request or notification: mcp-go notes the activity (a response it answers first)
-			f.markSlow(entry)
-		}
-		return nil, msg, false
+	if msg.Method != "" {
+		f.markSlow(entry)
 	}
-	return entry, msg, true
 }
 
 // eligibleRequest checks what the headers and the session say.
 func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
-	version := r.Header.Get(mcp.HeaderProtocolVersion)
 	// Another principal's session was refused before (bindSession).
-	return entry.cs.Load() != nil && !entry.relayCaps &&
-		jsonContent(r.Header.Get("Content-Type")) && mcp.IsValidProtocolVersion(version) && !mcp.IsModernProtocol(version) &&
-		!dnsRebinding(r)
-}
-
-// jsonContent is mcp-go's content type check, without parsing the usual
-// exact value.
-func jsonContent(contentType string) bool {
-	if contentType == "application/json" {
-		return true
-	}
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mediaType == "application/json"
+	return entry.cs.Load() != nil && !entry.relayCaps && jsonContent(r.Header.Get("Content-Type")) &&
+		legacyVersion(r.Header.Get(mcp.HeaderProtocolVersion)) && !dnsRebinding(r)
 }
 
 // fresh reports whether mcp-go saw the session recently enough that this
@@ -176,48 +156,6 @@ func (f *fastCalls) fresh(entry *clientSession) bool {
 
 func (f *fastCalls) markSlow(entry *clientSession) { entry.lastSlow.Store(f.now().UnixNano()) }
 
-// fastCall reports whether msg is a tools/call the fast path answers
-// exactly as mcp-go would.
-func fastCall(msg fastMessage) bool {
-	params := msg.Params
-	if msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) || !plainID(msg.ID) || params == nil ||
-		(len(msg.Result) > 0 && string(msg.Result) != "null") {
-		return false
-	}
-	if len(params.Task) > 0 || len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
-		return false
-	}
-	m := params.Meta
-	return m == nil || (m.ProgressToken == nil && !mcp.IsModernProtocol(m.ProtocolVersion()))
-}
-
-// plainID accepts ids mcp-go writes back with the very bytes the client
-// sent: a string of printable ASCII that encoding/json leaves alone (no
-// quote, backslash, or the <, >, & it escapes for HTML), or an integer of
-// up to 15 digits.
-func plainID(id json.RawMessage) bool {
-	s := string(id)
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		for i := 1; i < len(s)-1; i++ {
-			if c := s[i]; c < 0x20 || c >= 0x7f || strings.IndexByte(`"\<>&`, c) >= 0 {
-				return false
-			}
-		}
-		return true
-	}
-	// mcp-go reads a numeric id as a float64: 15 digits stay exact.
-	digits := strings.TrimPrefix(s, "-")
-	if digits == "" || len(digits) > 15 || (digits[0] == '0' && s != "0") {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // cancel ends a fast call the client cancelled. mcp-go still gets the
 // notification (and answers it); it knows nothing of the call.
 func (f *fastCalls) cancel(sid string, requestID json.RawMessage) {
@@ -226,12 +164,11 @@ func (f *fastCalls) cancel(sid string, requestID json.RawMessage) {
 	}
 }
 
-// serve runs the call through the pipeline and writes the answer.
-func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientSession, msg fastMessage) {
-	params := msg.Params
+// serve runs the call through the chain and writes the answer.
+func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientSession, req *fastRequest) {
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	ctx, cancel := context.WithCancel(r.Context())
-	key := fastKey{sid, string(msg.ID)}
+	key := fastKey{sid, string(req.ID)}
 	f.inflight.Store(key, cancel)
 	defer func() {
 		f.inflight.Delete(key)
@@ -242,21 +179,22 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 	session := &callSession{ClientSession: *entry.cs.Load(), notes: make(chan mcp.JSONRPCNotification, 1)}
 	ctx = f.srv.mcp.WithContext(ctx, session)
 	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes})
-	call := f.srv.newCall(SubjectFrom(r.Context()), params.Name, params.Arguments, params.Meta, sid)
+	params := req.params()
+	call := f.srv.callFrom(ctx, &params)
 	res, err := f.srv.runFast(ctx, call)
-	stream.finish(msg.ID, res, err)
+	stream.finish(req.ID, res, err)
 }
 
-// runFast is the pipeline, with a panic answered as mcp-go's recovery
-// would, minus the panic's text.
+// runFast is the chain, with a panic answered as mcp-go's recovery
+// would (panicError).
 func (s *Server) runFast(ctx context.Context, call Call) (res *mcp.CallToolResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic in a tools/call", "tool", call.Name, "panic", fmt.Sprint(p))
-			res, err = nil, fmt.Errorf("panic recovered in %s tool handler", call.Name)
+			res, err = nil, panicError(call.Name)
 		}
 	}()
-	return s.pipe.Handle(ctx, call), nil
+	return s.opts.Calls.Handle(ctx, call), nil
 }
 
 // replayBody gives r.Body back its bytes, and the read error after them.
@@ -270,26 +208,3 @@ func replayBody(body []byte, err error) io.ReadCloser {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// dnsRebinding mirrors mcp-go's check (a loopback listener reached under a
-// name that is not loopback): such a request goes to mcp-go, which refuses
-// it.
-func dnsRebinding(r *http.Request) bool {
-	if loopbackHost(r.Host) {
-		return false // the usual case, decided without the listener's address
-	}
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopbackHost(local.String())
-}
-
-func loopbackHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -56,7 +55,7 @@ type callStream struct {
 
 // maxQueuedEvents bounds the events waiting for a client that does not
 // read; more are dropped, as mcp-go drops them when a session's
-// notification channel is full.
+// notification channel (of 100) is full.
 const maxQueuedEvents = 64
 
 // notify queues the notifications waiting on notes.
@@ -117,88 +116,13 @@ func (s *callStream) stop() {
 // writeEvent writes one SSE event, upgrading the response first.
 func (s *callStream) writeEvent(data []byte) {
 	if !s.upgraded {
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Connection", "keep-alive")
-		h.Set("Cache-Control", "no-cache")
-		s.w.WriteHeader(http.StatusOK)
+		startEventStream(s.w)
 		s.upgraded = true
 	}
-	buf := make([]byte, 0, len(data)+32)
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	_, _ = s.w.Write(buf)
+	_, _ = s.w.Write(appendEvent(make([]byte, 0, len(data)+32), data))
 	if fl, ok := s.w.(http.Flusher); ok {
 		fl.Flush()
 	}
-}
-
-// encodeAnswer is the JSON-RPC response as mcp-go encodes it.
-func encodeAnswer(id json.RawMessage, res *mcp.CallToolResult, failed error) ([]byte, error) {
-	if failed != nil {
-		e := fastError{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
-		e.Error.Code, e.Error.Message = mcp.INTERNAL_ERROR, failed.Error()
-		return json.Marshal(e)
-	}
-	if buf, ok := appendResponse(make([]byte, 0, 512), id, res); ok {
-		return buf, nil
-	}
-	return json.Marshal(fastResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: res})
-}
-
-// appendResponse writes the response for the results the pipeline makes
-// (content, an envelope as structuredContent, isError) with the bytes
-// mcp-go's encoder gives them: CallToolResult.MarshalJSON builds a map, so
-// its keys come sorted, and every level is compacted again. Anything else
-// is left to encoding/json (ok false).
-func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, bool) {
-	if res == nil || res.Meta != nil || res.ResultType != "" || len(res.RawStructuredContent) > 0 ||
-		len(res.InputRequests) > 0 || res.RequestState != "" {
-		return buf, false
-	}
-	envelope, isRaw := res.StructuredContent.(json.RawMessage)
-	var compact bytes.Buffer
-	if !isRaw || json.Compact(&compact, envelope) != nil {
-		return buf, false
-	}
-	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
-	buf = append(buf, id...)
-	buf = append(buf, `,"result":{"content":[`...)
-	for i, c := range res.Content {
-		block, err := json.Marshal(c)
-		if err != nil {
-			return buf, false
-		}
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, block...)
-	}
-	buf = append(buf, ']')
-	if res.IsError {
-		buf = append(buf, `,"isError":true`...)
-	}
-	buf = append(buf, `,"structuredContent":`...)
-	escaped := bytes.NewBuffer(buf)
-	json.HTMLEscape(escaped, compact.Bytes()) // as encoding/json compacts a RawMessage
-	return append(escaped.Bytes(), "}}"...), true
-}
-
-// fastResponse is mcp-go's JSON-RPC response with the client's id bytes.
-type fastResponse struct {
-	JSONRPC string              `json:"jsonrpc"`
-	ID      json.RawMessage     `json:"id"`
-	Result  *mcp.CallToolResult `json:"result"`
-}
-
-type fastError struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Error   struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 // finish writes the answer (a JSON-RPC error when the call panicked),
@@ -214,7 +138,5 @@ func (s *callStream) finish(id json.RawMessage, res *mcp.CallToolResult, failed 
 		s.writeEvent(data)
 		return
 	}
-	s.w.Header().Set("Content-Type", "application/json")
-	s.w.WriteHeader(http.StatusOK)
-	_, _ = s.w.Write(append(data, '\n'))
+	writeJSONAnswer(s.w, data)
 }

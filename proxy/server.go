@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/upstreams"
@@ -29,7 +29,7 @@ const requestedNameKey = "io.toolgate/requested-name"
 // Server is the MCP server clients talk to.
 type Server struct {
 	mcp      *server.MCPServer
-	pipe     *Pipeline
+	opts     Options
 	log      *slog.Logger
 	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
 	declared noRelayCaps
@@ -42,10 +42,10 @@ type Server struct {
 	parked parkedCalls // 2026-07-28 calls waiting for their client's input
 }
 
-// NewServer builds the client-facing MCP server around a pipeline and
-// registers the pipeline's current catalog.
-func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
-	s := &Server{pipe: pipe, log: log}
+// NewServer builds the client-facing MCP server around the chain that runs
+// its tools/calls, and registers the current catalog.
+func NewServer(opts Options, version string, log *slog.Logger) *Server {
+	s := &Server{opts: opts, log: log}
 	hooks := &server.Hooks{}
 	hooks.AddAfterListTools(s.filterList)
 	hooks.AddBeforeCallTool(s.routeUnknown)
@@ -84,7 +84,7 @@ func NewServer(pipe *Pipeline, version string, log *slog.Logger) *Server {
 		server.WithInstructions("toolgate fronts several tool servers. Every tool answers with structured content "+
 			"{ok, data, error_code, message, retryable}; when ok is false, read error_code and retryable before trying again."),
 	)
-	s.SyncTools(pipe.Catalog())
+	s.SyncTools(opts.Catalog())
 	return s
 }
 
@@ -120,30 +120,40 @@ func clientTool(t *upstreams.Tool) mcp.Tool {
 }
 
 // handle is the one tools/call handler: everything goes through the
-// pipeline.
+// chain.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	name := req.Params.Name
-	if name == unresolvedTool {
-		name = requestedName(req)
-	}
-	call := s.newCall(SubjectFrom(ctx), name, req.Params.RawArguments, req.Params.Meta, sessionID(ctx))
 	ctx = s.withClientRelay(ctx)
-	call.Progress = progressRelay(ctx, req)
+	call := s.callFrom(ctx, &req.Params)
 	if server.IsModernRequest(ctx) {
 		return s.handleModern(ctx, req, call), nil
 	}
-	return s.pipe.Handle(ctx, call), nil
+	return s.opts.Calls.Handle(ctx, call), nil
 }
 
-// newCall is a tools/call as the pipeline takes it, on either path (mcp-go's
-// handler or the fast path).
-func (s *Server) newCall(subject authz.Subject, name string, args json.RawMessage, meta *mcp.Meta, session string) Call {
-	call := Call{Subject: subject, Name: name, Args: args, Session: session}
-	if meta != nil {
+// callFrom is a tools/call as the chain takes it. Both paths build every
+// call here: mcp-go's handler (handle) and the fast path (fastCalls.serve),
+// so that what either reads of a request is the same. ctx is the call's:
+// it holds the subject, the client session (its ID), and the server that
+// sends the client progress.
+func (s *Server) callFrom(ctx context.Context, p *mcp.CallToolParams) Call {
+	name, meta := p.Name, p.Meta
+	call := Call{Subject: SubjectFrom(ctx), Session: sessionID(ctx), Name: name, Args: p.RawArguments,
+		Progress: progressRelay(ctx, meta)}
+	if meta != nil && len(meta.AdditionalFields) > 0 {
 		call.TraceMeta = meta.AdditionalFields
 	}
+	if name == unresolvedTool {
+		call.Name = requestedName(meta)
+		if _, noted := call.TraceMeta[requestedNameKey]; noted { // routeUnknown's note is not the client's
+			call.TraceMeta = maps.Clone(call.TraceMeta)
+			delete(call.TraceMeta, requestedNameKey)
+			if len(call.TraceMeta) == 0 {
+				call.TraceMeta = nil
+			}
+		}
+	}
 	if key, err := dedup.IdempotencyKeyFrom(meta); err != nil {
-		s.log.Info("idempotency key ignored", "tool", name, "reason", err.Error())
+		s.log.Info("idempotency key ignored", "tool", call.Name, "reason", err.Error())
 	} else {
 		call.IdempotencyKey = key
 	}
@@ -218,9 +228,10 @@ func (s *Server) routeUnknown(_ context.Context, _ any, req *mcp.CallToolRequest
 	req.Params.Name = unresolvedTool
 }
 
-func requestedName(req mcp.CallToolRequest) string {
-	if req.Params.Meta != nil {
-		if name, ok := req.Params.Meta.AdditionalFields[requestedNameKey].(string); ok {
+// requestedName is the name routeUnknown noted in meta.
+func requestedName(meta *mcp.Meta) string {
+	if meta != nil {
+		if name, ok := meta.AdditionalFields[requestedNameKey].(string); ok {
 			return name
 		}
 	}
@@ -234,14 +245,15 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 		return
 	}
 	subject := SubjectFrom(ctx)
-	cat := s.pipe.Catalog()
+	cat := s.opts.Catalog()
+	policy := s.opts.Policy()
 	kept := result.Tools[:0:0]
 	for _, t := range result.Tools {
 		entry, ok := cat.Resolve(t.Name)
 		if !ok || entry.Unreachable || entry.Changed {
 			continue
 		}
-		if s.pipe.Policy.Visible(subject, entry.ID) {
+		if policy.Visible(subject, entry.ID) {
 			kept = append(kept, t)
 		}
 	}
@@ -253,7 +265,7 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 // no one else. Calls need no notice: each is decided by the policy in force
 // when it arrives.
 func (s *Server) PolicyChanged(old, new Policy) {
-	tools := s.pipe.Catalog().Tools()
+	tools := s.opts.Catalog().Tools()
 	s.sessions.Range(func(key, value any) bool {
 		id, subject := key.(string), value.(*clientSession).subject
 		for _, t := range tools {
@@ -270,11 +282,11 @@ func (s *Server) PolicyChanged(old, new Policy) {
 
 // progressRelay forwards an upstream's progress to the client under the
 // client's own token, or is nil when the client asked for no progress.
-func progressRelay(ctx context.Context, req mcp.CallToolRequest) func(upstreams.Progress) {
-	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+func progressRelay(ctx context.Context, meta *mcp.Meta) func(upstreams.Progress) {
+	if meta == nil || meta.ProgressToken == nil {
 		return nil
 	}
-	token := req.Params.Meta.ProgressToken
+	token := meta.ProgressToken
 	srv := server.ServerFromContext(ctx)
 	if srv == nil {
 		return nil

@@ -18,6 +18,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -28,7 +29,7 @@ type Cursor struct {
 	b      []byte
 	i      int
 	failed bool // something was not an object where one was required
-	big    bool // Value met a number a float64 may not hold (see BigNumber)
+	big    bool // Value met a number a float64 cannot hold (see BigNumber)
 }
 
 // NewCursor starts a cursor at the beginning of b.
@@ -235,16 +236,18 @@ func (c *Cursor) TextString() ([]byte, bool) {
 	return s, true
 }
 
-// maxPlainNumber is the longest number BigNumber lets by without an
-// exponent: a float64 holds every number of up to 308 integer digits.
+// maxPlainNumber is the longest number Value lets by without parsing it
+// when it has no exponent: a float64 holds every number of up to 308
+// integer digits.
 const maxPlainNumber = 300
 
 // Value skips one JSON value and returns its bytes, in the input (nil when
 // it ends early). It does not check the value's validity: its callers
-// check the whole input once, with json.Valid.
+// check the whole input once, with json.Valid. It notes a number a float64
+// cannot hold (BigNumber).
 func (c *Cursor) Value() []byte {
 	start, depth := c.i, 0
-	token := c.i // where the current number or literal began
+	token, exp := c.i, false // where the current number or literal began; whether it has an exponent
 	for c.i < len(c.b) {
 		switch ch := c.b[c.i]; ch {
 		case '"':
@@ -260,7 +263,7 @@ func (c *Cursor) Value() []byte {
 			depth++
 			token = c.i + 1
 		case '}', ']':
-			c.number(token)
+			c.number(token, exp)
 			if depth == 0 {
 				return c.scalar(start)
 			}
@@ -269,39 +272,39 @@ func (c *Cursor) Value() []byte {
 				c.i++
 				return c.b[start:c.i]
 			}
-			token = c.i + 1
+			token, exp = c.i+1, false
 		case ',', ' ', '\t', '\n', '\r', ':':
-			c.number(token)
+			c.number(token, exp)
 			if depth == 0 {
 				return c.scalar(start)
 			}
-			token = c.i + 1
+			token, exp = c.i+1, false
 		case 'e', 'E':
-			if c.i > token && c.b[c.i-1] >= '0' && c.b[c.i-1] <= '9' {
-				c.big = true // an exponent: 1e400 is out of a float64's range
-			}
+			exp = exp || c.i > token && c.b[c.i-1] >= '0' && c.b[c.i-1] <= '9' // not true's or false's
 		}
 		c.i++
 	}
-	c.number(token)
+	c.number(token, exp)
 	if depth == 0 {
 		return c.scalar(start)
 	}
 	return nil
 }
 
-// number notes a token that ended at i and is too long for BigNumber to
-// let by.
-func (c *Cursor) number(token int) {
-	if c.i-token > maxPlainNumber {
+// number checks the token that ended at i, when it may be a number a
+// float64 cannot hold: one with an exponent, or a long one.
+func (c *Cursor) number(token int, exp bool) {
+	if !exp && c.i-token <= maxPlainNumber {
+		return
+	}
+	if _, err := strconv.ParseFloat(string(c.b[token:c.i]), 64); err != nil {
 		c.big = true
 	}
 }
 
-// BigNumber reports whether a value Value read held a number that
-// json.Unmarshal into an interface may refuse (its float64 cannot hold
-// 1e400): one with an exponent, or over 300 characters long. It errs on
-// the side of yes.
+// BigNumber reports whether a value Value read held a number
+// json.Unmarshal refuses to decode into an interface: one out of a
+// float64's range, such as 1e400 (or a token that is no number at all).
 func (c *Cursor) BigNumber() bool { return c.big }
 
 // scalar is the number or literal that began at start and ends at i.

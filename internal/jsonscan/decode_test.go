@@ -103,14 +103,15 @@ func TestAnswerAgrees(t *testing.T) { answerShortcut.Table(t, testkit.AnswerSeed
 
 func FuzzAnswer(f *testing.F) { answerShortcut.Fuzz(f, testkit.AnswerSeeds) }
 
-// Value flags the numbers json.Unmarshal may refuse into an interface (a
+// Value flags the numbers json.Unmarshal refuses into an interface (a
 // float64 holds none past 1.8e308), and no others.
 func TestValueBigNumber(t *testing.T) {
-	long := string(bytes.Repeat([]byte("9"), 301))
+	long := string(bytes.Repeat([]byte("9"), 309))
 	for v, big := range map[string]bool{
 		`1`: false, `-12.5`: false, `[1,2,{"a":3}]`: false, `"1e400"`: false, `true`: false, `[false,true]`: false,
-		`{"e":"E","ee":1}`: false, `123456789012345678901234567890`: false, `[` + long[:300] + `]`: false,
-		`1e400`: true, `[1E3]`: true, `{"a":[0.5e-3]}`: true, long: true, `[` + long + `,1]`: true, `{"a":` + long + `}`: true,
+		`{"e":"E","ee":1}`: false, `123456789012345678901234567890`: false, `[` + long[:308] + `]`: false,
+		`[1E3]`: false, `{"a":[0.5e-3]}`: false, `1e308`: false, `1e-400`: false, `[1e3 , 2E+5]`: false,
+		`1e400`: true, `[1,-2e308]`: true, long: true, `[` + long + `,1]`: true, `{"a":` + long + `}`: true, `{"a": 1E309 }`: true,
 	} {
 		c := NewCursor([]byte(v))
 		if got := c.Value(); string(got) != v {
@@ -122,20 +123,21 @@ func TestValueBigNumber(t *testing.T) {
 	}
 }
 
-// Every number BigNumber lets by decodes into an interface.
+// Value flags a number exactly when json.Unmarshal into an interface
+// refuses it.
 func FuzzValueBigNumber(f *testing.F) {
-	for _, s := range []string{`1`, `[1e5]`, `{"a":-0.5}`, `123456789012345678901234567890`} {
+	for _, s := range []string{`1`, `[1e5]`, `{"a":-0.5}`, `123456789012345678901234567890`, `[1e400]`, `{"a":[2E308,true]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := NewCursor(in)
 		v := c.Value()
-		if v == nil || c.BigNumber() || !json.Valid(v) {
+		if v == nil || !json.Valid(v) {
 			return
 		}
 		var x any
-		if err := json.Unmarshal(v, &x); err != nil {
-			t.Fatalf("Value(%q) let by a value json.Unmarshal refuses: %v", v, err)
+		if err := json.Unmarshal(v, &x); (err != nil) != c.BigNumber() {
+			t.Fatalf("Value(%q): BigNumber %v, json.Unmarshal: %v", v, c.BigNumber(), err)
 		}
 	})
 }

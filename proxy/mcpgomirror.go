@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// This file holds everything the fast path (fastCalls) copies from mcp-go:
+// its answers must be the ones mcp-go's handler gives, so what mcp-go
+// checks and writes privately is restated here, and only here. Each piece
+// names what it mirrors, in the version below.
+//
+// When go.mod moves to another mcp-go version, TestMCPGoMirrorVersion
+// fails until someone has read that version's server/streamable_http.go
+// (handlePost, writeSSEEvent), server/request_handler.go (HandleMessage,
+// the tools/call case), server/server.go (handleToolCall, WithRecovery,
+// createResponse), server/http_localhost.go, server/streamable_http_modern.go
+// and mcp/tools.go (CallToolParams, CallToolResult.MarshalJSON) against this
+// file, fixed what changed, run FuzzFastPathMatchesMCPGo for a while, and
+// updated mirroredMCPGo.
+//
+// What mcp-go does that the fast path does not copy, because it never
+// applies to a call the fast path takes:
+//
+//   - a body that is not one JSON object, a response (result or error), a
+//     notification, a batch: decodeFast's allow-list refuses them;
+//   - 2026-07-28 requests (a modern MCP-Protocol-Version header or _meta
+//     protocol version): the header check below refuses the first, the
+//     allow-list the second;
+//   - tasks, progress tokens, multi round-trip fields: not on the allow-list;
+//   - hooks: toolgate registers only routeUnknown (callFrom reads its note
+//     the same on both paths) and interceptSubscription (for
+//     resources/subscribe) around tools/call; no tool filter, input
+//     validator or middleware other than WithRecovery (runFast) is set;
+//   - tracing spans of mcp-go's own (NewServer sets no tracer);
+//   - the session's idle clock (touchSession): private, so a session's
+//     requests go to mcp-go at least every quarter of its TTL (fresh).
+const mirroredMCPGo = "v1.2.1"
+
+// jsonContent is handlePost's content type check (mime.ParseMediaType,
+// application/json), without parsing the usual exact value.
+func jsonContent(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == "application/json"
+}
+
+// legacyVersion reports a MCP-Protocol-Version header under which
+// handlePost serves a session's request the 2025 way: a version
+// mcp.IsValidProtocolVersion knows (rejectUnsupportedProtocolVersion
+// refuses others), not a 2026-07-28 one (detectRequestEra). mcp-go also
+// accepts no header at all; the fast path leaves that to it.
+func legacyVersion(version string) bool {
+	return mcp.IsValidProtocolVersion(version) && !mcp.IsModernProtocol(version)
+}
+
+// A session the fast path takes is one mcp-go registered (the
+// AddOnRegisterSession hook, removed by AddOnUnregisterSession): handlePost
+// finds it by its Mcp-Session-Id, its session id manager validates that id
+// (it minted it), and its tools/call runs with that session in the
+// context, which is what the fast path puts there (callSession).
+
+// dnsRebinding is ServeHTTP's rejectDNSRebinding (a loopback listener
+// reached under a Host that is not loopback): such a request goes to
+// mcp-go, which refuses it.
+func dnsRebinding(r *http.Request) bool {
+	if loopbackHost(r.Host) {
+		return false // the usual case, decided without the listener's address
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && loopbackHost(local.String())
+}
+
+// loopbackHost is http_localhost.go's isLoopbackHost.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// plainID accepts the ids HandleMessage writes back with the very bytes
+// the client sent: it decodes an id into an interface and createResponse
+// encodes it again with encoding/json. That leaves a string of printable
+// ASCII alone unless it holds a quote, a backslash, or the <, >, & it
+// escapes for HTML; a number becomes a float64, which holds an integer of
+// up to 15 digits exactly and writes it back as those digits (-0, 1.0 or
+// 1e3 would come back otherwise).
+func plainID(id json.RawMessage) bool {
+	s := string(id)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		for i := 1; i < len(s)-1; i++ {
+			if c := s[i]; c < 0x20 || c >= 0x7f || strings.IndexByte(`"\<>&`, c) >= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 15 || (digits[0] == '0' && s != "0") {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// panicError is WithRecovery's error for a handler that panicked, which
+// handleToolCall answers with INTERNAL_ERROR (handlerError), minus the
+// panic's text: mcp-go appends it (": %v"), the fast path does not send
+// it to the client. The chain recovers its links' panics itself, so this
+// is only ever the chain's own.
+func panicError(tool string) error {
+	return fmt.Errorf("panic recovered in %s tool handler", tool)
+}
+
+// encodeAnswer is the JSON-RPC response handlePost writes for a tools/call
+// (createResponse, or the requestError's JSONRPCError when the handler
+// failed), as json.NewEncoder encodes it, without the newline.
+func encodeAnswer(id json.RawMessage, res *mcp.CallToolResult, failed error) ([]byte, error) {
+	if failed != nil {
+		e := fastError{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
+		e.Error.Code, e.Error.Message = mcp.INTERNAL_ERROR, failed.Error()
+		return json.Marshal(e)
+	}
+	if buf, ok := appendResponse(make([]byte, 0, 512), id, res); ok {
+		return buf, nil
+	}
+	return json.Marshal(fastResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: res})
+}
+
+// appendResponse writes the response for the results the chain makes
+// (content, an envelope as structuredContent, isError) with the bytes
+// mcp-go's encoder gives them: CallToolResult.MarshalJSON builds a map, so
+// its keys come sorted, and every level is compacted again. Anything else
+// is left to encoding/json (ok false).
+func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, bool) {
+	if res == nil || res.Meta != nil || res.ResultType != "" || len(res.RawStructuredContent) > 0 ||
+		len(res.InputRequests) > 0 || res.RequestState != "" {
+		return buf, false
+	}
+	envelope, isRaw := res.StructuredContent.(json.RawMessage)
+	var compact bytes.Buffer
+	if !isRaw || json.Compact(&compact, envelope) != nil {
+		return buf, false
+	}
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	buf = append(buf, `,"result":{"content":[`...)
+	for i, c := range res.Content {
+		block, err := json.Marshal(c)
+		if err != nil {
+			return buf, false
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, block...)
+	}
+	buf = append(buf, ']')
+	if res.IsError {
+		buf = append(buf, `,"isError":true`...)
+	}
+	buf = append(buf, `,"structuredContent":`...)
+	escaped := bytes.NewBuffer(buf)
+	json.HTMLEscape(escaped, compact.Bytes()) // as encoding/json compacts a RawMessage
+	return append(escaped.Bytes(), "}}"...), true
+}
+
+// fastResponse is mcp.JSONRPCResponse with the client's id bytes.
+type fastResponse struct {
+	JSONRPC string              `json:"jsonrpc"`
+	ID      json.RawMessage     `json:"id"`
+	Result  *mcp.CallToolResult `json:"result"`
+}
+
+// fastError is mcp.JSONRPCError, without data, with the client's id bytes.
+type fastError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeJSONAnswer is handlePost's plain answer: application/json, 200, the
+// encoded response and the newline json.Encoder ends it with.
+func writeJSONAnswer(w http.ResponseWriter, data []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// startEventStream is handlePost's upgrade of a POST's response to an
+// event stream, before its first event.
+func startEventStream(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+}
+
+// appendEvent is writeSSEEvent's event for one encoded message. (With an
+// event store, as toolgate has, mcp-go also writes an id line: the fast
+// path's streams are not resumable.)
+func appendEvent(buf, data []byte) []byte {
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	return append(buf, "\n\n"...)
+}
