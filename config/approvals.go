@@ -7,7 +7,8 @@ import (
 
 // checkAdmin checks admin: the address like listen.http, the key like an API key hash (never echoed). A
 // listener reachable from the network is allowed only with a key, as listen.http is only with credentials;
-// and it must not be the MCP listener's address.
+// and it must not be the MCP listener's address (but both may ask for a
+// free port).
 func (l *loader) checkAdmin(c *Config) {
 	x := &c.Admin
 	l.checkAddr("admin.listen", x.Listen)
@@ -21,7 +22,9 @@ func (l *loader) checkAdmin(c *Config) {
 	if x.Listen == "" || l.bad["admin.listen"] {
 		return
 	}
-	if x.Listen == c.HTTPAddr() && !l.bad["listen.http"] {
+	// Port 0 asks the system for a free port: two such listeners never
+	// collide (tests and embedded gateways use it).
+	if x.Listen == c.HTTPAddr() && !strings.HasSuffix(x.Listen, ":0") && !l.bad["listen.http"] {
 		l.reportAt("admin.listen", "expected an address other than listen.http (%s): the admin API needs its own listener", c.HTTPAddr())
 		return
 	}

@@ -53,6 +53,8 @@ func TestApprovalsSettings(t *testing.T) {
 			"127.0.0.1:8081", "", "/var/lib/tg/a.json", 720 * time.Hour},
 		{"minimum ttl, variable in file", "approvals: {file: \"${STATE}/a.json\", ttl: 1m}\n",
 			"127.0.0.1:8081", "", "/state/a.json", time.Minute},
+		{"admin and listen.http both on a free port", "listen: {http: \"127.0.0.1:0\"}\nadmin: {listen: \"127.0.0.1:0\"}\n",
+			"127.0.0.1:0", "", "/srv/tg/toolgate.approvals.json", time.Hour},
 		{"admin moved off the MCP default", "listen: {http: \"127.0.0.1:8081\"}\nadmin: {listen: \"127.0.0.1:8082\"}\n",
 			"127.0.0.1:8082", "", "/srv/tg/toolgate.approvals.json", time.Hour},
 	}

@@ -1,10 +1,10 @@
-// Package proxy is the Tool Execution Layer: the MCP server that clients
-// talk to, and the pipeline every tools/call passes before, while and after
-// an upstream runs it.
+// Package proxy is the MCP server clients talk to: it speaks MCP over
+// stdio and Streamable HTTP (with a fast path for plain tools/calls), lists
+// the tools a caller may call, hands every tools/call to the chain
+// (pipeline.Chain), and relays what is not a tool call (resources,
+// prompts, completions, logging, and the upstreams' requests to the client:
+// sampling, elicitation, roots) under the same policy.
 //
-// The order of the stages lives in one place, Pipeline.stages. Each stage is
-// a small method in its own file that reads the inbound Call (never
-// modifying it) and either records what it learned on the exchange or stops
-// the call with an *envelope.Error. Later guards (rate limits, approvals,
-// duplicate suppression) are further entries in that list.
+// It knows nothing of how a call is decided: that is the chain's, whose
+// order gateway/chain.go writes down.
 package proxy

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -39,12 +40,6 @@ type FeatureRelay struct {
 	// Timeout bounds one forwarded request to server (for the gateway: the
 	// server's call timeout).
 	Timeout func(server string) time.Duration
-}
-
-// visibleActPolicy is a policy that can say what a subject may ever do with
-// an object; a policy without it shows no resources or prompts.
-type visibleActPolicy interface {
-	VisibleAct(s authz.Subject, obj, act string) bool
 }
 
 // errNotAllowed and the other client-facing errors say what happened and
@@ -120,7 +115,7 @@ func (s *Server) readThroughTemplate(ctx context.Context, req mcp.ReadResourceRe
 }
 
 // features is the current catalog's non-tool part.
-func (s *Server) features() *upstreams.Features { return s.pipe.Catalog().Features() }
+func (s *Server) features() *upstreams.Features { return s.opts.Catalog().Features() }
 
 // permit decides one non-tool request. args are what conditions read.
 func (s *Server) permit(ctx context.Context, obj, act string, args any) error {
@@ -128,7 +123,7 @@ func (s *Server) permit(ctx context.Context, obj, act string, args any) error {
 	if err != nil {
 		return errNotAllowed
 	}
-	d := s.pipe.policySnapshot().Decide(authz.Request{Subject: SubjectFrom(ctx), Object: obj, Action: act, Args: raw})
+	d := s.opts.Policy().Decide(authz.Request{Subject: SubjectFrom(ctx), Object: obj, Action: act, Args: raw})
 	if d.Internal != nil {
 		s.log.Error("authorization failed", "object", obj, "action", act, "err", d.Internal)
 	}
@@ -141,8 +136,7 @@ func (s *Server) permit(ctx context.Context, obj, act string, args any) error {
 
 // visible reports whether the caller may ever act on obj, for lists.
 func (s *Server) visible(ctx context.Context, obj, act string) bool {
-	p, ok := s.pipe.policySnapshot().(visibleActPolicy)
-	return ok && p.VisibleAct(SubjectFrom(ctx), obj, act)
+	return s.opts.Policy().VisibleAct(SubjectFrom(ctx), obj, act)
 }
 
 // forward sends one request upstream within the server's timeout, with
@@ -166,7 +160,7 @@ func (s *Server) forward(ctx context.Context, srv, method string, params any) (j
 	if err != nil {
 		outcome = "error"
 	}
-	s.pipe.Metrics.ForwardedRequest(method, srv, outcome, time.Since(start))
+	s.opts.Metrics.ForwardedRequest(method, srv, outcome, time.Since(start))
 	if err != nil {
 		s.log.Info(method, append(attrs, "outcome", "error", "reason", sanitize.Text(err.Error()))...)
 		return nil, s.clientError(ctx, err)
@@ -210,7 +204,7 @@ func (s *Server) readResource(srv string) server.ResourceHandlerFunc {
 		}
 		out := make([]mcp.ResourceContents, 0, len(res.Contents))
 		for _, c := range res.Contents {
-			out = append(out, cleanResource(c))
+			out = append(out, pipeline.CleanResource(c))
 		}
 		return out, nil
 	}
@@ -247,7 +241,7 @@ func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 func cleanPrompt(res *mcp.GetPromptResult) (*mcp.GetPromptResult, error) {
 	out := &mcp.GetPromptResult{Description: sanitize.Text(res.Description)}
 	for _, m := range res.Messages {
-		c, err := cleanBlock(m.Content)
+		c, err := pipeline.CleanBlock(m.Content)
 		if err != nil {
 			return nil, errUpstream
 		}

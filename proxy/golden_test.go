@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/toolgate/toolgate/pipeline/pipelinetest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -14,9 +16,11 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // The shapes clients see: a listed tool and answers to calls. A change here
 // is a change to the public contract, so it must show up in review.
 func TestAnswerShapesGolden(t *testing.T) {
-	up := &fakeUpstreams{fn: answer(`{"_meta":{"x":1},"content":[{"type":"text","text":"{\"value\":7}"}],"structuredContent":{"value":7}}`)}
-	p := newTestPipeline(t, up)
-	typed, _ := p.Catalog().Resolve("orders__typed")
+	up := &pipelinetest.Upstreams{Fn: pipelinetest.Answer(`{"_meta":{"x":1},"content":[{"type":"text","text":"{\"value\":7}"}],"structuredContent":{"value":7}}`)}
+	cat := pipelinetest.Catalog(t)
+	p := pipelinetest.New(t, pipelinetest.Parts{Upstreams: up, Catalog: cat})
+	alice, bob := pipelinetest.Alice, pipelinetest.Bob
+	typed, _ := cat.Resolve("orders__typed")
 	cases := map[string]any{
 		"listed_tool":   clientTool(typed),
 		"success":       p.Handle(context.Background(), Call{Subject: alice, Name: "orders__typed", Args: []byte(`{}`)}),

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -117,7 +118,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	relay := &parkedRelay{call: p, session: relaySession(ctx)}
 	go func() {
 		defer cancel()
-		p.done <- s.pipe.Handle(upstreams.WithRelay(runCtx, relay), call)
+		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
 		close(p.finished)
 	}()
 	return s.await(ctx, newToken(), p)
@@ -140,7 +141,7 @@ func (s *Server) await(ctx context.Context, token string, p *parkedCall) *mcp.Ca
 		// the call. Cancel it (the upstream is told, like any abandoned
 		// call); whether the tool ran is unknown.
 		p.cancel()
-		return failureResult(&envelope.Error{Code: envelope.UpstreamError,
+		return pipeline.FailureResult(&envelope.Error{Code: envelope.UpstreamError,
 			Message: "the client request ended while the call was running; its outcome is unknown"}, false, false)
 	}
 }
@@ -152,7 +153,7 @@ func (s *Server) resume(ctx context.Context, token string, call Call, answers mc
 		if p != nil {
 			s.parked.put(token, p) // not this caller's: leave it for its owner
 		}
-		return failureResult(&envelope.Error{Code: envelope.InvalidArguments,
+		return pipeline.FailureResult(&envelope.Error{Code: envelope.InvalidArguments,
 			Message: "requestState does not name a call of this tool waiting for this caller's input (it may have ended)"}, false, false)
 	}
 	for id, ask := range p.pending {

@@ -13,20 +13,21 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/gateway"
 )
 
 const adminKey = "tg_test_admin"
 
 // approvalGateway: alice may call hostile/tick, but a tick labelled
 // "refund" needs a human approval; the admin API runs beside it.
-func approvalGateway(t *testing.T) (url string, admin *approvals.Client, gw *gateway) {
+func approvalGateway(t *testing.T) (url string, admin *approvals.Client, gw *gateway.Gateway) {
 	t.Helper()
 	servers := stdioUpstream(t, "hostile", "")
 	cfg := writeConfig(t, servers)
 	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authn.HashKey(adminKey)))
 	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 	url, _, gw = httpGatewayFull(t, cfg)
-	srv := httptest.NewServer(approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(approvals.Handler(gw.Approvals(), gw.Config().AdminKeySHA256(), slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	return url, &approvals.Client{URL: srv.URL, Key: adminKey}, gw
 }
@@ -107,7 +108,7 @@ func TestApprovalFlowEndToEnd(t *testing.T) {
 func TestPendingApprovalsSurviveRestart(t *testing.T) {
 	url, _, gw := approvalGateway(t)
 	callE2E(t, connectHTTP(t, url, aliceKey), "hostile__tick", `{"label":"refund"}`)
-	reopened, err := approvals.Open(gw.cfg.ApprovalsPath(), time.Hour, time.Now)
+	reopened, err := approvals.Open(gw.Config().ApprovalsPath(), time.Hour, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestApprovalRestoredAfterOpenBreaker(t *testing.T) {
 	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authn.HashKey(adminKey)))
 	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 	url, _, gw := httpGatewayFull(t, cfg)
-	srv := httptest.NewServer(approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(approvals.Handler(gw.Approvals(), gw.Config().AdminKeySHA256(), slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	admin := &approvals.Client{URL: srv.URL, Key: adminKey}
 	c := connectHTTP(t, url, aliceKey)
@@ -224,7 +225,7 @@ func TestApprovalRestoredAfterOpenBreaker(t *testing.T) {
 	}
 
 	var restores int
-	for _, r := range auditRecords(t, gw.cfg.AuditPath()) {
+	for _, r := range auditRecords(t, gw.Config().AuditPath()) {
 		if r.Kind == audit.KindApproval && r.Reason == approvals.RestoredReason {
 			if r.Details["id"] != id || r.Decision != audit.DecisionApproved {
 				t.Errorf("restore record: %+v", r)

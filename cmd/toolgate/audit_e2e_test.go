@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -83,18 +82,18 @@ func TestEveryCallOutcomeIsAudited(t *testing.T) {
 		}
 	}
 	// The approver denies the held call: its repeat answers approval_denied.
-	pending := gw.approvals.List(approvals.StatePending)
+	pending := gw.Approvals().List(approvals.StatePending)
 	if len(pending) != 1 {
 		t.Fatalf("pending approvals: %v", pending)
 	}
-	if _, err := gw.approvals.Deny(pending[0].ID, "carol", "not today"); err != nil {
+	if _, err := gw.Approvals().Deny(pending[0].ID, "carol", "not today"); err != nil {
 		t.Fatal(err)
 	}
 	if _, env := callE2E(t, alice, "hostile__tick", `{"label":"needs-ok"}`); env["error_code"] != "approval_denied" {
 		t.Fatalf("after the denial: %v", env)
 	}
 
-	records := auditRecords(t, gw.cfg.AuditPath())
+	records := auditRecords(t, gw.Config().AuditPath())
 	var calls []audit.Record
 	var approvalsSeen int
 	for _, r := range records {
@@ -126,7 +125,7 @@ func TestEveryCallOutcomeIsAudited(t *testing.T) {
 	if d := audit.Digest(json.RawMessage(`{"secret":"s3cr3t"}`)); calls[0].ArgsDigest != d {
 		t.Errorf("digest %s, want %s", calls[0].ArgsDigest, d)
 	}
-	raw := mustRead(t, gw.cfg.AuditPath())
+	raw := mustRead(t, gw.Config().AuditPath())
 	if strings.Contains(raw, "s3cr3t") {
 		t.Error("the arguments reached the trail although include_args is off")
 	}
@@ -139,10 +138,10 @@ func TestAuditFailClosed(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
 	write(t, cfg, mustRead(t, cfg)+"audit: {fail_closed: true}\n")
 	url, _, gw := httpGatewayFull(t, cfg)
-	admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+	admin := httptest.NewServer(gw.AdminHandler())
 	defer admin.Close()
 	c := connectHTTP(t, url, aliceKey)
-	trail := gw.cfg.AuditPath()
+	trail := gw.Config().AuditPath()
 
 	if _, env := callE2E(t, c, "hostile__tick", `{"label":"before"}`); env["ok"] != true {
 		t.Fatalf("with a working trail: %v", env)
@@ -174,8 +173,8 @@ func TestAuditFailClosed(t *testing.T) {
 	if _, env := callE2E(t, c, "hostile__tick", `{"label":"count"}`); env["ok"] != true || fmt.Sprint(env["data"]) != "map[executions:4]" {
 		t.Errorf("tick executions %v, want 4: a refused call ran upstream", env["data"])
 	}
-	if gw.audit.Err() != nil {
-		t.Errorf("trail still failing: %v", gw.audit.Err())
+	if gw.Audit().Err() != nil {
+		t.Errorf("trail still failing: %v", gw.Audit().Err())
 	}
 }
 
@@ -186,15 +185,15 @@ func TestPolicyReloadsAudited(t *testing.T) {
 	policy := filepath.Join(filepath.Dir(cfg), "policy.csv")
 	good := mustRead(t, policy)
 	write(t, policy, good+"p, caller, hostile/*, calll, allow\n")
-	if err := gw.policy.Reload(); err == nil {
+	if err := gw.Policy().Reload(); err == nil {
 		t.Fatal("a misspelt action was accepted")
 	}
 	write(t, policy, good+"p, reader, hostile/big, call, allow\n")
-	if err := gw.policy.Reload(); err != nil {
+	if err := gw.Policy().Reload(); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range auditRecords(t, gw.cfg.AuditPath()) {
+	for _, r := range auditRecords(t, gw.Config().AuditPath()) {
 		if r.Kind == audit.KindPolicyReload {
 			got = append(got, string(r.Decision)+" "+r.PolicyVersion)
 			if r.Decision == audit.DecisionRejected && !strings.Contains(r.Reason, "policy.csv:") {
@@ -202,7 +201,7 @@ func TestPolicyReloadsAudited(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != 2 || !strings.HasPrefix(got[0], "rejected ") || got[1] != "applied "+gw.policy.Current().Version() || got[0] == got[1] {
+	if len(got) != 2 || !strings.HasPrefix(got[0], "rejected ") || got[1] != "applied "+gw.Policy().Current().Version() || got[0] == got[1] {
 		t.Errorf("reload records %v", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
@@ -36,7 +37,7 @@ func check(path string, offline bool, out io.Writer) int {
 		printProblems(out, "configuration", err)
 		return 1
 	}
-	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), policyOptions(cfg))
+	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), gateway.PolicyOptions(cfg))
 	if err != nil {
 		printProblems(out, "policy", err)
 		problems++
@@ -82,7 +83,7 @@ func checkState(cfg *config.Config, out io.Writer) int {
 // checkUpstreams connects to every upstream as serve would, and reports
 // servers that are down and tools that would be quarantined.
 func checkUpstreams(cfg *config.Config, out io.Writer) int {
-	store, err := openPins(cfg, pins.WithoutRecording())
+	store, err := gateway.OpenPins(cfg, pins.WithoutRecording())
 	if err != nil {
 		printProblems(out, "tool pins", err)
 		return 1

@@ -79,8 +79,8 @@ func conformanceClientMain(args []string) int {
 	if gw == nil {
 		return code
 	}
-	defer gw.close()
-	endpoint := gw.server.HTTPHandler(httpOptions(gw, log))
+	defer gw.Close()
+	endpoint := gw.MCPHandler()
 	srv := httptest.NewServer(endpoint)
 	defer srv.Close()
 	defer endpoint.Shutdown(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	authzexplain "github.com/toolgate/toolgate/authz/explain"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/gateway"
 )
 
 // runExplain answers, offline from the config and policy files, whether a
@@ -70,7 +71,7 @@ func loadOffline(path string) (*config.Config, *authz.Policy, int) {
 		printProblems(os.Stderr, "invalid configuration", err)
 		return nil, nil, 2
 	}
-	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), policyOptions(cfg))
+	policy, err := authz.LoadPolicy(cfg.ModelPath(), cfg.PolicyPath(), gateway.PolicyOptions(cfg))
 	if err != nil {
 		printProblems(os.Stderr, "invalid policy", err)
 		return nil, nil, 2
@@ -173,17 +174,3 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// policyOptions tells the policy loader what config knows: the servers
-// objects may name, and the principals credentials map to (so a principal
-// with permission lines of its own is not mistaken for a role).
-func policyOptions(cfg *config.Config) authz.Options {
-	principals := []string{cfg.StdioPrincipal()}
-	if cfg.Auth.AllowAnonymous != "" {
-		principals = append(principals, cfg.Auth.AllowAnonymous)
-	}
-	for _, k := range cfg.Auth.APIKeys {
-		principals = append(principals, k.Principal)
-	}
-	return authz.Options{Servers: cfg.ServerNames(), Principals: principals}
-}

@@ -24,17 +24,17 @@ func fastPathGateway(t *testing.T, cfgPath string, fast bool, tweak ...func(*pro
 	if gw == nil {
 		t.Fatalf("gateway did not start (exit %d)", code)
 	}
-	o := httpOptions(gw, log)
+	o := gw.HTTPOptions()
 	o.NoFastPath = !fast
 	for _, f := range tweak {
 		f(&o)
 	}
-	endpoint := gw.server.HTTPHandler(o)
+	endpoint := gw.Server().HTTPHandler(o)
 	srv := httptest.NewServer(endpoint)
 	t.Cleanup(func() {
 		srv.Close()
 		_ = endpoint.Shutdown(context.Background())
-		gw.close()
+		gw.Close()
 	})
 	return srv.URL + "/mcp", endpoint
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testkit"
 
 	"context"
@@ -149,7 +150,7 @@ func httpGateway(t testing.TB, cfgPath string) (string, *syncBuffer) {
 }
 
 // httpGatewayFull is httpGateway that also returns the gateway itself.
-func httpGatewayFull(t testing.TB, cfgPath string) (string, *syncBuffer, *gateway) {
+func httpGatewayFull(t testing.TB, cfgPath string) (string, *syncBuffer, *gateway.Gateway) {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -157,12 +158,12 @@ func httpGatewayFull(t testing.TB, cfgPath string) (string, *syncBuffer, *gatewa
 	if gw == nil {
 		t.Fatalf("gateway did not start (exit %d); log:\n%s", code, logs)
 	}
-	endpoint := gw.server.HTTPHandler(httpOptions(gw, log))
+	endpoint := gw.MCPHandler()
 	srv := httptest.NewServer(endpoint)
 	t.Cleanup(func() {
 		srv.Close()
 		_ = endpoint.Shutdown(context.Background())
-		gw.close()
+		gw.Close()
 	})
 	return srv.URL + "/mcp", logs, gw
 }

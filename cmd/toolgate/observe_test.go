@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,7 +34,7 @@ func TestMetricsAfterScriptedCalls(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
 	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\n", authn.HashKey(adminKey)))
 	url, _, gw := httpGatewayFull(t, cfg)
-	admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+	admin := httptest.NewServer(gw.AdminHandler())
 	defer admin.Close()
 
 	alice, bob := connectHTTP(t, url, aliceKey), connectHTTP(t, url, bobKey)
@@ -68,8 +67,8 @@ func TestMetricsAfterScriptedCalls(t *testing.T) {
 		`toolgate_breaker_state{server="hostile"} 0`,
 		`toolgate_policy_reloads_total{result="error"} 0`,
 		`toolgate_approvals_pending 0`,
-		fmt.Sprintf(`toolgate_catalog_tools %d`, len(gw.set.Catalog().Tools())),
-		fmt.Sprintf(`toolgate_policy_info{version=%q} 1`, gw.policy.Current().Version()),
+		fmt.Sprintf(`toolgate_catalog_tools %d`, len(gw.Upstreams().Catalog().Tools())),
+		fmt.Sprintf(`toolgate_policy_info{version=%q} 1`, gw.Policy().Current().Version()),
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
@@ -88,7 +87,7 @@ func TestReadinessFollowsRequiredUpstreams(t *testing.T) {
 	servers := stdioUpstream(t, "hostile", "") + stdioUpstream(t, "down", "    required: true\n", "-exit-at-start", "3")
 	url, _, gw := httpGatewayFull(t, writeConfig(t, servers))
 	_ = url
-	admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+	admin := httptest.NewServer(gw.AdminHandler())
 	defer admin.Close()
 	code, body := scrape(t, admin, "/readyz", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "upstream/down: not connected") || strings.Contains(body, "hostile") {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -57,7 +58,7 @@ func pinsCommand(args []string, out io.Writer) int {
 // pinsCatalog opens the lock file read-only and connects to the upstreams
 // so their current definitions can be compared with the pins.
 func pinsCatalog(cfg *config.Config) (*pins.Store, *upstreams.Set, error) {
-	store, err := openPins(cfg, pins.WithoutRecording())
+	store, err := gateway.OpenPins(cfg, pins.WithoutRecording())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,7 +66,7 @@ func pinsCatalog(cfg *config.Config) (*pins.Store, *upstreams.Set, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	writable, err := openPins(cfg)
+	writable, err := gateway.OpenPins(cfg)
 	if err != nil {
 		set.Close()
 		return nil, nil, err

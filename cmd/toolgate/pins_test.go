@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +29,7 @@ func TestRugPullBlockedUntilApproved(t *testing.T) {
 	url, _, gw := httpGatewayFull(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	watchPolicy(ctx, gw, slog.New(slog.DiscardHandler))
+	gw.Watch(ctx)
 	if _, err := os.Stat(filepath.Join(filepath.Dir(cfg), "toolgate.pins.json")); err != nil {
 		t.Fatalf("tofu did not record the pins: %v", err)
 	}
@@ -46,7 +45,7 @@ func TestRugPullBlockedUntilApproved(t *testing.T) {
 	for _, variant := range []string{"description", "schema", "annotations"} {
 		t.Run(variant, func(t *testing.T) {
 			pull(variant)
-			waitCatalog(t, gw.set, "target blocked", blocked)
+			waitCatalog(t, gw.Upstreams(), "target blocked", blocked)
 			if _, env := callE2E(t, c, "rug__target", `{"id":1}`); env["error_code"] != "tool_changed" {
 				t.Fatalf("changed tool called: %v", env)
 			}
@@ -61,7 +60,7 @@ func TestRugPullBlockedUntilApproved(t *testing.T) {
 			if code := pinsCommand([]string{"approve", "--config", cfg, "rug__target"}, &out); code != 0 {
 				t.Fatalf("pins approve exit %d:\n%s", code, out.String())
 			}
-			waitCatalog(t, gw.set, "target released", callable("rug__target"))
+			waitCatalog(t, gw.Upstreams(), "target released", callable("rug__target"))
 			if _, env := callE2E(t, c, "rug__target", `{"id":1}`); env["ok"] != true {
 				t.Fatalf("approved tool: %v", env)
 			}
@@ -69,7 +68,7 @@ func TestRugPullBlockedUntilApproved(t *testing.T) {
 	}
 	// The trail holds each block and each refused call.
 	var pinChanges, refused int
-	for _, r := range auditRecords(t, gw.cfg.AuditPath()) {
+	for _, r := range auditRecords(t, gw.Config().AuditPath()) {
 		switch {
 		case r.Kind == audit.KindPinChange && r.Tool == "rug/target" && r.Decision == audit.DecisionDenied:
 			pinChanges++
@@ -97,7 +96,7 @@ func TestReorderedSchemaIsNotAChange(t *testing.T) {
 	// Wait until the catalog holds the reordered bytes as a callable tool;
 	// a blocked tool would be a stand-in without a schema, so this waits in
 	// vain (and fails) if the reorder counted as a change.
-	waitCatalog(t, gw.set, "the reordered schema, callable", func(cat *upstreams.Catalog) bool {
+	waitCatalog(t, gw.Upstreams(), "the reordered schema, callable", func(cat *upstreams.Catalog) bool {
 		tool, ok := cat.Resolve("rug__target")
 		return ok && !tool.Changed && strings.HasPrefix(string(tool.InputSchema), `{"additionalProperties"`) // key order as the upstream sent it
 	})

@@ -39,7 +39,7 @@ func TestUpstreamProgressPerCallEndToEnd(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					var returned atomic.Bool
-					_, err := gw.set.CallToolProgress(ctx, server, "progress", json.RawMessage(fmt.Sprintf(`{"steps":%d,"ms":5}`, steps)),
+					_, err := gw.Upstreams().CallToolProgress(ctx, server, "progress", json.RawMessage(fmt.Sprintf(`{"steps":%d,"ms":5}`, steps)),
 						func(p upstreams.Progress) {
 							if returned.Load() || p.Total == nil || *p.Total != float64(steps) {
 								t.Errorf("call %d: foreign or late progress %+v", i, p)

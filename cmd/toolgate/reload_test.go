@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +25,7 @@ func TestPolicyHotReloadRevokesAtOnce(t *testing.T) {
 	url, _, gw := httpGatewayFull(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	watchPolicy(ctx, gw, slog.New(slog.DiscardHandler))
+	gw.Watch(ctx)
 
 	aliceChanged := make(chan struct{}, 4)
 	var bobChanged atomic.Int32
@@ -70,7 +69,7 @@ func TestPolicyHotReloadRevokesAtOnce(t *testing.T) {
 	next := strings.ReplaceAll(testPolicy(servers), "g, alice, caller\n", "")
 	tmp := policyPath + ".tmp"
 	write(t, tmp, next)
-	before := gw.policy.Stats().Successes
+	before := gw.Policy().Stats().Successes
 	if err := os.Rename(tmp, policyPath); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func TestPolicyHotReloadRevokesAtOnce(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("alice never got tools/list_changed after the policy file was replaced")
 	}
-	if gw.policy.Stats().Successes == before {
+	if gw.Policy().Stats().Successes == before {
 		t.Fatal("notification without a reload")
 	}
 	revoked.Store(true)
@@ -114,14 +113,14 @@ func TestBrokenPolicyEditKeepsLastGood(t *testing.T) {
 	policyPath := filepath.Join(filepath.Dir(cfg), "policy.csv")
 	for _, broken := range []string{"", ",\n", "p, caller, hostile/*, call, Allow\ng, alice, caller\n"} {
 		write(t, policyPath, broken)
-		if err := gw.policy.Reload(); err == nil {
+		if err := gw.Policy().Reload(); err == nil {
 			t.Fatalf("reload of %q succeeded", broken)
 		}
 		if _, env := callE2E(t, c, "hostile__echo", `{}`); env["ok"] != true {
 			t.Fatalf("after broken edit %q: %v", broken, env)
 		}
 	}
-	if gw.policy.Stats().Failures != 3 || !strings.Contains(logs.String(), "policy.csv") {
-		t.Fatalf("failures %d; log:\n%s", gw.policy.Stats().Failures, logs)
+	if gw.Policy().Stats().Failures != 3 || !strings.Contains(logs.String(), "policy.csv") {
+		t.Fatalf("failures %d; log:\n%s", gw.Policy().Stats().Failures, logs)
 	}
 }

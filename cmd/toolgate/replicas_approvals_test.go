@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -192,7 +191,7 @@ func TestReplicasApprovalRestoredAfterOpenBreaker(t *testing.T) {
 			authn.HashKey(adminKey), rs.redis.URL()))
 		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 		url, _, gw := httpGatewayFull(t, cfg)
-		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+		admin := httptest.NewServer(gw.AdminHandler())
 		t.Cleanup(admin.Close)
 		rs.gws, rs.dirs, rs.urls, rs.admins = append(rs.gws, gw), append(rs.dirs, filepath.Dir(cfg)), append(rs.urls, url), append(rs.admins, admin)
 		rs.clients = append(rs.clients, connectHTTP(t, url, aliceKey))

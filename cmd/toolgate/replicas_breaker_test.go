@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
@@ -40,7 +39,7 @@ func startBreakerReplicas(t *testing.T, n int) *replicaSet {
 				t.Log(logs.String())
 			}
 		})
-		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+		admin := httptest.NewServer(gw.AdminHandler())
 		t.Cleanup(admin.Close)
 		rs.gws, rs.dirs, rs.urls, rs.admins = append(rs.gws, gw), append(rs.dirs, filepath.Dir(cfg)), append(rs.urls, url), append(rs.admins, admin)
 		rs.clients = append(rs.clients, connectHTTP(t, url, aliceKey))

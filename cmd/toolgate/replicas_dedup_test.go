@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -37,7 +36,7 @@ func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*repl
 			authn.HashKey(adminKey), rs.redis.URL())+extra)
 		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+policyExtra)
 		url, _, gw := httpGatewayFull(t, cfg)
-		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+		admin := httptest.NewServer(gw.AdminHandler())
 		t.Cleanup(admin.Close)
 		rs.gws, rs.dirs, rs.urls, rs.admins = append(rs.gws, gw), append(rs.dirs, filepath.Dir(cfg)), append(rs.urls, url), append(rs.admins, admin)
 		rs.clients, rs.reloads = append(rs.clients, connectHTTP(t, url, aliceKey)), append(rs.reloads, make(chan string, 1))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -31,7 +31,7 @@ const replicaDeadline = 20 * time.Second
 // and the same policy content.
 type replicaSet struct {
 	redis   *redistest.Server
-	gws     []*gateway
+	gws     []*gateway.Gateway
 	dirs    []string
 	urls    []string // /mcp of each replica
 	admins  []*httptest.Server
@@ -51,10 +51,10 @@ func startReplicas(t *testing.T, n int, extra string) *replicaSet {
 		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
 			authn.HashKey(adminKey), rs.redis.URL())+extra)
 		url, _, gw := httpGatewayFull(t, cfg)
-		admin := httptest.NewServer(adminHandler(gw, slog.New(slog.DiscardHandler)))
+		admin := httptest.NewServer(gw.AdminHandler())
 		t.Cleanup(admin.Close)
 		ch := make(chan string, 64)
-		gw.policy.OnReload(func(p *authz.Policy, _ error) {
+		gw.Policy().OnReload(func(p *authz.Policy, _ error) {
 			select {
 			case ch <- p.Version():
 			default: // the waiter reads Current() anyway; a full channel loses nothing
@@ -87,16 +87,16 @@ func (rs *replicaSet) waitPolicy(t *testing.T, version string) {
 	t.Helper()
 	timeout := time.After(replicaDeadline)
 	for i, gw := range rs.gws {
-		for gw.policy.Current().Version() != version {
+		for gw.Policy().Current().Version() != version {
 			select {
 			case <-rs.reloads[i]:
 			case <-timeout:
-				t.Fatalf("replica %d still runs policy %s, want %s", i, gw.policy.Current().Version(), version)
+				t.Fatalf("replica %d still runs policy %s, want %s", i, gw.Policy().Current().Version(), version)
 			}
 		}
-		var info policyInfo
+		var info gateway.PolicyInfo
 		if code, body := scrape(t, rs.admins[i], "/v1/policy", adminKey); code != http.StatusOK || json.Unmarshal([]byte(body), &info) != nil ||
-			info.Version != version || info.Rules != gw.policy.Current().Rules() || info.LoadedAt.IsZero() || info.Replica != gw.replica {
+			info.Version != version || info.Rules != gw.Policy().Current().Rules() || info.LoadedAt.IsZero() || info.Replica != gw.Replica() {
 			t.Errorf("replica %d: GET /v1/policy: %d %s", i, code, body)
 		}
 	}
@@ -153,10 +153,10 @@ func TestReplicasShareRedis(t *testing.T) {
 	rs.spend(t, 8, 5)
 
 	rs.writePolicy(t, "p, reader, hostile/fail, call, allow\n")
-	if err := rs.gws[0].policy.Reload(); err != nil {
+	if err := rs.gws[0].Policy().Reload(); err != nil {
 		t.Fatal(err)
 	}
-	v2 := rs.gws[0].policy.Current().Version()
+	v2 := rs.gws[0].Policy().Current().Version()
 	rs.waitPolicy(t, v2)
 	bob := connectHTTP(t, rs.urls[2], bobKey)
 	if _, env := callE2E(t, bob, "hostile__fail", `{}`); env["error_code"] != "tool_failed" {
@@ -176,10 +176,10 @@ func TestReplicasShareRedis(t *testing.T) {
 	}
 	// A reload while Redis is down cannot be announced yet.
 	rs.writePolicy(t, "p, reader, hostile/fail, call, allow\np, reader, hostile/tick, call, allow\n")
-	if err := rs.gws[1].policy.Reload(); err != nil {
+	if err := rs.gws[1].Policy().Reload(); err != nil {
 		t.Fatal(err)
 	}
-	v3 := rs.gws[1].policy.Current().Version()
+	v3 := rs.gws[1].Policy().Current().Version()
 
 	rs.redis.Restart()
 	rs.waitReady(t, true, "ok")

@@ -101,8 +101,8 @@ func TestCrashedUpstreamRestartsEndToEnd(t *testing.T) {
 	// when crashy goes down keeps crashy down until the test has looked.
 	down, hold := make(chan string, 1), make(chan struct{})
 	var once sync.Once
-	status := watchStatus(gw.set)
-	gw.set.OnStatusChange(func(server string, up bool, why string) {
+	status := watchStatus(gw.Upstreams())
+	gw.Upstreams().OnStatusChange(func(server string, up bool, why string) {
 		if server == "crashy" && !up {
 			once.Do(func() {
 				down <- why
@@ -149,7 +149,7 @@ func TestUpstreamDownAtBootComesUpEndToEnd(t *testing.T) {
 	fastBackoff(t, 50*time.Millisecond)
 	marker := filepath.Join(t.TempDir(), "late-marker")
 	url, logs, gw := httpGatewayFull(t, writeConfig(t, stdioUpstream(t, "late", "", "-fail-once", marker)+stdioUpstream(t, "steady", "")))
-	waitCatalog(t, gw.set, "with late__echo", callable("late__echo"))
+	waitCatalog(t, gw.Upstreams(), "with late__echo", callable("late__echo"))
 	c := connectHTTP(t, url, aliceKey)
 	if _, env := callE2E(t, c, "late__echo", `{"late":1}`); env["ok"] != true {
 		t.Fatalf("late__echo: %v", env)
@@ -170,14 +170,14 @@ func TestUpstreamListChangeEndToEnd(t *testing.T) {
 	if _, env := callE2E(t, c, "flip__flip_tools", `{}`); env["ok"] != true {
 		t.Fatalf("flip: %v", env)
 	}
-	waitCatalog(t, gw.set, "with flip__flipped", callable("flip__flipped"))
+	waitCatalog(t, gw.Upstreams(), "with flip__flipped", callable("flip__flipped"))
 	if _, env := callE2E(t, c, "flip__flipped", `{}`); env["ok"] != true {
 		t.Fatalf("flipped: %v", env)
 	}
 	callE2E(t, c, "flip__flip_tools", `{}`)
-	waitCatalog(t, gw.set, "without flip__flipped", func(cat *upstreams.Catalog) bool { return !callable("flip__flipped")(cat) })
+	waitCatalog(t, gw.Upstreams(), "without flip__flipped", func(cat *upstreams.Catalog) bool { return !callable("flip__flipped")(cat) })
 	callE2E(t, c, "flip__flip_tools", `{"hostile":true}`)
-	waitCatalog(t, gw.set, "quarantining flipped", func(cat *upstreams.Catalog) bool { return len(cat.Quarantined()) == 1 })
+	waitCatalog(t, gw.Upstreams(), "quarantining flipped", func(cat *upstreams.Catalog) bool { return len(cat.Quarantined()) == 1 })
 	if _, env := callE2E(t, c, "flip__flipped", `{}`); env["error_code"] != "tool_not_found" {
 		t.Fatalf("the hostile flipped: %v", env)
 	}
@@ -194,14 +194,14 @@ func TestCloseWhileRestartingEndToEnd(t *testing.T) {
 	if gw == nil {
 		t.Fatalf("gateway did not start: %d", code)
 	}
-	status := watchStatus(gw.set)
-	if _, err := gw.set.CallTool(context.Background(), "crashy", "echo", []byte(`{}`)); err != nil {
+	status := watchStatus(gw.Upstreams())
+	if _, err := gw.Upstreams().CallTool(context.Background(), "crashy", "echo", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, status, "crashy", false)
 	waitStatus(t, status, "loop", false)
 	began := time.Now()
-	gw.close()
+	gw.Close()
 	if took := time.Since(began); took > 10*time.Second {
 		t.Errorf("close took %s", took)
 	}

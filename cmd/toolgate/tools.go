@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -32,7 +33,7 @@ func tools(args []string, out io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	store, err := openPins(cfg, pins.WithoutRecording())
+	store, err := gateway.OpenPins(cfg, pins.WithoutRecording())
 	if err != nil {
 		printProblems(os.Stderr, "tool pins", err)
 		return 2

@@ -1,0 +1,388 @@
+package dedup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/pipeline"
+)
+
+// Options configure duplicate suppression (limits.dedup); zero values work.
+type Options struct {
+	// MaxEntries bounds the calls this replica remembers (default 10000).
+	MaxEntries int
+	// Window is how long a finished call's answer is replayed for an
+	// identical call (0: calls in flight are still joined).
+	Window time.Duration
+	// KeyWindow is the same for a client idempotency key (_meta
+	// "io.toolgate/idempotency-key"); it is meant to be longer.
+	KeyWindow time.Duration
+	// RetrySafeToo also deduplicates retry-safe tools, which are otherwise
+	// left alone: repeating them is harmless by definition.
+	RetrySafeToo bool
+	// Shared, when not nil, is the level several replicas share (the Redis
+	// store, dedup/redisstore): the call this replica lets run claims it
+	// there too, so an identical call on another replica is joined or
+	// replayed as well. Nil: this replica alone (the default).
+	Shared Shared
+	// SharedFailOpen runs a call with this replica's suppression only
+	// while Shared fails (its store unreachable), instead of refusing it
+	// (state.dedup_on_failure).
+	SharedFailOpen bool
+	Metrics        *metrics.Metrics // counts suppressed calls; nil counts nothing
+	Log            *slog.Logger
+	Now            func() time.Time // time.Now when nil
+}
+
+// Guard is duplicate suppression: the same principal calling the same tool
+// with the same canonical arguments (or the same idempotency key) while an
+// identical call is in flight joins it, and within Window after it
+// finished gets its recorded answer again, marked replayed, instead of a
+// second execution. A nil *Guard suppresses nothing.
+type Guard struct {
+	Options
+	table  *Table[recorded]
+	encode func(recorded) ([]byte, error) // encodeRecorded; tests make it fail
+}
+
+// defaultMaxEntries is the bound when Options.MaxEntries is 0.
+const defaultMaxEntries = 10000
+
+// NewGuard builds duplicate suppression with its own table.
+func NewGuard(o Options) *Guard {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = defaultMaxEntries
+	}
+	return &Guard{Options: o, table: NewTable[recorded](o.MaxEntries, o.Now), encode: encodeRecorded}
+}
+
+// recorded is what an executed call leaves for the calls that join or
+// repeat it.
+type recorded struct {
+	result   *mcp.CallToolResult
+	failed   *envelope.Error
+	stage    string
+	outcome  breaker.Outcome
+	reached  bool // the upstream may have seen the call: only then is it recorded
+	argsKey  Key  // to refuse an idempotency key reused with other arguments
+	finished time.Time
+	// remote is how the shared level settled the call when another
+	// replica's call answered it (0: it ran here). Such an answer is not
+	// recorded in the local table: the shared one holds it, with its own
+	// window.
+	remote Sharing
+}
+
+// Link is duplicate suppression's place in the chain: right before
+// execute, after approvals. It runs the rest of the chain at most once per
+// identical call.
+func (g *Guard) Link() pipeline.Link { return pipeline.Link{Name: "deduplicate", Wrap: g.deduplicate} }
+
+// deduplicate runs the rest of the chain at most once per identical call.
+func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipeline.Next) *envelope.Error {
+	if g == nil || (x.RetrySafe && !g.RetrySafeToo) {
+		return x.Pass(next)
+	}
+	argsKey, key, window, err := g.keys(x)
+	if err != nil {
+		return x.Pass(next) // arguments the canonicaliser refuses are not suppressed (validation already passed them)
+	}
+	a, sharing, err := g.table.Do(ctx, key, window, func(ctx context.Context) recorded {
+		if g.Shared != nil {
+			return g.runShared(ctx, x, next, key, window, argsKey)
+		}
+		next(ctx, x)
+		return answerOf(x, argsKey, g.Now())
+	}, func(a recorded) bool { return a.reached && a.remote == 0 })
+	ranHere := sharing == Executed // then x already holds the outcome
+	if ranHere && a.remote != 0 {
+		sharing = a.remote // answered by an identical call on another replica
+	}
+	if sharing != 0 {
+		x.Sharing = sharing.String()
+	}
+	if sharing == Joined || sharing == Replayed {
+		g.Metrics.DuplicateSuppressed(x.Tool.ID, sharing.String())
+	}
+	switch {
+	case ranHere:
+		return x.Failed
+	case err != nil:
+		return doError(err)
+	case a.argsKey != argsKey:
+		return envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.Call.IdempotencyKey)
+	}
+	adopt(x, a, sharing == Replayed)
+	return x.Failed
+}
+
+// sharedDownWait is the retry hint while the shared store cannot be
+// reached: about as long as its health check takes to notice it is back.
+const sharedDownWait = time.Second
+
+// runShared runs the call as the shared level settles it (Options.Shared):
+// here, under a lease that other replicas' identical calls wait on, or not
+// at all, taking an identical call's answer from another replica. Its
+// result is what this replica's own joiners get.
+func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeline.Next, key Key, window time.Duration, argsKey Key) recorded {
+	claim, err := g.claimShared(ctx, key, window)
+	var recovering *RecoveringError
+	switch {
+	case err == nil && claim.Lease != nil:
+		settled := false
+		defer func() {
+			if !settled { // a panic outside the stages: never leave the lease renewing
+				g.settle(ctx, x, claim.Lease, recorded{failed: outcomeUnknown("the gateway failed while handling it"),
+					outcome: x.Outcome, reached: x.Attempts > 0, argsKey: argsKey, finished: g.Now()})
+			}
+		}()
+		next(ctx, x)
+		a := answerOf(x, argsKey, g.Now())
+		g.settle(ctx, x, claim.Lease, a)
+		settled = true
+		return a
+	case err == nil:
+		a, derr := decodeRecorded(claim.Answer)
+		switch {
+		case derr != nil:
+			x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
+				WithDetail("recorded answer of an identical call unreadable: "+derr.Error())
+		case a.argsKey != argsKey:
+			x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.Call.IdempotencyKey)
+		default:
+			adopt(x, a, claim.Sharing == Replayed)
+			a.remote = claim.Sharing
+			return a
+		}
+	case errors.Is(err, ErrAbandoned):
+		x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.UpstreamError,
+			"an identical call was running on another gateway replica that stopped before it recorded the outcome; "+
+				"the outcome is unknown, so this call was not run").WithDetail(err.Error())
+	case errors.As(err, &recovering) && !g.SharedFailOpen:
+		x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.RateLimited,
+			"duplicate suppression is paused because the shared state store lost its data and is recovering, so the call was not run; retry in %s",
+			max(recovering.Left.Round(100*time.Millisecond), 100*time.Millisecond)).WithDetail("shared duplicate suppression: "+err.Error())
+	case ctx.Err() != nil:
+		x.Stage, x.Failed = "deduplicate", doError(err)
+	case g.SharedFailOpen:
+		if g.Log != nil {
+			g.Log.Warn("shared duplicate suppression unavailable; call suppressed on this replica only", "tool", x.Tool.ID, "err", err)
+		}
+		next(ctx, x)
+		return answerOf(x, argsKey, g.Now())
+	default:
+		// rate_limited is the one retryable code that means "refused for
+		// now, before it ran; back off and retry" (rate limits answer it
+		// when they fail closed too). upstream_unavailable would blame a
+		// healthy upstream, and internal_error is not retryable.
+		x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.RateLimited,
+			"duplicate suppression cannot be checked because the shared state store is unavailable, so the call was not run; retry in %s",
+			sharedDownWait).WithDetail("shared duplicate suppression: "+err.Error())
+	}
+	return answerOf(x, argsKey, g.Now())
+}
+
+// claimShared is Shared.Claim, waiting out the quiet lease of a store that
+// lost its data (dedup.ErrRecovering) rather than refusing the call at
+// once: within it, the identical call's marker may come back (it is then
+// joined), and on a new store no call is running anyway. It gives up, with
+// the recovering error, when the caller's context would end first; with
+// SharedFailOpen it does not wait at all (the call then runs as when the
+// store is down).
+func (g *Guard) claimShared(ctx context.Context, key Key, window time.Duration) (Claim, error) {
+	for {
+		claim, err := g.Shared.Claim(ctx, key, window)
+		var re *RecoveringError
+		if !errors.As(err, &re) || g.SharedFailOpen {
+			return claim, err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= re.Left {
+			return claim, err
+		}
+		t := time.NewTimer(min(re.Left, recoveringRecheck))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return claim, err
+		case <-t.C:
+		}
+	}
+}
+
+// recoveringRecheck is how often claimShared looks again while it waits
+// out a recovering store: how soon a marker that came back is joined.
+const recoveringRecheck = 250 * time.Millisecond
+
+// outcomeUnknown is the answer recorded for a call that may have reached
+// the upstream when its real answer cannot be: identical calls are told
+// the outcome is unknown, never given the call to run again.
+func outcomeUnknown(why string) *envelope.Error {
+	return envelope.Errorf(envelope.UpstreamError,
+		"an identical call may have reached the tool, but %s before its answer was recorded; the outcome is unknown, so this call was not run", why)
+}
+
+// settle ends the lease: the answer is recorded when the call may have
+// reached the upstream, else the lease is released so an identical call may
+// run. It happens even when the caller has gone. A failure is logged only:
+// the caller has its answer, and the store's marker runs out into "outcome
+// unknown", never into a second execution. An answer that cannot be
+// encoded is recorded as "outcome unknown": the lease is never released
+// for a call that may have run.
+func (g *Guard) settle(ctx context.Context, x *pipeline.Exchange, l Lease, a recorded) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if a.reached {
+		data, encErr := g.encode(a)
+		if encErr != nil {
+			if g.Log != nil {
+				g.Log.Warn("shared duplicate suppression: the answer cannot be recorded; identical calls are told the outcome is unknown", "tool", x.Tool.ID, "err", encErr)
+			}
+			// An empty answer if even this fails: identical calls then get
+			// internal_error, still never a second execution.
+			data, _ = encodeRecorded(recorded{failed: outcomeUnknown("its answer could not be recorded"),
+				stage: a.stage, outcome: a.outcome, argsKey: a.argsKey, finished: a.finished})
+		}
+		err = l.Done(ctx, data)
+	} else {
+		err = l.Release(ctx)
+	}
+	if err != nil && g.Log != nil {
+		g.Log.Warn("shared duplicate suppression: the call's outcome was not recorded", "tool", x.Tool.ID, "err", err)
+	}
+}
+
+// recordedJSON is a recorded answer as the shared store keeps it.
+type recordedJSON struct {
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    *recordedError  `json:"error,omitempty"`
+	Stage    string          `json:"stage,omitempty"`
+	Outcome  breaker.Outcome `json:"outcome"`
+	ArgsKey  string          `json:"args_key"`
+	Finished time.Time       `json:"finished"`
+}
+
+type recordedError struct {
+	Code    envelope.Code `json:"code"`
+	Message string        `json:"message"`
+	Detail  string        `json:"detail,omitempty"`
+}
+
+func encodeRecorded(a recorded) ([]byte, error) {
+	r := recordedJSON{Stage: a.stage, Outcome: a.outcome, ArgsKey: a.argsKey.String(), Finished: a.finished}
+	if a.result != nil {
+		res, err := json.Marshal(freshResult(a.result))
+		if err != nil {
+			return nil, err
+		}
+		r.Result = res
+	}
+	if a.failed != nil {
+		r.Error = &recordedError{Code: a.failed.Code, Message: a.failed.Message, Detail: a.failed.Detail}
+	}
+	return json.Marshal(r)
+}
+
+// decodeRecorded reads an answer another replica recorded. The result's
+// structured content is kept as the exact bytes it carried.
+func decodeRecorded(data []byte) (recorded, error) {
+	var r recordedJSON
+	if err := json.Unmarshal(data, &r); err != nil {
+		return recorded{}, err
+	}
+	argsKey, err := ParseKey(r.ArgsKey)
+	if err != nil {
+		return recorded{}, err
+	}
+	a := recorded{stage: r.Stage, outcome: r.Outcome, reached: true, argsKey: argsKey, finished: r.Finished}
+	if len(r.Result) > 0 {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(r.Result, &res); err != nil {
+			return recorded{}, err
+		}
+		if len(res.RawStructuredContent) > 0 {
+			res.StructuredContent, res.RawStructuredContent = json.RawMessage(res.RawStructuredContent), nil
+		}
+		a.result = &res
+	}
+	if r.Error != nil {
+		a.failed = &envelope.Error{Code: r.Error.Code, Message: r.Error.Message, Detail: r.Error.Detail}
+	}
+	if a.result == nil && a.failed == nil {
+		return recorded{}, errors.New("neither a result nor an error")
+	}
+	return a, nil
+}
+
+func (g *Guard) keys(x *pipeline.Exchange) (argsKey, key Key, window time.Duration, err error) {
+	canonical, err := x.CanonicalArgs()
+	if err != nil {
+		return argsKey, key, 0, err
+	}
+	argsKey = ArgsKey(x.Call.Subject.Principal, x.Tool.ID, canonical)
+	if x.Call.IdempotencyKey != "" {
+		return argsKey, IdempotencyKey(x.Call.Subject.Principal, x.Tool.ID, x.Call.IdempotencyKey), g.KeyWindow, nil
+	}
+	return argsKey, argsKey, g.Window, nil
+}
+
+func answerOf(x *pipeline.Exchange, argsKey Key, now time.Time) recorded {
+	return recorded{
+		result: freshResult(x.Answer), failed: x.Failed, stage: x.Stage, outcome: x.Outcome,
+		reached: x.Attempts > 0 && x.Outcome != breaker.NeverSent,
+		argsKey: argsKey, finished: now,
+	}
+}
+
+// adopt takes another call's outcome as this call's, on a result of its
+// own: mcp-go stamps metadata onto the result it sends, so a result is
+// never handed to two callers.
+func adopt(x *pipeline.Exchange, a recorded, replayed bool) {
+	x.Answer, x.Failed, x.Stage, x.Outcome = freshResult(a.result), a.failed, a.stage, a.outcome
+	x.Replayed = replayed
+	if replayed && x.Answer != nil {
+		markReplayed(x.Answer)
+	}
+}
+
+// freshResult copies a result without the metadata mcp-go adds when it
+// sends one. The content blocks and the envelope bytes are never modified,
+// so they are shared.
+func freshResult(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil {
+		return nil
+	}
+	c := *res
+	c.Result = mcp.Result{}
+	c.Content = append([]mcp.Content(nil), res.Content...)
+	return &c
+}
+
+// markReplayed sets replayed: true in a result's envelope.
+func markReplayed(res *mcp.CallToolResult) {
+	raw, ok := res.StructuredContent.(json.RawMessage)
+	var env envelope.Envelope
+	if !ok || json.Unmarshal(raw, &env) != nil {
+		return
+	}
+	env.Replayed = true
+	res.StructuredContent = pipeline.MustJSON(env)
+}
+
+func doError(err error) *envelope.Error {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		return envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").WithDetail("panic in a joined call")
+	}
+	return envelope.Errorf(envelope.UpstreamError, "the call was cancelled while an identical call was running; its outcome is unknown").WithDetail(err.Error())
+}

@@ -1,0 +1,438 @@
+package dedup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/pipeline/pipelinetest"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// countingUpstream fails or answers per attempt number.
+type countingUpstream struct {
+	calls atomic.Int32
+	fn    func(ctx context.Context, n int32) (json.RawMessage, error)
+}
+
+func (c *countingUpstream) CallToolProgress(ctx context.Context, _, _ string, _ json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
+	return c.fn(ctx, c.calls.Add(1))
+}
+
+var (
+	notSent  = &upstreams.CallError{Where: upstreams.NotSent, Err: upstreams.ErrNotConnected}
+	getOrder = pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
+)
+
+// replica is a test chain with duplicate suppression, and its guard.
+type replica struct {
+	*pipelinetest.Builder
+	dedup *Guard
+}
+
+// dedupPipeline: "orders" tools are not retry-safe; answers replay for a
+// minute, idempotency keys for a day.
+func dedupPipeline(t *testing.T, up pipeline.Upstreams) *replica {
+	p := &replica{Builder: pipelinetest.NewBuilder(t, up),
+		dedup: NewGuard(Options{MaxEntries: 100, Window: time.Minute, KeyWindow: 24 * time.Hour})}
+	p.Guards = []pipeline.Link{p.dedup.Link()}
+	return p
+}
+
+func TestDuplicateSuppression(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+			<-release
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		p := dedupPipeline(t, up)
+		call := func(c pipeline.Call) (envOK bool, replayed bool) {
+			env := pipelinetest.Envelope(t, p.Handle(context.Background(), c))
+			return env.OK, env.Replayed
+		}
+		// Two identical calls in flight: one execution, both answered.
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if ok, _ := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}); !ok {
+					t.Error("joined call failed")
+				}
+			})
+		}
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		if n := up.calls.Load(); n != 1 {
+			t.Fatalf("%d executions for two identical calls in flight", n)
+		}
+		// A repeat inside the window (key order and spacing differ) replays.
+		if ok, replayed := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{ "order_id" : 1.0 }`)}); !ok || !replayed || up.calls.Load() != 1 {
+			t.Fatalf("repeat inside the window: ok=%v replayed=%v executions=%d", ok, replayed, up.calls.Load())
+		}
+		// Different arguments, or another principal, execute.
+		call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)})
+		p.Policy = pipelinetest.Policy{Allow: map[string]bool{"alice orders/get": true, "bob orders/get": true}}
+		call(pipeline.Call{Subject: pipelinetest.Bob, Name: "orders__get", Args: []byte(`{"order_id":1}`)})
+		if n := up.calls.Load(); n != 3 {
+			t.Fatalf("%d executions; different arguments and principals must not share", n)
+		}
+		// Outside the window the call executes again.
+		time.Sleep(time.Minute)
+		if _, replayed := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}); replayed || up.calls.Load() != 4 {
+			t.Fatalf("after the window: replayed=%v executions=%d", replayed, up.calls.Load())
+		}
+	})
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		p := dedupPipeline(t, up)
+		first := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), IdempotencyKey: "k-1"}
+		p.Handle(context.Background(), first)
+		time.Sleep(time.Hour) // past the argument window, inside the key's
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), first)); !env.Replayed || up.calls.Load() != 1 {
+			t.Fatalf("same key an hour later: replayed=%v executions=%d", env.Replayed, up.calls.Load())
+		}
+		reused := first
+		reused.Args = []byte(`{"order_id":2}`)
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), reused)); pipelinetest.Code(env) != "invalid_arguments" || up.calls.Load() != 1 {
+			t.Fatalf("key reused with other arguments: %s, executions %d", pipelinetest.Code(env), up.calls.Load())
+		}
+	})
+}
+
+// A call that never reached the upstream is not recorded: its repeat runs.
+// Retry-safe tools are not deduplicated.
+func TestDedupSkips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+			if n == 1 {
+				return nil, notSent
+			}
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		p := dedupPipeline(t, up)
+		c := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
+		p.Handle(context.Background(), c)
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), c)); !env.OK || env.Replayed {
+			t.Fatalf("repeat of a never-sent call: ok=%v replayed=%v", env.OK, env.Replayed)
+		}
+		p.RetrySafe = func(*upstreams.Tool) bool { return true }
+		p.Handle(context.Background(), c)
+		if n := up.calls.Load(); n != 3 {
+			t.Fatalf("retry-safe tool deduplicated: %d executions", n)
+		}
+	})
+}
+
+// fakeShared is a Shared in memory that several pipelines (replicas)
+// share; err makes every Claim fail as an unreachable store would, and
+// recoverUntil makes it refuse claims as a store that lost its data does.
+type fakeShared struct {
+	mu           sync.Mutex
+	err          error
+	recoverUntil time.Time
+	entries      map[Key]*fakeEntry
+	released     int
+}
+
+type fakeEntry struct {
+	done     chan struct{}
+	answer   []byte
+	released bool
+	lost     bool
+}
+
+func newFakeShared() *fakeShared { return &fakeShared{entries: map[Key]*fakeEntry{}} }
+
+func (f *fakeShared) Claim(ctx context.Context, key Key, _ time.Duration) (Claim, error) {
+	for {
+		f.mu.Lock()
+		if f.err != nil {
+			f.mu.Unlock()
+			return Claim{}, f.err
+		}
+		if left := time.Until(f.recoverUntil); left > 0 {
+			f.mu.Unlock()
+			return Claim{}, &RecoveringError{Left: left}
+		}
+		e := f.entries[key]
+		if e == nil || e.released {
+			e = &fakeEntry{done: make(chan struct{})}
+			f.entries[key] = e
+			f.mu.Unlock()
+			return Claim{Lease: &fakeLease{f: f, e: e}}, nil
+		}
+		f.mu.Unlock()
+		sharing := Replayed
+		select {
+		case <-e.done:
+		default:
+			sharing = Joined
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				return Claim{}, ctx.Err()
+			}
+		}
+		if e.lost {
+			return Claim{}, ErrAbandoned
+		}
+		if e.answer != nil {
+			return Claim{Answer: e.answer, Sharing: sharing}, nil
+		}
+		// released: claim again
+	}
+}
+
+type fakeLease struct {
+	f *fakeShared
+	e *fakeEntry
+}
+
+func (l *fakeLease) Done(_ context.Context, answer []byte) error {
+	l.e.answer = answer
+	close(l.e.done)
+	return nil
+}
+
+func (l *fakeLease) Release(context.Context) error {
+	l.f.mu.Lock()
+	l.e.released = true
+	l.f.released++
+	l.f.mu.Unlock()
+	close(l.e.done)
+	return nil
+}
+
+// replicas is n pipelines, each with its own table, sharing one store and
+// one upstream.
+func replicas(t *testing.T, n int, up pipeline.Upstreams, shared Shared) []*replica {
+	ps := make([]*replica, n)
+	for i := range ps {
+		ps[i] = dedupPipeline(t, up)
+		ps[i].dedup.Shared = shared
+	}
+	return ps
+}
+
+// An identical call on another replica joins the one in flight, and a
+// later one is answered from the recorded result; both see the first
+// call's exact answer and only one execution happens.
+func TestSharedDedupAcrossReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+			<-release
+			return json.RawMessage(`{"content":[{"type":"text","text":"{\"refund\":7}"}]}`), nil
+		}}
+		shared := newFakeShared()
+		ps := replicas(t, 3, up, shared)
+		var wg sync.WaitGroup
+		envs := make([]envelope.Envelope, 2)
+		for i := range 2 {
+			wg.Go(func() { envs[i] = pipelinetest.Envelope(t, ps[i].Handle(context.Background(), getOrder)) })
+		}
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		if up.calls.Load() != 1 || !envs[0].OK || !envs[1].OK || string(envs[0].Data) != string(envs[1].Data) || envs[0].Replayed || envs[1].Replayed {
+			t.Fatalf("two replicas, one call in flight: %d executions, %+v", up.calls.Load(), envs)
+		}
+		later := pipelinetest.Envelope(t, ps[2].Handle(context.Background(), getOrder))
+		if up.calls.Load() != 1 || !later.OK || !later.Replayed || string(later.Data) != string(envs[0].Data) {
+			t.Fatalf("third replica after the call: %d executions, %+v", up.calls.Load(), later)
+		}
+		// The idempotency key check holds across replicas.
+		keyed := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), IdempotencyKey: "k"}
+		ps[0].Handle(context.Background(), keyed)
+		keyed.Args = []byte(`{"order_id":2}`)
+		if env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), keyed)); pipelinetest.Code(env) != "invalid_arguments" || up.calls.Load() != 2 {
+			t.Fatalf("idempotency key reused with other arguments on another replica: %s, %d executions", pipelinetest.Code(env), up.calls.Load())
+		}
+	})
+}
+
+// A tool error is an answer too: it is replayed from another replica as
+// the same envelope error.
+func TestSharedDedupReplaysFailures(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(`{"content":[{"type":"text","text":"no such order"}],"isError":true}`), nil
+	}}
+	ps := replicas(t, 2, up, newFakeShared())
+	first := pipelinetest.Envelope(t, ps[0].Handle(context.Background(), getOrder))
+	again := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
+	if up.calls.Load() != 1 || pipelinetest.Code(first) != "tool_failed" || pipelinetest.Code(again) != "tool_failed" || !again.Replayed || *again.Message != *first.Message {
+		t.Fatalf("failure replayed across replicas: %d executions, %+v then %+v", up.calls.Load(), first, again)
+	}
+}
+
+// A call that never reached the upstream releases its claim: the repeat
+// on another replica runs.
+func TestSharedDedupReleasesUnsent(t *testing.T) {
+	up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+		if n == 1 {
+			return nil, notSent
+		}
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	ps := replicas(t, 2, up, shared)
+	ps[0].Handle(context.Background(), getOrder)
+	if env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder)); !env.OK || env.Replayed || up.calls.Load() != 2 || shared.released != 1 {
+		t.Fatalf("repeat of a never-sent call on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	}
+}
+
+// The store failing: closed (the default) refuses the call, retryable,
+// before it runs, saying why without internals; open runs it.
+func TestSharedDedupStoreDown(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	shared.err = errors.New("the shared state store is unavailable: dial tcp 10.0.0.7:6379: connection refused")
+	p := replicas(t, 1, up, shared)[0]
+	env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
+	if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.calls.Load() != 0 ||
+		!strings.Contains(*env.Message, "shared state store is unavailable") || strings.Contains(*env.Message, "10.0.0.7") {
+		t.Fatalf("store down, closed: %+v, %d executions", env, up.calls.Load())
+	}
+	p.dedup.SharedFailOpen = true
+	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 {
+		t.Fatalf("store down, open: %+v, %d executions", env, up.calls.Load())
+	}
+}
+
+// An identical call whose replica died mid-call: outcome unknown, and this
+// one is not run (not retryable for a tool that is not retry-safe).
+func TestSharedDedupAbandoned(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	dead := &fakeEntry{done: make(chan struct{}), lost: true}
+	close(dead.done)
+	p := replicas(t, 1, up, shared)[0]
+	key, _, _, err := p.dedup.keys(&pipeline.Exchange{Call: getOrder, Tool: &upstreams.Tool{ID: "orders/get"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.entries[key] = dead
+	env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
+	if pipelinetest.Code(env) != "upstream_error" || env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("abandoned identical call: %+v, %d executions", env, up.calls.Load())
+	}
+}
+
+// A store recovering from a loss of its data refuses claims for a while:
+// the call waits it out and then runs (closed, the default), unless the
+// caller's deadline ends first: then it is refused, retryable, saying the
+// store is recovering, never run. Open runs it at once.
+func TestSharedDedupRecovering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		shared := newFakeShared()
+		p := replicas(t, 1, up, shared)[0]
+		shared.recoverUntil = time.Now().Add(10 * time.Second)
+
+		short, cancel := context.WithTimeout(context.Background(), time.Second)
+		env := pipelinetest.Envelope(t, p.Handle(short, getOrder))
+		cancel()
+		if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "recovering") {
+			t.Fatalf("recovering store, caller's deadline before its end: %+v, %d executions", env, up.calls.Load())
+		}
+		start := time.Now()
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 || time.Since(start) < 10*time.Second {
+			t.Fatalf("recovering store, no deadline: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
+		}
+
+		shared.recoverUntil = time.Now().Add(10 * time.Second)
+		p.dedup.SharedFailOpen = true
+		start = time.Now()
+		other := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)}
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), other)); !env.OK || up.calls.Load() != 2 || time.Since(start) != 0 {
+			t.Fatalf("recovering store, open: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
+		}
+	})
+}
+
+// entryOf is the fake store's entry for getOrder.
+func entryOf(t *testing.T, p *replica, shared *fakeShared) *fakeEntry {
+	t.Helper()
+	key, _, _, err := p.dedup.keys(&pipeline.Exchange{Call: getOrder, Tool: &upstreams.Tool{ID: "orders/get"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.entries[key]
+}
+
+// An answer that cannot be encoded for the shared store, of a call that
+// reached the upstream, is recorded as "outcome unknown": the lease is not
+// released, so no replica runs the call again.
+func TestSharedDedupUnencodableAnswer(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	ps := replicas(t, 2, up, shared)
+	ps[0].dedup.encode = func(a recorded) ([]byte, error) {
+		if a.result != nil {
+			return nil, errors.New("cannot encode")
+		}
+		return encodeRecorded(a)
+	}
+	if env := pipelinetest.Envelope(t, ps[0].Handle(context.Background(), getOrder)); !env.OK {
+		t.Fatalf("the call itself: %+v", env)
+	}
+	env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
+	if up.calls.Load() != 1 || shared.released != 0 || pipelinetest.Code(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	}
+}
+
+// A panic after the call ran, outside any stage, still ends the lease: the
+// marker says "outcome unknown" rather than "running" forever, and the
+// caller gets internal_error.
+func TestSharedDedupPanicSettles(t *testing.T) {
+	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	ps := replicas(t, 2, up, shared)
+	ps[0].dedup.encode = func(a recorded) ([]byte, error) {
+		if a.result != nil {
+			panic("encoding blew up")
+		}
+		return encodeRecorded(a)
+	}
+	if env := pipelinetest.Envelope(t, ps[0].Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "internal_error" {
+		t.Fatalf("the call that panicked: %+v", env)
+	}
+	e := entryOf(t, ps[0], shared)
+	select {
+	case <-e.done:
+	default:
+		t.Fatal("the lease was left running after a panic")
+	}
+	env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
+	if up.calls.Load() != 1 || shared.released != 0 || pipelinetest.Code(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	}
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"log/slog"
+	"sync"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// openAudit opens the audit trail the config asks for (nil when it is
+// disabled). Write failures are counted and logged as they happen.
+func openAudit(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*audit.Log, error) {
+	if !cfg.AuditEnabled() {
+		return nil, nil
+	}
+	return audit.Open(audit.Options{
+		Path: cfg.AuditPath(), Fsync: audit.FsyncPolicy(cfg.AuditFsync()), FsyncInterval: cfg.AuditFsyncInterval(),
+		MaxBytes: cfg.AuditMaxBytes(), MaxFiles: cfg.AuditMaxFiles(),
+		IncludeArgs: cfg.AuditIncludeArgs(), Redact: cfg.AuditRedact(), FailClosed: cfg.AuditFailClosed(),
+		OnError: func(err error) {
+			m.AuditWriteError()
+			log.Error("audit trail write failed", "err", err)
+		},
+	})
+}
+
+// auditDecisions records what is decided outside calls: policy reloads,
+// approvals, and tools that pinning blocks. (Calls are recorded by the
+// chain's record link.)
+func (g *Gateway) auditDecisions() {
+	a, log := g.audit, g.log
+	if a == nil {
+		return
+	}
+	appendOrLog := func(r audit.Record) {
+		if err := a.Append(r); err != nil {
+			log.Error("audit record not written", "kind", r.Kind, "err", err)
+		}
+	}
+	g.policy.OnReload(func(p *authz.Policy, err error) { appendOrLog(reloadRecord(p, err)) })
+	g.approvals.OnDecision(func(req approvals.Request) { appendOrLog(approvalRecord(req)) })
+	var seen sync.Map // "<id> <hash>" of blocked definitions already recorded
+	blocked := func(cat *upstreams.Catalog) {
+		for _, ch := range cat.Changed() {
+			if _, dup := seen.LoadOrStore(ch.ID+" "+ch.NewHash, true); !dup {
+				appendOrLog(pinRecord(ch))
+			}
+		}
+	}
+	blocked(g.set.Catalog())
+	g.set.OnCatalogChange(blocked)
+}
+
+func reloadRecord(p *authz.Policy, err error) audit.Record {
+	r := audit.Record{Kind: audit.KindPolicyReload, Decision: audit.DecisionApplied, PolicyVersion: p.Version(),
+		Details: map[string]any{"rules": p.Rules()}}
+	if err != nil {
+		// The previous policy stays in force; why the new one was refused
+		// (file:line of every problem) is for the operator.
+		r.Decision, r.Reason = audit.DecisionRejected, err.Error()
+	}
+	return r
+}
+
+func approvalRecord(req approvals.Request) audit.Record {
+	d := audit.DecisionApproved
+	if req.State == approvals.StateDenied {
+		d = audit.DecisionDenied
+	}
+	return audit.Record{Kind: audit.KindApproval, Principal: req.DecidedBy, Tool: req.Tool, ArgsDigest: "sha256:" + req.ArgsHash,
+		Decision: d, Reason: req.Reason, Details: map[string]any{"id": req.ID, "requester": req.Principal, "rule": req.Rule}}
+}
+
+func pinRecord(ch upstreams.ChangedTool) audit.Record {
+	why := "definition changed since its pin was approved"
+	if ch.Pending {
+		why = "new tool awaiting its first approval (pinning: strict)"
+	}
+	return audit.Record{Kind: audit.KindPinChange, Tool: ch.ID, Decision: audit.DecisionDenied, Reason: why,
+		Details: map[string]any{"old_hash": ch.Pin.Hash, "new_hash": ch.NewHash}}
+}

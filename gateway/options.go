@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/dedup"
+	dedupredis "github.com/toolgate/toolgate/dedup/redisstore"
+	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/pins"
+	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/ratelimit"
+	ratelimitredis "github.com/toolgate/toolgate/ratelimit/redisstore"
+	"github.com/toolgate/toolgate/state"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// Every package takes its own options, not the whole config: this file is
+// where the config is turned into them, defaults applied by the config's
+// accessors.
+
+// breakerSettingsFrom is the breaker settings of every configured server
+// (disabled ones included), ready for breaker.NewSet. A nil cfg means the
+// zero Config: no servers.
+func breakerSettingsFrom(cfg *config.Config) map[string]breaker.Settings {
+	if cfg == nil {
+		return map[string]breaker.Settings{}
+	}
+	out := make(map[string]breaker.Settings, len(cfg.Servers))
+	for _, name := range cfg.ServerNames() {
+		out[name] = breaker.Settings{
+			Failures:       cfg.BreakerFailures(name),
+			OpenFor:        cfg.BreakerOpenFor(name),
+			HalfOpenProbes: cfg.BreakerHalfOpenProbes(name),
+		}
+	}
+	return out
+}
+
+// retryFrom is the retry settings of server. An unknown server gets the
+// gateway-wide settings; a nil cfg, the defaults.
+func retryFrom(cfg *config.Config, server string) breaker.RetrySettings {
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
+	return breaker.RetrySettings{
+		MaxAttempts: cfg.RetryMaxAttempts(server),
+		BaseDelay:   cfg.RetryBaseDelay(server),
+		MaxDelay:    cfg.RetryMaxDelay(server),
+	}
+}
+
+// budgetsFrom is one retry budget per configured server
+// (limits.retry_budget applies to each server on its own), on the clock
+// now (nil means time.Now). A nil cfg means no servers.
+func budgetsFrom(cfg *config.Config, now func() time.Time) map[string]*breaker.Budget {
+	if cfg == nil {
+		return map[string]*breaker.Budget{}
+	}
+	out := make(map[string]*breaker.Budget, len(cfg.Servers))
+	for _, name := range cfg.ServerNames() {
+		out[name] = breaker.NewBudget(cfg.RetryBudgetRatio(), cfg.RetryBudgetMinPerSecond(), now)
+	}
+	return out
+}
+
+// retrySafe says whether a tool may be repeated after an unknown outcome:
+// the operator's word in config, else what a trusted server's annotations
+// say (docs/design.md, "Failure semantics").
+func retrySafe(cfg *config.Config) func(*upstreams.Tool) bool {
+	return func(t *upstreams.Tool) bool {
+		safe, explicit := cfg.ToolRetrySafe(t.Server, t.Upstream)
+		return breaker.RetrySafe(explicit, safe, cfg.Trusted(t.Server), t.Annotations.ReadOnlyHint, t.Annotations.IdempotentHint)
+	}
+}
+
+// resilienceFrom builds the per-upstream breakers, retry settings and
+// budgets, and in-flight limits from config (docs/design.md, "Failure
+// semantics").
+func resilienceFrom(cfg *config.Config, breakers *breaker.Set) pipeline.Resilience {
+	r := pipeline.Resilience{
+		Breakers: breakers,
+		Budgets:  budgetsFrom(cfg, time.Now),
+		Retry:    map[string]breaker.RetrySettings{},
+		InFlight: map[string]*pipeline.Limiter{},
+	}
+	for _, server := range cfg.ServerNames() {
+		r.Retry[server] = retryFrom(cfg, server)
+		r.InFlight[server] = pipeline.NewLimiter(cfg.MaxInFlight(server))
+	}
+	return r
+}
+
+// dedupFrom builds duplicate suppression (limits.dedup): in this process,
+// and across replicas too when there is a shared store (state.redis).
+func dedupFrom(cfg *config.Config, store *state.Client, m *metrics.Metrics, log *slog.Logger) *dedup.Guard {
+	o := dedup.Options{
+		MaxEntries:   cfg.DedupMaxEntries(),
+		Window:       cfg.DedupWindow(),
+		KeyWindow:    cfg.DedupKeyWindow(),
+		RetrySafeToo: cfg.DedupIncludeRetrySafe(),
+		Metrics:      m,
+		Log:          log,
+	}
+	if store != nil {
+		o.Shared, o.SharedFailOpen = dedupredis.New(store), cfg.DedupFailOpen()
+	}
+	return dedup.NewGuard(o)
+}
+
+// rateLimitsFrom turns config rate_limits into the rate-limit guard (nil
+// when none are configured). Buckets live in the shared store when there
+// is one, so a limit holds across replicas; else in this process.
+func rateLimitsFrom(cfg *config.Config, store *state.Client, log *slog.Logger) *ratelimit.Guard {
+	limits := limitsFrom(cfg.RateLimits)
+	if limits.Empty() {
+		return nil
+	}
+	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
+	if store != nil {
+		limiter = ratelimitredis.New(store)
+	}
+	return &ratelimit.Guard{Limiter: limiter, Limits: limits, FailClosed: cfg.RateLimitsFailClosed(), Log: log}
+}
+
+// limitsFrom converts config rate_limits into the guard's own terms.
+func limitsFrom(rl config.RateLimits) ratelimit.Limits {
+	rate := func(r *config.RateLimit) ratelimit.Rate {
+		return ratelimit.Rate{PerSecond: r.PerSecond(), Burst: r.BurstOrDefault()}
+	}
+	var l ratelimit.Limits
+	if rl.Principal != nil {
+		r := rate(rl.Principal)
+		l.Principal = &r
+	}
+	if len(rl.Roles) > 0 {
+		l.Roles = map[string]ratelimit.Rate{}
+		for role, r := range rl.Roles {
+			l.Roles[role] = rate(r)
+		}
+	}
+	if len(rl.Tools) > 0 {
+		l.Tools = map[string]ratelimit.Rate{}
+		for tool, r := range rl.Tools {
+			l.Tools[tool] = rate(r)
+		}
+	}
+	return l
+}
+
+// PolicyOptions tells the policy loader what config knows: the servers
+// objects may name, and the principals credentials map to (so a principal
+// with permission lines of its own is not mistaken for a role).
+func PolicyOptions(cfg *config.Config) authz.Options {
+	principals := []string{cfg.StdioPrincipal()}
+	if cfg.Auth.AllowAnonymous != "" {
+		principals = append(principals, cfg.Auth.AllowAnonymous)
+	}
+	for _, k := range cfg.Auth.APIKeys {
+		principals = append(principals, k.Principal)
+	}
+	return authz.Options{Servers: cfg.ServerNames(), Principals: principals}
+}
+
+// OpenPins opens the tool-pin lock file in the configured mode; opts are
+// for read-only use by offline commands.
+func OpenPins(cfg *config.Config, opts ...pins.Option) (*pins.Store, error) {
+	mode, err := pins.ParseMode(cfg.PinningMode())
+	if err != nil {
+		return nil, err
+	}
+	return pins.Open(cfg.PinsPath(), mode, opts...)
+}

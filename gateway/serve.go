@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// shutdownGrace is how long in-flight HTTP calls may run once Close begins.
+const shutdownGrace = 10 * time.Second
+
+// Start serves Streamable HTTP on listen.http (/mcp) and the admin
+// listener on admin.listen, and watches the policy and pin files until ctx
+// ends. It returns once both listeners are open; Failed reports a listener
+// that stops on its own, and Close shuts both down.
+func (g *Gateway) Start(ctx context.Context) error {
+	g.Watch(ctx)
+	g.serving.failed = make(chan error, 2)
+	endpoint := g.MCPHandler()
+	ln, err := net.Listen("tcp", g.cfg.HTTPAddr())
+	if err != nil {
+		return err
+	}
+	g.serving.endpoint = endpoint
+	g.serving.http = g.serve(ln, endpoint)
+	g.log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	if g.cfg.AdminKeySHA256() == "" {
+		g.log.Info("no admin.key_sha256: the admin listener serves /healthz and /readyz only (no metrics, approvals cannot be decided)")
+	}
+	aln, err := net.Listen("tcp", g.cfg.AdminAddr())
+	if err != nil {
+		return err // Close stops the HTTP listener
+	}
+	g.serving.admin = g.serve(aln, g.AdminHandler())
+	g.log.Info("serving the admin API", "url", "http://"+aln.Addr().String())
+	return nil
+}
+
+// Failed receives the error of a listener that stopped on its own.
+func (g *Gateway) Failed() <-chan error { return g.serving.failed }
+
+// Addr is where Start serves MCP; AdminAddr the admin listener ("" before
+// Start).
+func (g *Gateway) Addr() string      { return g.serving.addr(g.serving.http) }
+func (g *Gateway) AdminAddr() string { return g.serving.addr(g.serving.admin) }
+
+func (g *Gateway) serve(ln net.Listener, h http.Handler) *listening {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	l := &listening{srv: srv, addr: ln.Addr().String()}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			g.serving.failed <- err
+		}
+	}()
+	return l
+}
+
+// ServeStdio serves one client on in and out as the principal
+// auth.stdio_principal names, watching the policy and pin files, until
+// the client goes or ctx ends.
+func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	g.Watch(ctx)
+	subject := authz.Subject{Principal: g.cfg.StdioPrincipal()}
+	g.log.Info("serving stdio", "principal", subject.Principal)
+	err := g.server.ServeStdio(ctx, subject, in, out)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Watch reloads the policy when its files change, and the tool pins when
+// an admin approves a tool, until ctx ends. A failed reload keeps the last
+// good policy (authz.Store logs and counts it).
+func (g *Gateway) Watch(ctx context.Context) {
+	go func() {
+		if err := g.policy.Watch(ctx); err != nil && ctx.Err() == nil {
+			g.log.Error("policy files are not watched; SIGHUP still reloads", "err", err)
+		}
+	}()
+	go func() {
+		if err := g.set.WatchPins(ctx); err != nil && ctx.Err() == nil {
+			g.log.Error("the tool pin file is not watched; SIGHUP still reloads it", "err", err)
+		}
+	}()
+}
+
+// Reload reads the policy and the tool pins again (SIGHUP).
+func (g *Gateway) Reload() {
+	g.log.Info("reloading the policy and the tool pins")
+	_ = g.policy.Reload()
+	if err := g.set.ReloadPins(); err != nil {
+		g.log.Error("tool pins not reloaded", "err", err)
+	}
+}
+
+// HTTPOptions are the MCP endpoint's settings from config.
+func (g *Gateway) HTTPOptions() proxy.HTTPOptions {
+	if anonymous := g.cfg.Auth.AllowAnonymous; anonymous != "" {
+		g.log.Warn("unauthenticated HTTP access is enabled", "principal", anonymous)
+	}
+	return proxy.HTTPOptions{
+		Auth:     g.auth,
+		Metadata: g.auth.ProtectedResourceMetadata(), MetadataPaths: g.auth.MetadataPaths(),
+		MaxBodyBytes: g.cfg.MaxBodyBytes(), SessionIdleTTL: g.cfg.SessionIdleTTL(),
+		AllowedOrigins: g.cfg.Listen.AllowedOrigins, NoFastPath: !g.cfg.HTTPFastPath(), Log: g.log,
+	}
+}
+
+// MCPHandler is the Streamable HTTP endpoint, for a server of the caller's
+// (Start serves one itself).
+func (g *Gateway) MCPHandler() *proxy.HTTPEndpoint { return g.server.HTTPHandler(g.HTTPOptions()) }
+
+// The gateway's parts, for commands and end-to-end tests.
+func (g *Gateway) Config() *config.Config     { return g.cfg }
+func (g *Gateway) Policy() *authz.Store       { return g.policy }
+func (g *Gateway) Upstreams() *upstreams.Set  { return g.set }
+func (g *Gateway) Approvals() approvals.Store { return g.approvals }
+func (g *Gateway) Audit() *audit.Log          { return g.audit }
+func (g *Gateway) Server() *proxy.Server      { return g.server }
+func (g *Gateway) Replica() string            { return g.replica }
+
+// serving is what Start opened.
+type serving struct {
+	endpoint *proxy.HTTPEndpoint
+	http     *listening
+	admin    *listening
+	failed   chan error
+}
+
+type listening struct {
+	srv  *http.Server
+	addr string
+}
+
+func (s *serving) addr(l *listening) string {
+	if l == nil {
+		return ""
+	}
+	return l.addr
+}
+
+// stop shuts the listeners down: the MCP sessions end at once (open GET
+// streams would otherwise keep Shutdown waiting for the whole grace
+// period), in-flight calls get shutdownGrace.
+func (s *serving) stop(log *slog.Logger) {
+	if s.http == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	s.http.srv.RegisterOnShutdown(func() { _ = s.endpoint.Shutdown(ctx) })
+	log.Info("shutting down", "grace", shutdownGrace)
+	if err := s.http.srv.Shutdown(ctx); err != nil {
+		log.Warn("in-flight calls cut at shutdown", "err", err)
+	}
+	if s.admin != nil {
+		_ = s.admin.srv.Close()
+	}
+	s.http, s.admin = nil, nil
+}

@@ -1,0 +1,156 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/toolgate/toolgate/breaker"
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/tracing"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// Upstreams runs a tool on its server. onProgress, when not nil, receives
+// the upstream's progress notifications for this call (the upstream sees a
+// token of the gateway's, never the client's).
+type Upstreams interface {
+	CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, onProgress func(upstreams.Progress)) (json.RawMessage, error)
+}
+
+// Executor runs calls upstream; Upstreams is required, the rest may be
+// left zero.
+type Executor struct {
+	Upstreams  Upstreams
+	Resilience Resilience       // breakers, retries, in-flight limits
+	Metrics    *metrics.Metrics // upstream attempts; nil counts nothing
+	Tracing    *tracing.Tracing // a span per attempt; nil traces nothing
+	Now        func() time.Time // time.Now when nil
+}
+
+// Link is the execute link. It is the last that may send anything
+// upstream; normalize follows it.
+func (e *Executor) Link() Link { return Step("execute", e.execute) }
+
+// outbound is the request that goes upstream, built from the inbound call
+// and the catalog entry: the upstream's own tool name, the validated
+// argument bytes unchanged.
+type outbound struct {
+	server, tool string
+	args         []byte
+}
+
+func newOutbound(x *Exchange) outbound {
+	return outbound{server: x.Tool.Server, tool: x.Tool.Upstream, args: x.Call.Args}
+}
+
+// execute runs the call upstream under the tool's deadline
+// (docs/design.md, "Failure semantics"): it
+// takes a slot under the server's in-flight limit, then makes attempts
+// through the server's circuit breaker, repeating one only when the
+// outcome allows it for this tool, the retry budget has room, and the
+// backoff fits before the deadline.
+func (e *Executor) execute(ctx context.Context, x *Exchange) *envelope.Error {
+	r := &e.Resilience
+	out := newOutbound(x)
+	ctx, cancel := context.WithTimeout(ctx, x.Tool.Timeout)
+	defer cancel()
+	release, ok := r.acquire(out.server)
+	if !ok {
+		return envelope.Errorf(envelope.UpstreamUnavailable, "server %q is busy (%d calls in flight); the call was not sent",
+			out.server, r.InFlight[out.server].Limit())
+	}
+	defer release()
+	budget := r.Budgets[out.server]
+	if budget != nil {
+		budget.Attempt()
+	}
+	retry := r.Retry[out.server]
+	var last *envelope.Error
+	for n := 1; ; n++ {
+		raw, err, open := e.attempt(ctx, x, out)
+		switch {
+		case open != nil && last != nil:
+			return last // the earlier attempt's outcome is what the caller needs to know
+		case open != nil:
+			return envelope.Errorf(envelope.UpstreamUnavailable, "server %q is unavailable (circuit open); %s",
+				out.server, nextProbe(open)).WithDetail(open.Error())
+		case x.Outcome == breaker.Succeeded:
+			x.Raw = raw
+			return nil
+		}
+		last = attemptError(x, err)
+		if !r.mayRepeat(ctx, x, n, retry, budget, err) {
+			return last
+		}
+	}
+}
+
+// attempt makes one attempt through the breaker. open is set, and nothing
+// is sent, when the breaker refuses.
+func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json.RawMessage, error, *breaker.OpenError) {
+	done, err := e.Resilience.Breakers.Allow(out.server)
+	if err != nil {
+		var open *breaker.OpenError
+		if errors.As(err, &open) {
+			return nil, nil, open
+		}
+		return nil, nil, &breaker.OpenError{Server: out.server}
+	}
+	x.Attempts++
+	start := e.now()
+	actx, span := e.Tracing.StartUpstream(ctx, out.server, "tools/call", x.Attempts)
+	raw, err := e.Upstreams.CallToolProgress(actx, out.server, out.tool, out.args, x.Call.Progress)
+	x.Outcome = breaker.Classify(ctx, err)
+	done(x.Outcome)
+	e.Metrics.UpstreamAttempt(out.server, x.Outcome.String(), e.now().Sub(start))
+	if err != nil {
+		tracing.End(span, string(attemptError(x, err).Code))
+	} else {
+		tracing.End(span, "")
+	}
+	return raw, err, nil
+}
+
+func nextProbe(open *breaker.OpenError) string {
+	if open.RetryIn <= 0 {
+		return "it is being probed; try again shortly"
+	}
+	return "next attempt possible in " + open.RetryIn.Round(time.Second).String()
+}
+
+// attemptError turns a failed attempt into the client's error.
+func attemptError(x *Exchange, err error) *envelope.Error {
+	detail := err.Error()
+	switch x.Outcome {
+	case breaker.ToolError:
+		var ce *upstreams.CallError
+		msg := "the tool reported an error"
+		if errors.As(err, &ce) && ce.RPC != nil {
+			msg = sanitize.Clip(sanitize.Text(ce.RPC.Message), maxToolMessage)
+		}
+		return (&envelope.Error{Code: envelope.ToolFailed, Message: msg}).WithDetail(detail)
+	case breaker.NeverSent:
+		return envelope.Errorf(envelope.UpstreamUnavailable, "server %q is unavailable; the call was not sent", x.Tool.Server).WithDetail(detail)
+	case breaker.TimedOut:
+		return envelope.Errorf(envelope.ToolTimeout, "no answer from %q within %s", x.Tool.Name, x.Tool.Timeout).WithDetail(detail)
+	case breaker.Oversize:
+		return envelope.Errorf(envelope.ResultTooLarge, "the result is larger than the %d byte limit", x.Tool.MaxResultBytes).WithDetail(detail)
+	case breaker.RateLimited:
+		return envelope.Errorf(envelope.RateLimited, "server %q is rate limiting calls; try again later", x.Tool.Server).WithDetail(detail)
+	case breaker.Cancelled:
+		return envelope.Errorf(envelope.UpstreamError, "the call was cancelled before the tool answered; its outcome is unknown").WithDetail(detail)
+	default:
+		return envelope.Errorf(envelope.UpstreamError, "the connection to %q failed during the call; its outcome is unknown", x.Tool.Server).WithDetail(detail)
+	}
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}

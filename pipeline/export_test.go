@@ -1,0 +1,4 @@
+package pipeline
+
+// MaxToolMessage is maxToolMessage, for the external tests.
+const MaxToolMessage = maxToolMessage
