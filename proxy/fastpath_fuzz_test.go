@@ -133,6 +133,8 @@ var fastSeeds = []struct {
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"n":[1e308,-2.5E-400]}}`), usualRequest, true},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"n":123456789012345678901234567890}}`), usualRequest, true},
 	{toolsCallBody(`1`, `{"name":"toolgate:unresolved","arguments":{}}`), usualRequest, true},
+	{toolsCallBody(`1`, `{"name":"nope__x","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`), usualRequest, true},
+	{toolsCallBody(`1`, `{"name":"nope__x","arguments":{},"_meta":{"io.toolgate/idempotency-key":"k"}}`), otherPrincipal, false},
 	{toolsCallBody(`1`, `{"name":"","arguments":{}}`), usualRequest, true},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{}}`), modernVersion, false},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{}}`), olderVersion, true},

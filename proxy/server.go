@@ -145,10 +145,11 @@ func (s *Server) callFrom(ctx context.Context, p *mcp.CallToolParams) Call {
 	if name == unresolvedTool {
 		call.Name = requestedName(meta)
 		if _, noted := call.TraceMeta[requestedNameKey]; noted { // routeUnknown's note is not the client's
-			call.TraceMeta = maps.Clone(call.TraceMeta)
-			delete(call.TraceMeta, requestedNameKey)
-			if len(call.TraceMeta) == 0 {
+			if len(call.TraceMeta) == 1 {
 				call.TraceMeta = nil
+			} else {
+				call.TraceMeta = maps.Clone(call.TraceMeta)
+				delete(call.TraceMeta, requestedNameKey)
 			}
 		}
 	}
