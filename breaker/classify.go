@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/toolgate/toolgate/upstreams"
 )
 
 // Outcome is how one upstream attempt ended.
@@ -110,6 +108,16 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
+// Located is an attempt's error that says where the attempt failed.
+// upstreams.CallError implements it without importing this package, so
+// that breaker depends on no transport.
+type Located interface {
+	error
+	NotSent() bool  // the request never left: nothing ran
+	Answered() bool // the upstream answered, with an error: the tool ran
+	TooLarge() bool // the answer was over the size cap
+}
+
 // Classify maps an attempt's error to an Outcome. ctx is the attempt's
 // context: it tells a caller's cancellation from a passed deadline.
 func Classify(ctx context.Context, err error) Outcome {
@@ -119,14 +127,14 @@ func Classify(ctx context.Context, err error) Outcome {
 	if _, limited := RetryAfter(err); limited {
 		return RateLimited
 	}
-	var ce *upstreams.CallError
-	if errors.As(err, &ce) {
+	var at Located
+	if errors.As(err, &at) {
 		switch {
-		case ce.Oversize:
+		case at.TooLarge():
 			return Oversize
-		case ce.Where == upstreams.Answered:
+		case at.Answered():
 			return ToolError
-		case ce.Where == upstreams.NotSent:
+		case at.NotSent():
 			return NeverSent
 		}
 	}

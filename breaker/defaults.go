@@ -2,9 +2,9 @@ package breaker
 
 import "time"
 
-// The defaults a zero field of Settings or RetrySettings stands for. They are the defaults of the
-// matching config keys (limits.breaker, limits.retry): breaker owns its settings and does not read the
-// config, and a test beside the code that converts the config (cmd/toolgate) checks that both agree.
+// The defaults a zero field of Settings or RetrySettings stands for. They are also the defaults of the
+// matching config keys (limits.breaker, limits.retry): package config takes them from here, so they are
+// written once.
 const (
 	// DefaultFailures consecutive counted failures (never sent, timed out, broken) open a breaker: 5.
 	DefaultFailures = 5

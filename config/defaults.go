@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/toolgate/toolgate/breaker"
 )
 
 // Defaults. A zero field in Config means "use the default below"; the accessors in this file are the only
@@ -40,17 +42,17 @@ const (
 	DefaultMaxInFlight = 64
 	// DefaultBreakerFailures consecutive transport failures (never sent, timed out, broken) open an
 	// upstream's breaker: 5.
-	DefaultBreakerFailures = 5
+	DefaultBreakerFailures = breaker.DefaultFailures
 	// DefaultBreakerOpenFor is how long an open breaker refuses calls before it admits probes: 30s.
-	DefaultBreakerOpenFor = 30 * time.Second
+	DefaultBreakerOpenFor = breaker.DefaultOpenFor
 	// DefaultBreakerHalfOpenProbes calls are admitted while a breaker is half-open: 1.
-	DefaultBreakerHalfOpenProbes = 1
+	DefaultBreakerHalfOpenProbes = breaker.DefaultHalfOpenProbes
 	// DefaultRetryMaxAttempts is the number of attempts of one retry-safe call, the first included: 3.
-	DefaultRetryMaxAttempts = 3
+	DefaultRetryMaxAttempts = breaker.DefaultRetryMaxAttempts
 	// DefaultRetryBaseDelay is the backoff before the second attempt, before jitter: 100ms.
-	DefaultRetryBaseDelay = 100 * time.Millisecond
+	DefaultRetryBaseDelay = breaker.DefaultRetryBaseDelay
 	// DefaultRetryMaxDelay caps any one backoff: 2s.
-	DefaultRetryMaxDelay = 2 * time.Second
+	DefaultRetryMaxDelay = breaker.DefaultRetryMaxDelay
 	// DefaultRetryBudgetRatio: retries to one upstream may be at most 20% of its recent first attempts...
 	DefaultRetryBudgetRatio = 0.2
 	// DefaultRetryBudgetMinPerSecond: ...plus one retry per second, so a quiet upstream can still retry.

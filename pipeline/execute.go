@@ -21,6 +21,9 @@ type Upstreams interface {
 	CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, onProgress func(upstreams.Progress)) (json.RawMessage, error)
 }
 
+// An upstream call's error says where it failed, which decides its outcome.
+var _ breaker.Located = (*upstreams.CallError)(nil)
+
 // Executor runs calls upstream; Upstreams is required, the rest may be
 // left zero.
 type Executor struct {

@@ -57,6 +57,12 @@ func (e *CallError) Error() string {
 
 func (e *CallError) Unwrap() error { return e.Err }
 
+// NotSent, Answered and TooLarge say where the call failed, for
+// breaker.Classify (breaker.Located).
+func (e *CallError) NotSent() bool  { return e.Where == NotSent }
+func (e *CallError) Answered() bool { return e.Where == Answered }
+func (e *CallError) TooLarge() bool { return e.Oversize }
+
 // ErrNotConnected is the cause when a server has no live connection.
 var ErrNotConnected = errors.New("upstream not connected")
 
