@@ -17,45 +17,45 @@ import (
 // the current state is published once at startup (the callbacks only report
 // changes).
 func (g *Gateway) observe() {
-	m, gw := g.metrics, g
-	for _, server := range gw.cfg.ServerNames() {
+	m := g.metrics
+	for _, server := range g.cfg.ServerNames() {
 		m.BreakerState(server, "closed")
-		up, _ := gw.set.Status(server)
+		up, _ := g.set.Status(server)
 		m.UpstreamUp(server, up)
 	}
 	g.breakers.OnStateChange(m.BreakerState)
 	var wasUp sync.Map
-	gw.set.OnStatusChange(func(server string, up bool, _ string) {
+	g.set.OnStatusChange(func(server string, up bool, _ string) {
 		m.UpstreamUp(server, up)
 		if prev, _ := wasUp.Swap(server, up); prev == true && !up {
 			m.UpstreamRestart(server)
 		}
 	})
-	m.CatalogSize(len(gw.set.Catalog().Tools()))
-	gw.set.OnCatalogChange(func(cat *upstreams.Catalog) { m.CatalogSize(len(cat.Tools())) })
-	m.PolicyInfo(gw.policy.Current().Version())
-	gw.policy.OnReload(func(p *authz.Policy, err error) {
+	m.CatalogSize(len(g.set.Catalog().Tools()))
+	g.set.OnCatalogChange(func(cat *upstreams.Catalog) { m.CatalogSize(len(cat.Tools())) })
+	m.PolicyInfo(g.policy.Current().Version())
+	g.policy.OnReload(func(p *authz.Policy, err error) {
 		m.PolicyReload(err == nil)
 		m.PolicyInfo(p.Version())
 	})
-	gw.health.AddReadiness("policy", func() error {
-		if gw.policy.Current() == nil {
+	g.health.AddReadiness("policy", func() error {
+		if g.policy.Current() == nil {
 			return errors.New("no policy loaded")
 		}
 		return nil
 	})
-	if gw.audit != nil {
-		gw.health.AddReadiness("audit", func() error {
-			if gw.audit.Err() != nil {
+	if g.audit != nil {
+		g.health.AddReadiness("audit", func() error {
+			if g.audit.Err() != nil {
 				return errors.New("the audit trail cannot be written")
 			}
 			return nil
 		})
 	}
 	g.stateReadiness()
-	for _, server := range gw.cfg.RequiredServers() {
-		gw.health.AddReadiness("upstream/"+server, func() error {
-			if up, _ := gw.set.Status(server); !up {
+	for _, server := range g.cfg.RequiredServers() {
+		g.health.AddReadiness("upstream/"+server, func() error {
+			if up, _ := g.set.Status(server); !up {
 				return errors.New("not connected")
 			}
 			return nil
@@ -68,18 +68,17 @@ func (g *Gateway) observe() {
 // and which check fails), and, with the admin key, /metrics, the policy in
 // force and the approvals API.
 func (g *Gateway) AdminHandler() http.Handler {
-	gw, log := g, g.log
 	mux := http.NewServeMux()
-	mux.Handle("GET /healthz", gw.health.Healthz())
-	mux.Handle("GET /readyz", gw.health.Readyz())
+	mux.Handle("GET /healthz", g.health.Healthz())
+	mux.Handle("GET /readyz", g.health.Readyz())
 	scrape := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Approvals expire lazily: count them when asked.
-		gw.metrics.ApprovalsPending(len(gw.approvals.List(approvals.StatePending)))
-		gw.metrics.Handler().ServeHTTP(w, r)
+		g.metrics.ApprovalsPending(len(g.approvals.List(approvals.StatePending)))
+		g.metrics.Handler().ServeHTTP(w, r)
 	})
-	mux.Handle("GET /metrics", approvals.RequireAdminKey(gw.cfg.AdminKeySHA256(), log, scrape))
-	mux.Handle("GET /v1/policy", approvals.RequireAdminKey(gw.cfg.AdminKeySHA256(), log, policyHandler(gw)))
-	mux.Handle("/", approvals.Handler(gw.approvals, gw.cfg.AdminKeySHA256(), log))
+	mux.Handle("GET /metrics", approvals.RequireAdminKey(g.cfg.AdminKeySHA256(), g.log, scrape))
+	mux.Handle("GET /v1/policy", approvals.RequireAdminKey(g.cfg.AdminKeySHA256(), g.log, policyHandler(g)))
+	mux.Handle("/", approvals.Handler(g.approvals, g.cfg.AdminKeySHA256(), g.log))
 	return mux
 }
 
@@ -92,11 +91,11 @@ type PolicyInfo struct {
 	Replica  string    `json:"replica"`
 }
 
-func policyHandler(gw *Gateway) http.Handler {
+func policyHandler(g *Gateway) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		st := gw.policy.Stats()
+		st := g.policy.Stats()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(PolicyInfo{Version: st.Version, Rules: st.Rules, LoadedAt: st.LastSuccessAt.UTC(), Replica: gw.replica})
+		_ = json.NewEncoder(w).Encode(PolicyInfo{Version: st.Version, Rules: st.Rules, LoadedAt: st.LastSuccessAt.UTC(), Replica: g.replica})
 	})
 }

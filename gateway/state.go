@@ -55,12 +55,11 @@ func openApprovals(cfg *config.Config, store *state.Client) (approvals.Store, er
 // is announced, and another replica's announcement makes this one re-read
 // its files. Reloads it causes are logged, counted and audited like any.
 func (g *Gateway) syncPolicy() {
-	gw := g
-	if gw.state == nil {
+	if g.state == nil {
 		return
 	}
-	ps := policyredis.New(gw.state, gw.replica, func() string { return gw.policy.Current().Version() }, gw.policy.Reload)
-	gw.policy.Subscribe(func(_, next *authz.Policy) { ps.Announce(next.Version()) })
+	ps := policyredis.New(g.state, g.replica, func() string { return g.policy.Current().Version() }, g.policy.Reload)
+	g.policy.Subscribe(func(_, next *authz.Policy) { ps.Announce(next.Version()) })
 	ps.Start()
 }
 
@@ -68,12 +67,11 @@ func (g *Gateway) syncPolicy() {
 // replica that cannot share its limits should not take traffic when others
 // can. The message says nothing of the server's address.
 func (g *Gateway) stateReadiness() {
-	gw := g
-	if gw.state == nil {
+	if g.state == nil {
 		return
 	}
-	gw.health.AddReadiness("state", func() error {
-		if gw.state.Err() != nil {
+	g.health.AddReadiness("state", func() error {
+		if g.state.Err() != nil {
 			return errors.New("the shared state store (Redis) is unreachable")
 		}
 		return nil
