@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"maps"
 	"strings"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 // API keys are minted here (`toolgate keys new`), stored in configuration only as their SHA-256
@@ -51,9 +49,9 @@ type apiKey struct {
 type apiKeys map[string]apiKey
 
 // newAPIKeys copies the configured keys. Upper-case hex is folded to lower case (config.Load does
-// it too; a Config built in code may not have been through it). An entry without a principal can
-// never match. The attributes are copied: the caller may change its configuration afterwards.
-func newAPIKeys(keys []config.APIKey) apiKeys {
+// it too; Options built in code may not have been through it). An entry without a principal can
+// never match. The attributes are copied: the caller may change its Options afterwards.
+func newAPIKeys(keys []APIKey) apiKeys {
 	m := make(apiKeys, len(keys))
 	for _, k := range keys {
 		if k.Principal == "" {

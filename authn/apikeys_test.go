@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 func TestNewKey(t *testing.T) {
@@ -72,14 +70,14 @@ func TestAPIKeysLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := []config.APIKey{
+	src := []APIKey{
 		{Principal: "alice", SHA256: aliceHash, Attributes: map[string]string{"region": "eu"}},
-		{Principal: "bob", SHA256: strings.ToUpper(bobHash)}, // upper-case hex in config still works
+		{Principal: "bob", SHA256: strings.ToUpper(bobHash)}, // upper-case hex in Options still works
 		{SHA256: orphanHash}, // no principal: never matches
 		{Principal: "empty-key-owner", SHA256: HashKey("")},
 	}
 	keys := newAPIKeys(src)
-	src[0].Principal = "mallory" // the table must not alias the caller's configuration
+	src[0].Principal = "mallory" // the table must not alias the caller's Options
 	src[0].Attributes["region"] = "us"
 
 	tests := []struct {

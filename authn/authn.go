@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/authz"
-	"github.com/toolgate/toolgate/config"
 )
 
 // realm names the protection space in every challenge.
@@ -21,9 +20,9 @@ const realm = "toolgate"
 // refreshing.
 type Authenticator struct {
 	keys      apiKeys      // by hash
-	anonymous string       // "" unless auth.allow_anonymous
-	jwt       *jwtVerifier // nil unless auth.jwt
-	meta      *metadata    // nil unless auth.resource
+	anonymous string       // Options.AllowAnonymous
+	jwt       *jwtVerifier // nil unless Options.JWT
+	meta      *metadata    // nil unless Options.Resource
 
 	// The three WWW-Authenticate values, built once.
 	missing, invalid, badRequest string
@@ -39,37 +38,38 @@ type settings struct {
 	kidRefreshEvery time.Duration
 }
 
-// New builds the Authenticator for cfg's auth section: API keys (with their attributes), the anonymous
-// principal, and, when auth.jwt is set, the JWT verifier and its key set. A jwks_file that cannot be read
-// or parsed is an error naming the file. A jwks_url is fetched before New returns, bounded to 10s; if that
-// fails New still succeeds and logs it, and tokens fail until a later fetch works. ctx bounds that first
-// fetch and, if cancelled, also stops refreshing; Close is the usual way to stop.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (*Authenticator, error) {
+// New builds the Authenticator for o: API keys (with their attributes), the anonymous principal, the
+// protected-resource metadata when o.Resource is set, and, when o.JWT is set, the JWT verifier and its key
+// set. A zero field of o means its default (see [Options]). A jwks_file that cannot be read or parsed is an
+// error naming the file. A jwks_url is fetched before New returns, bounded to 10s; if that fails New still
+// succeeds and logs it, and tokens fail until a later fetch works. ctx bounds that first fetch and, if
+// cancelled, also stops refreshing; Close is the usual way to stop. A nil log discards.
+func New(ctx context.Context, o Options, log *slog.Logger, opts ...Option) (*Authenticator, error) {
 	s := settings{now: time.Now, kidRefreshEvery: unknownKIDEvery}
-	for _, o := range opts {
-		o(&s)
+	for _, opt := range opts {
+		opt(&s)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Authenticator{anonymous: cfg.Auth.AllowAnonymous, keys: newAPIKeys(cfg.Auth.APIKeys)}
+	a := &Authenticator{anonymous: o.AllowAnonymous, keys: newAPIKeys(o.APIKeys)}
 
-	if cfg.Auth.Resource != "" {
+	if o.Resource != "" {
 		var issuer string
-		if cfg.Auth.JWT != nil {
-			issuer = cfg.Auth.JWT.Issuer
+		if o.JWT != nil {
+			issuer = o.JWT.Issuer
 		}
-		m, err := newMetadata(cfg.Auth.Resource, issuer)
+		m, err := newMetadata(o.Resource, issuer)
 		if err != nil {
 			return nil, err
 		}
 		a.meta = m
 	}
-	if cfg.Auth.JWT != nil {
-		if cfg.Auth.Resource == "" {
+	if o.JWT != nil {
+		if o.Resource == "" {
 			return nil, errors.New("authn: auth.jwt needs auth.resource, this gateway's resource URI")
 		}
-		v, err := newJWTVerifier(ctx, cfg, log, s)
+		v, err := newJWTVerifier(ctx, o.JWT, o.Resource, log, s)
 		if err != nil {
 			return nil, err
 		}

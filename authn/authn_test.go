@@ -14,7 +14,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/authz"
-	"github.com/toolgate/toolgate/config"
 )
 
 const (
@@ -27,7 +26,7 @@ const (
 // configured: the status and the exact WWW-Authenticate value of every refusal.
 func TestCredentials(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	a, _ := newAuth(t, jwtConfig(srv.URL, nil))
+	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
 	alice := authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}}
 	keyAlice := authz.Subject{Principal: "alice", Attrs: map[string]string{"region": "eu"}}
 	tests := []struct {
@@ -79,9 +78,9 @@ func TestCredentials(t *testing.T) {
 // TestAPIKeysOnly: without JWT and without resource, keys work, a JWT-shaped token is an unknown key, and
 // challenges carry no resource_metadata.
 func TestAPIKeysOnly(t *testing.T) {
-	a, _ := newAuth(t, &config.Config{Auth: config.Auth{APIKeys: []config.APIKey{
+	a, _ := newAuth(t, Options{APIKeys: []APIKey{
 		{Principal: "alice", SHA256: strings.ToUpper(HashKey(aliceKey))},
-	}}})
+	}})
 	sub, err := a.Authenticate(request("", bearer(aliceKey)))
 	if err != nil || !reflect.DeepEqual(sub, authz.Subject{Principal: "alice"}) {
 		t.Fatalf("got %+v, %v", sub, err)
@@ -106,10 +105,10 @@ func TestAPIKeysOnly(t *testing.T) {
 // TestAnonymous: allow_anonymous covers requests without any Authorization header, and nothing else: a
 // failed credential is not downgraded, and a token in the URL is still refused.
 func TestAnonymous(t *testing.T) {
-	a, _ := newAuth(t, &config.Config{Auth: config.Auth{
+	a, _ := newAuth(t, Options{
 		AllowAnonymous: "guest",
-		APIKeys:        []config.APIKey{{Principal: "alice", SHA256: HashKey(aliceKey)}},
-	}})
+		APIKeys:        []APIKey{{Principal: "alice", SHA256: HashKey(aliceKey)}},
+	})
 	tests := []struct {
 		name   string
 		req    *http.Request
@@ -161,7 +160,7 @@ func TestRespond(t *testing.T) {
 
 // TestAttributesAreCopies: a caller changing a subject's attributes does not change the next request's.
 func TestAttributesAreCopies(t *testing.T) {
-	a, _ := newAuth(t, jwtConfig("", func(c *config.Config) { c.Auth.JWT = nil }))
+	a, _ := newAuth(t, jwtOptions("", func(o *Options) { o.JWT = nil }))
 	sub, _ := a.Authenticate(request("", bearer(aliceKey)))
 	sub.Attrs["region"] = "us"
 	if again, _ := a.Authenticate(request("", bearer(aliceKey))); again.Attrs["region"] != "eu" {
@@ -172,7 +171,7 @@ func TestAttributesAreCopies(t *testing.T) {
 // TestConcurrentAuthenticate runs every kind of request at once, for the race detector.
 func TestConcurrentAuthenticate(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	a, _ := newAuth(t, jwtConfig(srv.URL, nil))
+	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
 	good := rs256(t, nil)
 	reqs := []struct {
 		auth string
@@ -201,26 +200,26 @@ func TestConcurrentAuthenticate(t *testing.T) {
 	}
 }
 
-// TestNewRefusesIncompleteJWT: a Config built in code, without load's checks, still cannot produce a
-// verifier that accepts more than it should.
+// TestNewRefusesIncompleteJWT: Options built in code, without config's load checks, still cannot produce
+// a verifier that accepts more than it should.
 func TestNewRefusesIncompleteJWT(t *testing.T) {
 	tests := []struct {
 		name string
-		mod  func(c *config.Config)
+		mod  func(o *Options)
 		want string
 	}{
-		{"no resource", func(c *config.Config) { c.Auth.Resource = "" }, "auth.jwt needs auth.resource"},
-		{"no issuer", func(c *config.Config) { c.Auth.JWT.Issuer = "" }, "auth.jwt.issuer is required"},
-		{"no key set", func(c *config.Config) { c.Auth.JWT.JWKSURL = "" }, "auth.jwt needs jwks_url or jwks_file"},
-		{"both key sets", func(c *config.Config) { c.Auth.JWT.JWKSFile = "/x" }, "either auth.jwt.jwks_url or auth.jwt.jwks_file"},
-		{"only shared-secret algorithms", func(c *config.Config) { c.Auth.JWT.Algorithms = []string{"HS256", "none"} }, "lists no accepted algorithm"},
-		{"resource not absolute", func(c *config.Config) { c.Auth.Resource = "/mcp" }, "is not an absolute URL"},
+		{"no resource", func(o *Options) { o.Resource = "" }, "auth.jwt needs auth.resource"},
+		{"no issuer", func(o *Options) { o.JWT.Issuer = "" }, "auth.jwt.issuer is required"},
+		{"no key set", func(o *Options) { o.JWT.JWKSURL = "" }, "auth.jwt needs jwks_url or jwks_file"},
+		{"both key sets", func(o *Options) { o.JWT.JWKSFile = "/x" }, "either auth.jwt.jwks_url or auth.jwt.jwks_file"},
+		{"only shared-secret algorithms", func(o *Options) { o.JWT.Algorithms = []string{"HS256", "none"} }, "lists no accepted algorithm"},
+		{"resource not absolute", func(o *Options) { o.Resource = "/mcp" }, "is not an absolute URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A closed loopback port: the verifier fails before or without reaching it.
-			cfg := jwtConfig("http://127.0.0.1:1/jwks", tt.mod)
-			a, err := New(context.Background(), cfg, nil)
+			o := jwtOptions("http://127.0.0.1:1/jwks", tt.mod)
+			a, err := New(context.Background(), o, nil)
 			if err == nil {
 				a.Close()
 				t.Fatal("built")

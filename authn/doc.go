@@ -2,15 +2,25 @@
 // the credential itself grants, and the attributes policy conditions may read. It decides nothing about
 // what the caller may do; that is package authz.
 //
+// # Options
+//
+// [New] takes [Options], not the configuration: authn does not import package config (config imports
+// authn, for the defaults). The gateway turns the auth section of its config into Options
+// (gateway.AuthnOptions); each field is one key of that section (JWTOptions.Refresh is
+// auth.jwt.jwks_refresh), and error messages name the config keys, since that is where an operator fixes
+// them. A zero field means its default, and the defaults are this package's constants
+// ([DefaultJWKSRefresh], [DefaultClockSkew], [DefaultPrincipalClaim], [DefaultAlgorithms]), which
+// config's accessors use too, so they are written once.
+//
 // # Credentials
 //
 // A request carries at most one credential, in `Authorization: Bearer <token>`:
 //
 //   - A token shaped like a JWT (three base64url segments separated by dots) is verified as a JWT when
-//     auth.jwt is configured. Otherwise, and for every other token, it is an API key, looked up by its
+//     Options.JWT is set. Otherwise, and for every other token, it is an API key, looked up by its
 //     SHA-256 (apikeys.go). Keys minted by `toolgate keys new` ([NewKey]) never contain a dot, so the two
 //     cannot be confused.
-//   - No Authorization header at all: the caller is auth.allow_anonymous when the operator set it, else
+//   - No Authorization header at all: the caller is Options.AllowAnonymous when it is set, else
 //     the request gets 401 with a challenge. A request that presents a credential which fails (a wrong
 //     key, a bad token, another scheme such as Basic) is never downgraded to anonymous.
 //   - A token in the query string (access_token, RFC 6750 §2.3) is refused with 400 even when a header is
@@ -23,43 +33,43 @@
 // # API keys
 //
 // [NewKey] mints a key for `toolgate keys new`: "tg_" ([KeyPrefix]) and 32 bytes from crypto/rand in
-// base64url. Configuration holds only its SHA-256 hex ([HashKey]), with the principal and the attributes
-// the key authenticates as. A presented key is hashed once and looked up by that hash, so its own bytes
-// are never compared.
+// base64url. Configuration, and so [APIKey], holds only its SHA-256 hex ([HashKey]), with the principal
+// and the attributes the key authenticates as. A presented key is hashed once and looked up by that hash,
+// so its own bytes are never compared.
 //
 // # JWT rules
 //
-// A JWT is accepted only if all of these hold: its alg is in auth.jwt.algorithms (none and HS* can never
-// be listed, and the parser is also told the allowed list, so alg confusion with a public key used as an
-// HMAC secret fails); its signature verifies with a key from the JWK Set whose kid matches (a JWK with an
-// alg must match the token's alg, and keys marked "use":"enc" are ignored); it has no "crit" header; iss
-// equals auth.jwt.issuer exactly; aud contains the audience (auth.jwt.audience, default auth.resource); exp
-// is present and not passed, and nbf and iat are not in the future, each with auth.jwt.clock_skew of
-// leeway. Header parameters that point at keys (jku, x5u, jwk) are ignored: keys come only from the
-// configured JWK Set.
+// A JWT is accepted only if all of these hold (the names are fields of [JWTOptions]): its alg is in
+// Algorithms (none and HS* can never be listed, and the parser is also told the allowed list, so alg
+// confusion with a public key used as an HMAC secret fails); its signature verifies with a key from the
+// JWK Set whose kid matches (a JWK with an alg must match the token's alg, and keys marked "use":"enc" are
+// ignored); it has no "crit" header; iss equals Issuer exactly; aud contains the audience (Audience,
+// default Options.Resource); exp is present and not passed, and nbf and iat are not in the future, each
+// with ClockSkew of leeway (default 60s). Header parameters that point at keys (jku, x5u, jwk) are
+// ignored: keys come only from the configured JWK Set.
 //
-// The principal is the principal_claim (default sub): a non-empty string without "$", ",", control
+// The principal is the PrincipalClaim (default sub): a non-empty string without "$", ",", control
 // characters or surrounding spaces, the same rule as principals in config, or the token is refused. A
 // claim name is looked up as written first, then as a dotted path into nested objects, so both
 // "realm_access.roles" (Keycloak) and "https://example.com/roles" (namespaced claims) work. The roles
 // claim may be a list of strings or one string of space-separated roles (as scope is); a role that could
-// not be a policy subject refuses the token rather than being dropped silently. attribute_claims whose
+// not be a policy subject refuses the token rather than being dropped silently. AttributeClaims whose
 // values are strings become Subject.Attrs; other values are skipped. Note that the principal is taken as
 // the identity provider states it: a claim users can edit themselves (a display name, sometimes
 // preferred_username) lets them choose their principal.
 //
 // # JWT signing keys
 //
-// jwks_file is read at New (an unreadable or invalid file is an error naming it), re-read every
-// jwks_refresh, and re-read when a token names an unknown kid (at most once per 30s). A re-read that fails
-// keeps the keys already loaded.
+// JWKSFile is read at New (an unreadable or invalid file is an error naming it), re-read every Refresh
+// (default 10m), and re-read when a token names an unknown kid (at most once per 30s). A re-read that
+// fails keeps the keys already loaded.
 //
-// jwks_url is fetched at New with a 10s bound; if the identity provider is unreachable the gateway still
-// starts, logs it, and JWT calls fail until a fetch succeeds. It is fetched again every jwks_refresh and
-// when a token names an unknown kid, at most once per 30s however many such tokens arrive: a request that
-// cannot refresh fails at once rather than waiting. A refresh that fails keeps the keys already loaded. The
-// body is capped at 1 MiB, and redirects to plain http are refused (http is accepted only for loopback
-// hosts, as config requires of the URL itself).
+// JWKSURL is fetched at New with a 10s bound; if the identity provider is unreachable the gateway still
+// starts, logs it, and JWT calls fail until a fetch succeeds. It is fetched again every Refresh and when
+// a token names an unknown kid, at most once per 30s however many such tokens arrive: a request that
+// cannot refresh fails at once rather than waiting. A refresh that fails keeps the keys already loaded.
+// The body is capped at 1 MiB, and redirects to plain http are refused (http is accepted only for
+// loopback hosts, as config requires of the URL itself).
 //
 // # Library
 //
@@ -77,7 +87,7 @@
 //
 // # Resource metadata
 //
-// When auth.resource is set, [Authenticator.ProtectedResourceMetadata] serves RFC 9728 metadata:
+// When Options.Resource is set, [Authenticator.ProtectedResourceMetadata] serves RFC 9728 metadata:
 // resource, authorization_servers (the issuer, when JWT is configured), bearer_methods_supported
 // ["header"], and resource_name. Its URL follows RFC 9728 §3.1: the well-known path is inserted between
 // the resource's host and its path, so resource https://gw.example.com/mcp has its metadata at

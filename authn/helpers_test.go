@@ -18,8 +18,6 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -128,24 +126,24 @@ func (s *jwksServer) serve(t testing.TB, set []jwk) {
 	s.body.Store(&b)
 }
 
-// jwtConfig is a JWT setup against jwksURL; mod adjusts it.
-func jwtConfig(jwksURL string, mod func(*config.Config)) *config.Config {
-	c := &config.Config{Auth: config.Auth{
+// jwtOptions is a JWT setup against jwksURL, every other JWT field left at its default; mod adjusts it.
+func jwtOptions(jwksURL string, mod func(*Options)) Options {
+	o := Options{
 		Resource: resource,
-		APIKeys: []config.APIKey{
+		APIKeys: []APIKey{
 			{Principal: "alice", SHA256: HashKey(aliceKey), Attributes: map[string]string{"region": "eu"}},
 		},
-		JWT: &config.JWT{
+		JWT: &JWTOptions{
 			Issuer:          issuer,
 			JWKSURL:         jwksURL,
 			RolesClaim:      "realm_access.roles",
 			AttributeClaims: []string{"region"},
 		},
-	}}
-	if mod != nil {
-		mod(c)
 	}
-	return c
+	if mod != nil {
+		mod(&o)
+	}
+	return o
 }
 
 // logBuffer is the shared concurrent log sink.
@@ -158,10 +156,10 @@ func withClock(now func() time.Time) Option {
 }
 
 // newAuth builds an Authenticator on the fixed clock, closed when the test ends, and returns its log.
-func newAuth(t testing.TB, cfg *config.Config, opts ...Option) (*Authenticator, *logBuffer) {
+func newAuth(t testing.TB, o Options, opts ...Option) (*Authenticator, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	a, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)), append([]Option{withClock(clock)}, opts...)...)
+	a, err := New(context.Background(), o, slog.New(slog.NewTextHandler(logs, nil)), append([]Option{withClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/authz"
-	"github.com/toolgate/toolgate/config"
 )
 
 const (
@@ -26,7 +25,7 @@ const (
 	maxNameBytes = 256
 )
 
-// jwtVerifier checks JWT bearer tokens against auth.jwt and maps their claims to a subject.
+// jwtVerifier checks JWT bearer tokens against JWTOptions and maps their claims to a subject.
 type jwtVerifier struct {
 	parser         *jwt.Parser
 	keys           keyfunc.Keyfunc
@@ -36,12 +35,17 @@ type jwtVerifier struct {
 	attrClaims     []string
 }
 
-func newJWTVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger, s settings) (*jwtVerifier, error) {
-	j := cfg.Auth.JWT
+// newJWTVerifier builds the verifier for j; resource is Options.Resource, the default audience.
+func newJWTVerifier(ctx context.Context, j *JWTOptions, resource string, log *slog.Logger, s settings) (*jwtVerifier, error) {
 	if j.Issuer == "" {
 		return nil, errors.New("authn: auth.jwt.issuer is required")
 	}
-	src, err := newKeySource(ctx, j, cfg.JWKSRefresh(), s.kidRefreshEvery, log)
+	js := j.resolve(resource)
+	// Config refuses unaccepted algorithms at load; Options built in code get the same guarantee here.
+	if len(js.algorithms) == 0 {
+		return nil, errors.New("authn: auth.jwt.algorithms lists no accepted algorithm")
+	}
+	src, err := newKeySource(ctx, j, js.refresh, s.kidRefreshEvery, log)
 	if err != nil {
 		return nil, err
 	}
@@ -55,19 +59,12 @@ func newJWTVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger, s
 		src.close()
 		return nil, fmt.Errorf("authn: %w", err)
 	}
-	algs := cfg.JWTAlgorithms()
-	// Config refuses these at load; a Config built in code gets the same guarantee here.
-	algs = slices.DeleteFunc(algs, func(alg string) bool { return !config.JWTAlgorithmAccepted(alg) })
-	if len(algs) == 0 {
-		src.close()
-		return nil, errors.New("authn: auth.jwt.algorithms lists no accepted algorithm")
-	}
 	v := &jwtVerifier{
 		parser: jwt.NewParser(
-			jwt.WithValidMethods(algs),
+			jwt.WithValidMethods(js.algorithms),
 			jwt.WithIssuer(j.Issuer),
-			jwt.WithAudience(cfg.JWTAudience()),
-			jwt.WithLeeway(cfg.JWTClockSkew()),
+			jwt.WithAudience(js.audience),
+			jwt.WithLeeway(js.leeway),
 			jwt.WithTimeFunc(s.now),
 			jwt.WithExpirationRequired(),
 			jwt.WithIssuedAt(),
@@ -75,12 +72,12 @@ func newJWTVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger, s
 		),
 		keys:           kf,
 		source:         src,
-		principalClaim: cfg.JWTPrincipalClaim(),
+		principalClaim: js.principalClaim,
 		rolesClaim:     j.RolesClaim,
 		attrClaims:     slices.Clone(j.AttributeClaims),
 	}
-	log.Info("JWT bearer tokens accepted", "issuer", j.Issuer, "audience", cfg.JWTAudience(),
-		"keys", src.name, "algorithms", strings.Join(algs, ","))
+	log.Info("JWT bearer tokens accepted", "issuer", j.Issuer, "audience", js.audience,
+		"keys", src.name, "algorithms", strings.Join(js.algorithms, ","))
 	return v, nil
 }
 

@@ -14,14 +14,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/authz"
-	"github.com/toolgate/toolgate/config"
 )
 
 // TestJWT is the decision table for JWT bearer tokens against one key set: each token is accepted with
 // exactly the expected subject, or refused with 401, error="invalid_token", and a reason for the log.
 func TestJWT(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	a, _ := newAuth(t, jwtConfig(srv.URL, nil))
+	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
 	k := keys()
 	alice := &authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}}
 	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
@@ -144,41 +143,43 @@ func TestJWT(t *testing.T) {
 	}
 }
 
-// TestJWTClaimSettings: principal_claim, a namespaced roles claim, clock_skew 0 and a narrower algorithm
-// list.
+// TestJWTClaimSettings: PrincipalClaim, a namespaced roles claim, NoClockSkew, a narrower ClockSkew, a
+// narrower algorithm list and an explicit audience.
 func TestJWTClaimSettings(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
 	k := keys()
 	tests := []struct {
 		name   string
-		cfg    func(j *config.JWT)
+		opts   func(j *JWTOptions)
 		token  func() string
 		want   *authz.Subject
 		reason string
 	}{
-		{"principal from email", func(j *config.JWT) { j.PrincipalClaim = "email" },
+		{"principal from email", func(j *JWTOptions) { j.PrincipalClaim = "email" },
 			func() string { return rs256(t, func(c jwt.MapClaims) { c["email"] = "alice@example.com" }) },
 			&authz.Subject{Principal: "alice@example.com", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}}, ""},
-		{"principal claim missing", func(j *config.JWT) { j.PrincipalClaim = "email" },
+		{"principal claim missing", func(j *JWTOptions) { j.PrincipalClaim = "email" },
 			func() string { return rs256(t, nil) }, nil, `the principal claim "email" is missing`},
-		{"namespaced roles claim with dots", func(j *config.JWT) { j.RolesClaim = "https://toolgate.example/roles"; j.AttributeClaims = nil },
+		{"namespaced roles claim with dots", func(j *JWTOptions) { j.RolesClaim = "https://toolgate.example/roles"; j.AttributeClaims = nil },
 			func() string {
 				return rs256(t, func(c jwt.MapClaims) { c["https://toolgate.example/roles"] = []any{"auditor"} })
 			}, &authz.Subject{Principal: "alice", Roles: []string{"auditor"}}, ""},
-		{"no clock skew", func(j *config.JWT) { zero := config.Duration(0); j.ClockSkew = &zero },
+		{"no clock skew", func(j *JWTOptions) { j.ClockSkew = NoClockSkew },
 			func() string { return rs256(t, func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() }) }, nil, "token is expired"},
-		{"EdDSA not allowed", func(j *config.JWT) { j.Algorithms = []string{"RS256"} },
+		{"clock skew narrower than the default", func(j *JWTOptions) { j.ClockSkew = 10 * time.Second },
+			func() string { return rs256(t, func(c jwt.MapClaims) { c["exp"] = now.Add(-30 * time.Second).Unix() }) }, nil, "token is expired"},
+		{"EdDSA not allowed", func(j *JWTOptions) { j.Algorithms = []string{"RS256"} },
 			func() string { return sign(t, jwt.SigningMethodEdDSA, k.ed, "ed-1", claims(nil), nil) }, nil, "signing method EdDSA is invalid"},
-		{"HS256 in a Config built in code is still refused", func(j *config.JWT) { j.Algorithms = []string{"RS256", "HS256"} },
+		{"HS256 in Options built in code is still refused", func(j *JWTOptions) { j.Algorithms = []string{"RS256", "HS256"} },
 			func() string { return sign(t, jwt.SigningMethodHS256, []byte("secret"), "rsa-1", claims(nil), nil) }, nil, "signing method HS256 is invalid"},
-		{"explicit audience", func(j *config.JWT) { j.Audience = "api://toolgate" },
+		{"explicit audience", func(j *JWTOptions) { j.Audience = "api://toolgate" },
 			func() string { return rs256(t, nil) }, nil, "token has invalid audience"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := jwtConfig(srv.URL, nil)
-			tt.cfg(cfg.Auth.JWT)
-			a, _ := newAuth(t, cfg)
+			o := jwtOptions(srv.URL, nil)
+			tt.opts(o.JWT)
+			a, _ := newAuth(t, o)
 			sub, err := a.Authenticate(request("", bearer(tt.token())))
 			if tt.want != nil {
 				if err != nil || !reflect.DeepEqual(sub, *tt.want) {

@@ -17,8 +17,6 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"golang.org/x/time/rate"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 const (
@@ -43,7 +41,7 @@ type keySource struct {
 	close   func()
 }
 
-func newKeySource(ctx context.Context, j *config.JWT, refresh, kidEvery time.Duration, log *slog.Logger) (*keySource, error) {
+func newKeySource(ctx context.Context, j *JWTOptions, refresh, kidEvery time.Duration, log *slog.Logger) (*keySource, error) {
 	switch {
 	case j.JWKSURL != "" && j.JWKSFile != "":
 		return nil, errors.New("authn: set either auth.jwt.jwks_url or auth.jwt.jwks_file, not both")

@@ -17,8 +17,6 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 // noKIDRateLimit lets every unknown kid refresh, for tests that need two refreshes in a row.
@@ -49,7 +47,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // refresh and is accepted; later ones cause none.
 func TestUnknownKIDRotation(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	a, _ := newAuth(t, jwtConfig(srv.URL, nil))
+	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
 	ed2 := newEdKey(t)
 	srv.serve(t, append(defaultJWKS(), jwk{kid: "ed-2", alg: jwkset.AlgEdDSA, key: ed2.Public()}))
 	token := sign(t, jwt.SigningMethodEdDSA, ed2, "ed-2", claims(nil), nil)
@@ -67,7 +65,7 @@ func TestUnknownKIDRotation(t *testing.T) {
 // interval, fails fast, and leaves known kids working.
 func TestUnknownKIDBounded(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	a, _ := newAuth(t, jwtConfig(srv.URL, nil))
+	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
 	tokens := make([]string, 43)
 	for i := range tokens {
 		tokens[i] = sign(t, jwt.SigningMethodRS256, keys().rsa, fmt.Sprintf("ghost-%d", i), claims(nil), nil)
@@ -119,7 +117,7 @@ func TestJWKSUnreachableAtStartup(t *testing.T) {
 	t.Run("server error", func(t *testing.T) {
 		srv := newJWKSServer(t, defaultJWKS())
 		srv.status.Store(http.StatusServiceUnavailable)
-		a, logs := newAuth(t, jwtConfig(srv.URL, nil), noKIDRateLimit)
+		a, logs := newAuth(t, jwtOptions(srv.URL, nil), noKIDRateLimit)
 		for _, want := range []string{"no JWT signing keys loaded yet", "cannot fetch the JWT signing keys", srv.URL} {
 			if !strings.Contains(logs.String(), want) {
 				t.Errorf("log lacks %q:\n%s", want, logs)
@@ -139,7 +137,7 @@ func TestJWKSUnreachableAtStartup(t *testing.T) {
 		closed := httptest.NewServer(http.NotFoundHandler())
 		closed.Close()
 		start := time.Now()
-		a, logs := newAuth(t, jwtConfig(closed.URL, nil))
+		a, logs := newAuth(t, jwtOptions(closed.URL, nil))
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("New took %v with the key set unreachable", d)
 		}
@@ -158,8 +156,8 @@ func TestJWKSUnreachableAtStartup(t *testing.T) {
 // TestPeriodicRefreshAndClose: the key set is refreshed on its interval, and Close stops that.
 func TestPeriodicRefreshAndClose(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	// A Config built in code skips load's 1m minimum, so the refresh comes quickly.
-	a, _ := newAuth(t, jwtConfig(srv.URL, func(c *config.Config) { c.Auth.JWT.JWKSRefresh = config.Duration(10 * time.Millisecond) }))
+	// Options built in code skip config's 1m minimum, so the refresh comes quickly.
+	a, _ := newAuth(t, jwtOptions(srv.URL, func(o *Options) { o.JWT.Refresh = 10 * time.Millisecond }))
 	eventually(t, "two periodic refreshes", func() bool { return srv.fetches.Load() >= 3 })
 	a.Close()
 	a.Close() // idempotent
@@ -176,7 +174,7 @@ func TestJWKSBodyCap(t *testing.T) {
 		_, _ = w.Write([]byte(`{"keys":[],"pad":"` + strings.Repeat("x", maxJWKSBytes) + `"}`))
 	}))
 	t.Cleanup(big.Close)
-	_, logs := newAuth(t, jwtConfig(big.URL, nil))
+	_, logs := newAuth(t, jwtOptions(big.URL, nil))
 	if !strings.Contains(logs.String(), "too large") {
 		t.Fatalf("log lacks the size refusal:\n%s", logs)
 	}
@@ -221,12 +219,12 @@ func writeJWKS(t testing.TB, path string, set []jwk) {
 	}
 }
 
-func fileConfig(path string, mod func(*config.Config)) *config.Config {
-	return jwtConfig("", func(c *config.Config) {
-		c.Auth.JWT.JWKSURL = ""
-		c.Auth.JWT.JWKSFile = path
+func fileOptions(path string, mod func(*Options)) Options {
+	return jwtOptions("", func(o *Options) {
+		o.JWT.JWKSURL = ""
+		o.JWT.JWKSFile = path
 		if mod != nil {
-			mod(c)
+			mod(o)
 		}
 	})
 }
@@ -235,7 +233,7 @@ func fileConfig(path string, mod func(*config.Config)) *config.Config {
 func TestJWKSFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jwks.json")
 	writeJWKS(t, path, defaultJWKS())
-	a, _ := newAuth(t, fileConfig(path, nil))
+	a, _ := newAuth(t, fileOptions(path, nil))
 	if sub, err := a.Authenticate(request("", bearer(rs256(t, nil)))); err != nil || sub.Principal != "alice" || len(sub.Roles) != 2 {
 		t.Fatalf("got %+v, %v", sub, err)
 	}
@@ -258,7 +256,7 @@ func TestJWKSFile(t *testing.T) {
 func TestJWKSFileRevocation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jwks.json")
 	writeJWKS(t, path, defaultJWKS())
-	a, logs := newAuth(t, fileConfig(path, func(c *config.Config) { c.Auth.JWT.JWKSRefresh = config.Duration(10 * time.Millisecond) }))
+	a, logs := newAuth(t, fileOptions(path, func(o *Options) { o.JWT.Refresh = 10 * time.Millisecond }))
 	token := rs256(t, nil)
 
 	if err := os.WriteFile(path, []byte(`{"keys": [`), 0o600); err != nil {
@@ -297,7 +295,7 @@ func TestJWKSFileErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, err := New(context.Background(), fileConfig(tt.path, nil), nil)
+			a, err := New(context.Background(), fileOptions(tt.path, nil), nil)
 			if err == nil {
 				a.Close()
 				t.Fatal("built")

@@ -57,7 +57,7 @@ func newMetadata(resource, issuer string) (*metadata, error) {
 	return &metadata{url: u.Scheme + "://" + u.Host + wellKnown + path, paths: paths, body: body}, nil
 }
 
-// ProtectedResourceMetadata serves the RFC 9728 metadata document, or is nil when auth.resource is not
+// ProtectedResourceMetadata serves the RFC 9728 metadata document, or is nil when Options.Resource is not
 // set. Mount it at each of MetadataPaths. It answers GET and HEAD (and CORS preflight: the document is
 // public, and browser-based clients fetch it cross-origin).
 func (a *Authenticator) ProtectedResourceMetadata() http.Handler {
@@ -67,7 +67,7 @@ func (a *Authenticator) ProtectedResourceMetadata() http.Handler {
 	return a.meta
 }
 
-// MetadataURL is the URL resource_metadata names in challenges, or "" without auth.resource.
+// MetadataURL is the URL resource_metadata names in challenges, or "" without Options.Resource.
 func (a *Authenticator) MetadataURL() string {
 	if a.meta == nil {
 		return ""
@@ -77,7 +77,7 @@ func (a *Authenticator) MetadataURL() string {
 
 // MetadataPaths are the request paths at which to serve ProtectedResourceMetadata: the RFC 9728 path for
 // the resource first, then the bare well-known path for clients that only try that one. Nil without
-// auth.resource.
+// Options.Resource.
 func (a *Authenticator) MetadataPaths() []string {
 	if a.meta == nil {
 		return nil

@@ -7,15 +7,13 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 // TestProtectedResourceMetadata checks the RFC 9728 document and how the handler answers each method.
 func TestProtectedResourceMetadata(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
-	withJWT, _ := newAuth(t, jwtConfig(srv.URL, nil))
-	keysOnly, _ := newAuth(t, &config.Config{Auth: config.Auth{Resource: resource}})
+	withJWT, _ := newAuth(t, jwtOptions(srv.URL, nil))
+	keysOnly, _ := newAuth(t, Options{Resource: resource})
 	tests := []struct {
 		name string
 		a    *Authenticator
@@ -90,7 +88,7 @@ func TestMetadataURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.resource, func(t *testing.T) {
-			a, _ := newAuth(t, &config.Config{Auth: config.Auth{Resource: tt.resource}})
+			a, _ := newAuth(t, Options{Resource: tt.resource})
 			if a.MetadataURL() != tt.url || !slices.Equal(a.MetadataPaths(), tt.paths) {
 				t.Fatalf("got %s %v, want %s %v", a.MetadataURL(), a.MetadataPaths(), tt.url, tt.paths)
 			}

@@ -5,9 +5,10 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/authn"
 )
 
 // The checks of the auth section: principals, API keys, JWT settings, and the rule that a gateway
@@ -87,11 +88,11 @@ func (l *loader) checkAttrName(e entry) {
 }
 
 // jwtAlgorithms are the alg values auth.jwt.algorithms may list: asymmetric signatures only.
-var jwtAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+var jwtAlgorithms = authn.AcceptedAlgorithms()
 
 // JWTAlgorithmAccepted reports whether auth.jwt.algorithms may list alg. none and the HS* family (shared
 // secrets) never may.
-func JWTAlgorithmAccepted(alg string) bool { return slices.Contains(jwtAlgorithms, alg) }
+func JWTAlgorithmAccepted(alg string) bool { return authn.AlgorithmAccepted(alg) }
 
 func (l *loader) checkJWT(path string, a *Auth) {
 	if l.bad[path] {

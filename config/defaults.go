@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/breaker"
 )
 
@@ -32,11 +33,11 @@ const (
 	DefaultModelFile  = "model.conf"
 	DefaultPolicyFile = "policy.csv"
 	// DefaultJWKSRefresh is how often a JWT key set is fetched (or its file re-read) again: 10 minutes.
-	DefaultJWKSRefresh = 10 * time.Minute
+	DefaultJWKSRefresh = authn.DefaultJWKSRefresh
 	// DefaultJWTClockSkew is the leeway for a token's exp, nbf and iat: 60 seconds.
-	DefaultJWTClockSkew = 60 * time.Second
-	// DefaultJWTPrincipalClaim is the claim that names the principal of a JWT.
-	DefaultJWTPrincipalClaim = "sub"
+	DefaultJWTClockSkew = authn.DefaultClockSkew
+	// DefaultJWTPrincipalClaim is the claim that names the principal of a JWT: sub.
+	DefaultJWTPrincipalClaim = authn.DefaultPrincipalClaim
 	// DefaultMaxInFlight is how many calls may be in flight to one upstream at once: 64. One more fails
 	// fast with upstream_unavailable instead of queueing.
 	DefaultMaxInFlight = 64
@@ -109,9 +110,9 @@ const (
 	DefaultDedupOnFailure = FailClosed
 )
 
-// DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty. It returns
-// a new slice each time, so callers may keep or change it.
-func DefaultJWTAlgorithms() []string { return []string{"RS256", "ES256", "EdDSA"} }
+// DefaultJWTAlgorithms are the signature algorithms accepted when auth.jwt.algorithms is empty: RS256,
+// ES256, EdDSA. It returns a new slice each time, so callers may keep or change it.
+func DefaultJWTAlgorithms() []string { return authn.DefaultAlgorithms() }
 
 // Allowed ranges, inclusive, checked at load. Zero is never range-checked: it means the default.
 var (

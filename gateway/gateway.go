@@ -133,7 +133,7 @@ func (g *Gateway) steps(o Options) []step {
 			return err
 		}},
 		{"invalid authentication settings", func(ctx context.Context) (err error) {
-			if g.auth, err = authn.New(ctx, g.cfg, g.log); err == nil {
+			if g.auth, err = authn.New(ctx, AuthnOptions(g.cfg), g.log); err == nil {
 				g.cleanup.add(g.auth.Close)
 			}
 			return err

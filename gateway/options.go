@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
@@ -149,6 +150,40 @@ func limitsFrom(rl config.RateLimits) ratelimit.Limits {
 		}
 	}
 	return l
+}
+
+// AuthnOptions is the auth section of cfg in authn's terms: API keys, the
+// anonymous principal, the resource, and JWT, with the defaults applied by
+// the config's accessors. An explicit clock_skew: 0s becomes
+// authn.NoClockSkew, since a zero ClockSkew means authn's default.
+func AuthnOptions(cfg *config.Config) authn.Options {
+	a := cfg.Auth
+	o := authn.Options{Resource: a.Resource, AllowAnonymous: a.AllowAnonymous}
+	if len(a.APIKeys) > 0 {
+		o.APIKeys = make([]authn.APIKey, len(a.APIKeys))
+		for i, k := range a.APIKeys {
+			o.APIKeys[i] = authn.APIKey{Principal: k.Principal, SHA256: k.SHA256, Attributes: k.Attributes}
+		}
+	}
+	if j := a.JWT; j != nil {
+		skew := cfg.JWTClockSkew()
+		if skew == 0 {
+			skew = authn.NoClockSkew
+		}
+		o.JWT = &authn.JWTOptions{
+			Issuer:          j.Issuer,
+			Audience:        cfg.JWTAudience(),
+			JWKSURL:         j.JWKSURL,
+			JWKSFile:        j.JWKSFile, // absolute: config resolved it against the config file's directory
+			Refresh:         cfg.JWKSRefresh(),
+			ClockSkew:       skew,
+			PrincipalClaim:  cfg.JWTPrincipalClaim(),
+			RolesClaim:      j.RolesClaim,
+			AttributeClaims: j.AttributeClaims,
+			Algorithms:      cfg.JWTAlgorithms(),
+		}
+	}
+	return o
 }
 
 // PolicyOptions tells the policy loader what config knows: the servers

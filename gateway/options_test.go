@@ -3,10 +3,16 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 )
@@ -130,4 +136,140 @@ func TestLimitsFromConfig(t *testing.T) {
 	if !limitsFrom(config.RateLimits{}).Empty() {
 		t.Error("no rate_limits: the guard should be left out")
 	}
+}
+
+// authYAML sets every key of the auth section (stdio_principal is not authn's; jwks_file is the
+// alternative to jwks_url, in authFileYAML).
+const authYAML = `
+auth:
+  stdio_principal: local
+  allow_anonymous: guest
+  resource: "https://gw.example.com/mcp"
+  api_keys:
+    - principal: alice
+      sha256: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+      attributes: {region: eu, tier: gold}
+    - principal: bob
+      sha256: "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+  jwt:
+    issuer: "https://idp.example.com/"
+    audience: "api://toolgate"
+    jwks_url: "https://idp.example.com/jwks.json"
+    jwks_refresh: 15m
+    clock_skew: 30s
+    principal_claim: preferred_username
+    roles_claim: realm_access.roles
+    attribute_claims: [region, org]
+    algorithms: [RS256, ES384]
+`
+
+// authFileYAML leaves every JWT key with a default out, takes the keys from a file relative to the config
+// file, and turns clock skew off.
+const authFileYAML = `
+auth:
+  resource: "https://gw.example.com/mcp"
+  jwt:
+    issuer: "https://idp.example.com/"
+    jwks_file: keys/jwks.json
+    clock_skew: 0s
+`
+
+func parseConfig(t *testing.T, path, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse(path, []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestAuthnOptions: every auth key reaches authn.Options; keys left out arrive as config's defaults, an
+// explicit clock_skew: 0s as authn.NoClockSkew, and jwks_file resolved against the config file's directory.
+func TestAuthnOptions(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		yaml string
+		want authn.Options
+	}{
+		{"every key", authYAML, authn.Options{
+			Resource:       "https://gw.example.com/mcp",
+			AllowAnonymous: "guest",
+			APIKeys: []authn.APIKey{
+				{Principal: "alice", SHA256: strings.Repeat("a", 64), Attributes: map[string]string{"region": "eu", "tier": "gold"}},
+				{Principal: "bob", SHA256: strings.Repeat("b", 64)},
+			},
+			JWT: &authn.JWTOptions{
+				Issuer:          "https://idp.example.com/",
+				Audience:        "api://toolgate",
+				JWKSURL:         "https://idp.example.com/jwks.json",
+				Refresh:         15 * time.Minute,
+				ClockSkew:       30 * time.Second,
+				PrincipalClaim:  "preferred_username",
+				RolesClaim:      "realm_access.roles",
+				AttributeClaims: []string{"region", "org"},
+				Algorithms:      []string{"RS256", "ES384"},
+			},
+		}},
+		{"defaults, a jwks_file and no clock skew", authFileYAML, authn.Options{
+			Resource: "https://gw.example.com/mcp",
+			JWT: &authn.JWTOptions{
+				Issuer:         "https://idp.example.com/",
+				Audience:       "https://gw.example.com/mcp",
+				JWKSFile:       filepath.Join(dir, "keys", "jwks.json"),
+				Refresh:        authn.DefaultJWKSRefresh,
+				ClockSkew:      authn.NoClockSkew,
+				PrincipalClaim: authn.DefaultPrincipalClaim,
+				Algorithms:     authn.DefaultAlgorithms(),
+			},
+		}},
+		{"no auth section", "", authn.Options{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := AuthnOptions(parseConfig(t, filepath.Join(dir, "toolgate.yaml"), tt.yaml))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("AuthnOptions =\n%s\nwant\n%s", dump(got), dump(tt.want))
+			}
+		})
+	}
+
+	// The first case must exercise every field of Options, so a field added to authn later and not
+	// carried here fails this test. Only JWKSFile, the alternative to JWKSURL, is in the second case.
+	got := AuthnOptions(parseConfig(t, filepath.Join(dir, "toolgate.yaml"), authYAML))
+	for _, v := range []any{got, *got.JWT, got.APIKeys[0]} {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			if f := rv.Type().Field(i); f.Name != "JWKSFile" && rv.Field(i).IsZero() {
+				t.Errorf("%s.%s is not set by a config with every auth key", rv.Type().Name(), f.Name)
+			}
+		}
+	}
+}
+
+// TestAuthnOptionsBuildAnAuthenticator: the converted options are ones authn.New accepts, and the API keys
+// work (the upper-case hash in the config is folded by config, the attributes arrive).
+func TestAuthnOptionsBuildAnAuthenticator(t *testing.T) {
+	const key = "tg_gateway_test_key"
+	cfg := parseConfig(t, filepath.Join(t.TempDir(), "toolgate.yaml"),
+		"auth:\n  api_keys:\n    - {principal: alice, sha256: \""+strings.ToUpper(authn.HashKey(key))+"\", attributes: {region: eu}}\n")
+	a, err := authn.New(t.Context(), AuthnOptions(cfg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/mcp", nil)
+	r.Header.Set("Authorization", "Bearer "+key)
+	sub, err := a.Authenticate(r)
+	if err != nil || sub.Principal != "alice" || sub.Attrs["region"] != "eu" {
+		t.Fatalf("got %+v, %v", sub, err)
+	}
+}
+
+func dump(o authn.Options) string {
+	s := fmt.Sprintf("%+v", o)
+	if o.JWT != nil {
+		s += fmt.Sprintf("\nJWT: %+v", *o.JWT)
+	}
+	return s
 }

@@ -47,7 +47,7 @@ func check(path string, offline bool, out io.Writer) int {
 		}
 	}
 	// The JWKS file is read here (a URL is fetched, bounded), as serve would.
-	if auth, err := authn.New(context.Background(), cfg, slog.New(slog.DiscardHandler)); err != nil {
+	if auth, err := authn.New(context.Background(), gateway.AuthnOptions(cfg), slog.New(slog.DiscardHandler)); err != nil {
 		printProblems(out, "authentication", err)
 		problems++
 	} else {
