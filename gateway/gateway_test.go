@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,6 +140,50 @@ func TestGatewayLifecycle(t *testing.T) {
 	closed = true
 	if _, err := http.Get("http://" + addr + "/mcp"); err == nil {
 		t.Fatalf("%s still answers after Close", addr)
+	}
+	// Close ended the watchers Start began, although ctx is still live.
+	goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"))
+}
+
+// When the admin listener cannot open, Start fails saying so, and serves
+// nothing: the MCP listener it had opened is closed again.
+func TestStartFailsWhole(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := writeGateway(t, "", "")
+	write(t, cfg, strings.Replace(string(mustRead(t, cfg)), `admin: {listen: "127.0.0.1:0"}`, `admin: {listen: "`+busy.Addr().String()+`"}`, 1))
+	gw, err := New(context.Background(), Options{ConfigPath: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	err = gw.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "admin API on "+busy.Addr().String()) {
+		t.Fatalf("Start: %v, want the admin listener named", err)
+	}
+	if gw.Addr() != "" {
+		t.Fatalf("the MCP listener %s is still open after Start failed", gw.Addr())
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -27,11 +29,11 @@ const shutdownGrace = 10 * time.Second
 func (g *Gateway) Start(ctx context.Context) error {
 	g.Watch(ctx)
 	g.serving.failed = make(chan error, 2)
-	endpoint := g.MCPHandler()
 	ln, err := net.Listen("tcp", g.cfg.HTTPAddr())
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot listen on %s: %w", g.cfg.HTTPAddr(), err)
 	}
+	endpoint := g.MCPHandler()
 	g.serving.endpoint = endpoint
 	g.serving.http = g.serve(ln, endpoint)
 	g.log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
@@ -40,7 +42,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	aln, err := net.Listen("tcp", g.cfg.AdminAddr())
 	if err != nil {
-		return err // Close stops the HTTP listener
+		g.serving.stop(g.log) // nothing is served unless everything is
+		return fmt.Errorf("cannot listen for the admin API on %s: %w", g.cfg.AdminAddr(), err)
 	}
 	g.serving.admin = g.serve(aln, g.AdminHandler())
 	g.log.Info("serving the admin API", "url", "http://"+aln.Addr().String())
@@ -81,24 +84,26 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 }
 
 // Watch reloads the policy when its files change, and the tool pins when
-// an admin approves a tool, until ctx ends. A failed reload keeps the last
-// good policy (authz.Store logs and counts it).
+// an admin approves a tool, until ctx ends or Close. A failed reload keeps
+// the last good policy (authz.Store logs and counts it).
 func (g *Gateway) Watch(ctx context.Context) {
-	go func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	g.cleanup.add(func() { cancel(); watching.Wait() }) // released first: nothing reloads what Close is closing
+	watching.Go(func() {
 		if err := g.policy.Watch(ctx); err != nil && ctx.Err() == nil {
 			g.log.Error("policy files are not watched; SIGHUP still reloads", "err", err)
 		}
-	}()
-	go func() {
+	})
+	watching.Go(func() {
 		if err := g.set.WatchPins(ctx); err != nil && ctx.Err() == nil {
 			g.log.Error("the tool pin file is not watched; SIGHUP still reloads it", "err", err)
 		}
-	}()
+	})
 }
 
 // Reload reads the policy and the tool pins again (SIGHUP).
 func (g *Gateway) Reload() {
-	g.log.Info("reloading the policy and the tool pins")
 	_ = g.policy.Reload()
 	if err := g.set.ReloadPins(); err != nil {
 		g.log.Error("tool pins not reloaded", "err", err)

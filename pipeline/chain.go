@@ -136,12 +136,12 @@ func (c *Chain) check(ctx context.Context, x *Exchange, l *Link) (err *envelope.
 // wrap runs one wrapping link with the rest of the chain as its next; the
 // links it runs are children of its span.
 func (c *Chain) wrap(ctx context.Context, x *Exchange, l *Link) (err *envelope.Error) {
-	start := x.mark
-	x.outer = ctx
+	start, parent := x.mark, ctx
 	var span trace.Span
 	if !l.Outer {
 		ctx, span = c.opts.Tracing.StartStage(ctx, l.Name)
 	}
+	x.outer, x.outerSpan = parent, span
 	x.inner = 0
 	defer func() {
 		err = c.settle(x, l, recover(), err)
@@ -149,7 +149,13 @@ func (c *Chain) wrap(ctx context.Context, x *Exchange, l *Link) (err *envelope.E
 		c.opts.Metrics.StageDuration(l.Name, end.Sub(start)-x.inner)
 		x.mark = end
 		if span != nil {
-			tracing.End(span, errorCode(err))
+			// The span's status is the link's own refusal, not the
+			// outcome of the links it ran (their spans carry theirs).
+			own := ""
+			if x.Stage == l.Name {
+				own = errorCode(err)
+			}
+			tracing.End(span, own) // a no-op when the link passed the call on (Pass ended it)
 		}
 	}()
 	return l.Wrap(ctx, x, c.next)
@@ -167,11 +173,15 @@ func (c *Chain) handOver(ctx context.Context, x *Exchange) *envelope.Error {
 
 // settle turns a panic into internal_error, so that a bug in one call
 // never takes the gateway down, and names the link that stopped the call
-// unless a link has set the outcome itself.
+// unless a link has set the outcome itself. A panic always wins, even
+// over a failure the links inside a wrapping link answered before it
+// panicked: the call's outcome is then unknown to the gateway itself.
 func (c *Chain) settle(x *Exchange, l *Link, panicked any, err *envelope.Error) *envelope.Error {
 	if panicked != nil {
 		err = envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
 			WithDetail(fmt.Sprintf("panic in %s: %v\n%s", l.Name, panicked, debug.Stack()))
+		x.Stage, x.Failed = l.Name, err
+		return err
 	}
 	if err != nil && x.Failed == nil {
 		x.Stage, x.Failed = l.Name, err

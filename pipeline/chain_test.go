@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolgate/toolgate/authz"
@@ -320,6 +321,73 @@ func TestWrapAndPassInTraces(t *testing.T) {
 		}
 		if got := spans["execute"].Parent.SpanID(); !want.IsValid() || got != want {
 			t.Errorf("pass=%v: execute's parent %s, want %s", pass, got, want)
+		}
+	}
+}
+
+// A wrapping link that panics after the rest of the chain failed answers
+// internal_error, recorded with its name: the panic is never hidden behind
+// the earlier failure.
+func TestPanicAfterAFailureWins(t *testing.T) {
+	boom := pipeline.Link{Name: "boom", Wrap: func(ctx context.Context, x *pipeline.Exchange, next pipeline.Next) *envelope.Error {
+		next(ctx, x)
+		panic("settle bug")
+	}}
+	p := pipelinetest.NewBuilder(t, &pipelinetest.Upstreams{Fn: pipelinetest.FailWith(&upstreams.CallError{Where: upstreams.Sent, Err: transport.ErrTransportClosed})})
+	p.Guards = []pipeline.Link{boom}
+	trail := &recordingAudit{}
+	p.Recorder = &pipeline.Recorder{Audit: trail}
+	env := pipelinetest.Envelope(t, p.Handle(context.Background(), pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}))
+	if pipelinetest.Code(env) != "internal_error" || env.Retryable {
+		t.Fatalf("answered %s (retryable %v), want internal_error", pipelinetest.Code(env), env.Retryable)
+	}
+	if r := trail.records[0]; r.ErrorCode != "internal_error" || !strings.Contains(r.Reason, "panic in boom: settle bug") {
+		t.Fatalf("audit %+v", r)
+	}
+}
+
+// A chain whose links all passed without answering (a bug in a link) fails
+// with internal_error, and the record says so too.
+func TestNoAnswerIsRecordedAsAFailure(t *testing.T) {
+	swallow := pipeline.Link{Name: "swallow", Wrap: func(context.Context, *pipeline.Exchange, pipeline.Next) *envelope.Error { return nil }}
+	p := pipelinetest.NewBuilder(t, &pipelinetest.Upstreams{Fn: pipelinetest.Answer(pipelinetest.OKText)})
+	p.Guards = []pipeline.Link{swallow}
+	trail := &recordingAudit{}
+	p.Recorder = &pipeline.Recorder{Audit: trail}
+	env := pipelinetest.Envelope(t, p.Handle(context.Background(), pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}))
+	if pipelinetest.Code(env) != "internal_error" || trail.records[0].ErrorCode != "internal_error" {
+		t.Fatalf("answered %s, recorded %+v", pipelinetest.Code(env), trail.records[0])
+	}
+}
+
+// A wrapping link's span carries its own refusal only, not the failure of
+// the links it ran; one that passes the call on ends at the hand-over.
+func TestWrapSpanStatus(t *testing.T) {
+	for _, pass := range []bool{false, true} {
+		mem := tracetest.NewInMemoryExporter()
+		tr := tracing.NewWithExporter(mem)
+		wrap := pipeline.Link{Name: "wrap", Wrap: func(ctx context.Context, x *pipeline.Exchange, next pipeline.Next) *envelope.Error {
+			if pass {
+				return x.Pass(next)
+			}
+			return next(ctx, x)
+		}}
+		p := pipelinetest.NewBuilder(t, &pipelinetest.Upstreams{Fn: pipelinetest.FailWith(&upstreams.CallError{Where: upstreams.Sent, Err: transport.ErrTransportClosed})})
+		p.Guards, p.Tracing = []pipeline.Link{wrap}, tr
+		p.Handle(context.Background(), pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)})
+		spans := map[string]tracetest.SpanStub{}
+		for _, s := range mem.GetSpans() {
+			spans[s.Name] = s
+		}
+		w, exec := spans["wrap"], spans["execute"]
+		if w.Status.Code == codes.Error || exec.Status.Code != codes.Error {
+			t.Errorf("pass=%v: wrap status %v, execute %v; want the error on execute only", pass, w.Status, exec.Status)
+		}
+		if pass && w.EndTime.After(exec.StartTime) {
+			t.Errorf("a link that passed the call on ended at %v, after execute started at %v", w.EndTime, exec.StartTime)
+		}
+		if err := tr.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

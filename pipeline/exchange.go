@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -69,18 +71,25 @@ type Exchange struct {
 	canonical    []byte // the arguments' canonical JSON, once computed
 	canonicalErr error
 
-	pos   int             // the next link to run
-	mark  time.Time       // the last clock reading of the chain
-	inner time.Duration   // the time the link that just returned took, nested links included
-	ended time.Time       // when Duration was first read
-	outer context.Context // the context of the wrapping link running, without its span (Pass)
+	pos       int             // the next link to run
+	mark      time.Time       // the last clock reading of the chain
+	inner     time.Duration   // the time the link that just returned took, nested links included
+	ended     time.Time       // when Duration was first read
+	outer     context.Context // the context of the wrapping link running, without its span (Pass)
+	outerSpan trace.Span      // that link's span, nil for the record link
 }
 
 // Pass hands the call on without wrapping it. A wrapping link that finds
 // nothing to do for this call (no approval needed, a tool duplicate
 // suppression leaves alone) calls it instead of next, so that the rest of
 // the chain runs beside the link in traces, not inside it.
-func (x *Exchange) Pass(next Next) *envelope.Error { return next(x.outer, x) }
+// The link's span ends at the hand-over: passing took no more than that.
+func (x *Exchange) Pass(next Next) *envelope.Error {
+	if x.outerSpan != nil {
+		tracing.End(x.outerSpan, "")
+	}
+	return next(x.outer, x)
+}
 
 // CanonicalArgs is the canonical JSON of the arguments ({} when none),
 // computed once per call: approvals, duplicate suppression and the audit
@@ -137,14 +146,21 @@ func (x *Exchange) ErrorCode() string {
 // Result is the client's answer: the envelope of the failure, or the
 // answer normalize built.
 func (x *Exchange) Result() *mcp.CallToolResult {
-	if x.Failed == nil && x.Answer == nil {
-		x.Failed = envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
-			WithDetail("the chain ended without an answer")
-	}
+	x.answered()
 	if x.Failed != nil {
 		return FailureResult(x.Failed, x.RetrySafe, x.Replayed)
 	}
 	return x.Answer
+}
+
+// answered makes sure the call has an outcome: a chain whose links all
+// passed without any of them answering (a bug in a link) fails with
+// internal_error, and is recorded so.
+func (x *Exchange) answered() {
+	if x.Failed == nil && x.Answer == nil {
+		x.Stage, x.Failed = "chain", envelope.Errorf(envelope.InternalError, "the gateway failed while handling this call").
+			WithDetail("the chain ended without an answer")
+	}
 }
 
 // FailureResult is the answer for a failed call: the envelope as

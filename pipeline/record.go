@@ -38,6 +38,7 @@ func (r *Recorder) Link() Link {
 	}
 	return Link{Name: "record", Outer: true, Wrap: func(ctx context.Context, x *Exchange, next Next) *envelope.Error {
 		err := next(ctx, x)
+		x.answered()
 		d := x.Duration()
 		r.logCall(x, d)
 		r.auditCall(x, d)
@@ -141,7 +142,10 @@ func (r *Recorder) auditCall(x *Exchange, d time.Duration) {
 		rec.Details = map[string]any{"requested": x.Call.Name}
 	}
 	if x.Approval != "" || (x.Sharing != "" && x.Sharing != "executed") {
-		rec.Details = map[string]any{"approval": x.Approval, "dedup": x.Sharing}
+		rec.Details = map[string]any{"approval": x.Approval}
+		if x.Sharing != "" { // duplicate suppression applied to the call
+			rec.Details["dedup"] = x.Sharing
+		}
 	}
 	if err := r.Audit.Append(rec); err != nil && r.Log != nil {
 		r.Log.Error("audit record not written", "tool", rec.Tool, "principal", rec.Principal, "err", err)

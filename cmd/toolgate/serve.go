@@ -36,7 +36,10 @@ func runServe(args []string) int {
 		return code
 	}
 	defer gw.Close()
-	go reloadOnHangUp(ctx, gw)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
+	defer signal.Stop(hup)
+	go reloadOnHangUp(ctx, gw, hup, log)
 	if *stdio {
 		if err := gw.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
 			log.Error("stdio server stopped", "err", err)
@@ -45,7 +48,7 @@ func runServe(args []string) int {
 		return 0
 	}
 	if err := gw.Start(ctx); err != nil {
-		log.Error("cannot listen", "err", err)
+		log.Error(err.Error())
 		return 1
 	}
 	select {
@@ -74,15 +77,13 @@ func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway.
 
 // reloadOnHangUp reloads the policy and the tool pins on SIGHUP, until ctx
 // ends.
-func reloadOnHangUp(ctx context.Context, gw *gateway.Gateway) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func reloadOnHangUp(ctx context.Context, gw *gateway.Gateway, hup <-chan os.Signal, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			log.Info("SIGHUP: reloading the policy and the tool pins")
 			gw.Reload()
 		}
 	}
