@@ -50,7 +50,7 @@ func BenchmarkCompileTypical(b *testing.B) {
 }
 
 // The pre-check refuses a 1000-deep allOf in microseconds; the compiler
-// alone spends seconds on it (see pitfalls.md).
+// alone spends seconds on it (docs/design.md, Security defaults).
 func BenchmarkCompileDeepAllOf(b *testing.B) {
 	raw := json.RawMessage(nested(1000, `{"type":"object"}`))
 	for b.Loop() {
