@@ -4,59 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
-	"github.com/toolgate/toolgate/upstreams"
 )
 
 // The helpers the guard's tests share with the pipeline's and duplicate
 // suppression's (pipeline/execute_test.go, dedup/link_test.go).
 
-// countingUpstream fails or answers per attempt number.
-type countingUpstream struct {
-	calls atomic.Int32
-	fn    func(ctx context.Context, n int32) (json.RawMessage, error)
-}
-
-func (c *countingUpstream) CallToolProgress(ctx context.Context, _, _ string, _ json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
-	return c.fn(ctx, c.calls.Add(1))
-}
+type countingUpstream = pipelinetest.Counting
 
 var (
-	broken   = &upstreams.CallError{Where: upstreams.Sent, Err: errString("connection reset")}
-	notSent  = &upstreams.CallError{Where: upstreams.NotSent, Err: upstreams.ErrNotConnected}
-	getOrder = pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
+	broken, notSent, getOrder = pipelinetest.Broken, pipelinetest.NotSent, pipelinetest.GetOrder
+	resilient                 = pipelinetest.Resilient
 )
-
-type errString string
-
-func (e errString) Error() string { return string(e) }
 
 // okAnswer is an upstream that answers every call with a plain result.
 func okAnswer(context.Context, int32) (json.RawMessage, error) {
 	return json.RawMessage(pipelinetest.OKText), nil
-}
-
-// resilient is the test pipeline with breakers, retries and a budget on
-// "orders"; safe says whether its tools are retry-safe. Build it inside a
-// synctest bubble: the breaker and the budget read the clock.
-func resilient(t *testing.T, up pipeline.Upstreams, safe bool) *pipelinetest.Builder {
-	p := pipelinetest.NewBuilder(t, up)
-	p.RetrySafe = func(*upstreams.Tool) bool { return safe }
-	p.Resilience = pipeline.Resilience{
-		Breakers: breaker.NewSet(map[string]breaker.Settings{"orders": {Failures: 5, OpenFor: 30 * time.Second}}, nil),
-		Budgets:  map[string]*breaker.Budget{"orders": breaker.NewBudget(0.2, 10, time.Now)},
-		Retry:    map[string]breaker.RetrySettings{"orders": {MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}},
-		Rand:     func() float64 { return 1 },
-	}
-	return p
 }
 
 // holdSlot makes another call, on an upstream of its own that answers only
@@ -66,7 +35,7 @@ func resilient(t *testing.T, up pipeline.Upstreams, safe bool) *pipelinetest.Bui
 func holdSlot(t *testing.T, limit *pipeline.Limiter) (release func()) {
 	t.Helper()
 	done := make(chan struct{})
-	other := pipelinetest.NewBuilder(t, &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+	other := pipelinetest.NewBuilder(t, &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 		<-done
 		return json.RawMessage(pipelinetest.OKText), nil
 	}})

@@ -68,9 +68,9 @@ func stateOf(t *testing.T, store Store, id string) State {
 // upstream sees it, the approval is used, and a repeat needs a new one.
 func runsOnce(t *testing.T, p *pipelinetest.Builder, store Store, id string, up *countingUpstream) {
 	t.Helper()
-	before := up.calls.Load()
-	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != before+1 {
-		t.Fatalf("the approved call after the refusal: %+v, %d upstream calls before, %d after", env, before, up.calls.Load())
+	before := up.Calls.Load()
+	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.Calls.Load() != before+1 {
+		t.Fatalf("the approved call after the refusal: %+v, %d upstream calls before, %d after", env, before, up.Calls.Load())
 	}
 	if st := stateOf(t, store, id); st != StateUsed {
 		t.Fatalf("after the approved call ran: %s", st)
@@ -103,7 +103,7 @@ func refusedAndRestored(t *testing.T, env envelope.Envelope, store Store, id, co
 func TestApprovalRestoredWhenNotSent(t *testing.T) {
 	t.Run("in-flight limit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			up := &countingUpstream{fn: okAnswer}
+			up := &countingUpstream{Fn: okAnswer}
 			p := resilient(t, up, false)
 			limit := pipeline.NewLimiter(1)
 			p.Resilience.InFlight = map[string]*pipeline.Limiter{"orders": limit}
@@ -112,15 +112,15 @@ func TestApprovalRestoredWhenNotSent(t *testing.T) {
 			release := holdSlot(t, limit) // another call holds the only slot
 			refusedAndRestored(t, pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)), store, id, "upstream_unavailable", "busy")
 			release()
-			if up.calls.Load() != 0 {
-				t.Fatalf("%d upstream calls while the server was busy", up.calls.Load())
+			if up.Calls.Load() != 0 {
+				t.Fatalf("%d upstream calls while the server was busy", up.Calls.Load())
 			}
 			runsOnce(t, p, store, id, up)
 		})
 	})
 	t.Run("open breaker", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+			up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
 				if n <= 5 {
 					return nil, broken
 				}
@@ -134,8 +134,8 @@ func TestApprovalRestoredWhenNotSent(t *testing.T) {
 			store, _ := withApprovals(t, p)
 			id := approve(t, p, store, getOrder)
 			refusedAndRestored(t, pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)), store, id, "upstream_unavailable", "circuit open")
-			if up.calls.Load() != 5 {
-				t.Fatalf("%d upstream calls through an open breaker", up.calls.Load()-5)
+			if up.Calls.Load() != 5 {
+				t.Fatalf("%d upstream calls through an open breaker", up.Calls.Load()-5)
 			}
 			time.Sleep(31 * time.Second) // the bubble's clock: the breaker then lets a probe through
 			runsOnce(t, p, store, id, up)
@@ -145,7 +145,7 @@ func TestApprovalRestoredWhenNotSent(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var down atomic.Bool
 			down.Store(true)
-			up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+			up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 				if down.Load() {
 					return nil, notSent // not connected: every attempt is refused before sending
 				}
@@ -155,7 +155,7 @@ func TestApprovalRestoredWhenNotSent(t *testing.T) {
 			store, _ := withApprovals(t, p)
 			id := approve(t, p, store, getOrder)
 			refusedAndRestored(t, pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)), store, id, "upstream_unavailable", "not sent")
-			if up.calls.Load() < 1 {
+			if up.Calls.Load() < 1 {
 				t.Fatal("no attempt was made")
 			}
 			down.Store(false)
@@ -171,25 +171,25 @@ func TestApprovalRestoredWhenNotSent(t *testing.T) {
 func TestApprovalUsedWhenSent(t *testing.T) {
 	t.Run("sent", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return nil, broken }}
+			up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, broken }}
 			p := resilient(t, up, false)
 			store, _ := withApprovals(t, p)
 			id := approve(t, p, store, getOrder)
 			env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
-			if pipelinetest.Code(env) != "upstream_error" || strings.Contains(*env.Message, "still stands") || up.calls.Load() != 1 {
-				t.Fatalf("the approved call that failed upstream: %+v, %d upstream calls", env, up.calls.Load())
+			if pipelinetest.Code(env) != "upstream_error" || strings.Contains(*env.Message, "still stands") || up.Calls.Load() != 1 {
+				t.Fatalf("the approved call that failed upstream: %+v, %d upstream calls", env, up.Calls.Load())
 			}
 			if st := stateOf(t, store, id); st != StateUsed {
 				t.Fatalf("its approval: %s", st)
 			}
-			if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "approval_required" || up.calls.Load() != 1 {
+			if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "approval_required" || up.Calls.Load() != 1 {
 				t.Fatalf("its repeat: %+v", env)
 			}
 		})
 	})
 	t.Run("sent, then retries not sent", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+			up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
 				if n == 1 {
 					return nil, broken
 				}
@@ -199,7 +199,7 @@ func TestApprovalUsedWhenSent(t *testing.T) {
 			store, _ := withApprovals(t, p)
 			id := approve(t, p, store, getOrder)
 			env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
-			if up.calls.Load() < 2 {
+			if up.Calls.Load() < 2 {
 				t.Fatalf("no retry after the first attempt: %+v", env)
 			}
 			if pipelinetest.Code(env) != "upstream_unavailable" || strings.Contains(*env.Message, "still stands") || !strings.Contains(*env.Message, "new approval") {
@@ -224,7 +224,7 @@ func (failingRestore) Restore(context.Context, Request) (Request, error) {
 // says that running the call needs a new approval rather than "retry".
 func TestApprovalNotRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: okAnswer}
+		up := &countingUpstream{Fn: okAnswer}
 		p := resilient(t, up, false)
 		limit := pipeline.NewLimiter(1)
 		p.Resilience.InFlight = map[string]*pipeline.Limiter{"orders": limit}
@@ -241,7 +241,7 @@ func TestApprovalNotRestored(t *testing.T) {
 		if st := stateOf(t, store, id); st != StateUsed {
 			t.Fatalf("its approval: %s", st)
 		}
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "approval_required" || up.calls.Load() != 0 {
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "approval_required" || up.Calls.Load() != 0 {
 			t.Fatalf("its repeat: %+v", env)
 		}
 	})
@@ -252,7 +252,7 @@ func TestApprovalNotRestored(t *testing.T) {
 // and says the approval still stands, and the retry, once the store is
 // back, runs the call once.
 func TestApprovedCallRefusedByDedup(t *testing.T) {
-	up := &countingUpstream{fn: okAnswer}
+	up := &countingUpstream{Fn: okAnswer}
 	shared := newFakeShared()
 	p := replicas(t, 1, up, shared)[0]
 	store, _ := withApprovals(t, p)
@@ -260,8 +260,8 @@ func TestApprovedCallRefusedByDedup(t *testing.T) {
 	shared.setErr(errors.New("the shared state store is unavailable: connection refused"))
 	env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
 	refusedAndRestored(t, env, store, id, "rate_limited", "shared state store is unavailable")
-	if up.calls.Load() != 0 || !strings.Contains(*env.Message, "retry in") {
-		t.Fatalf("approved call refused by duplicate suppression: %+v, %d executions", env, up.calls.Load())
+	if up.Calls.Load() != 0 || !strings.Contains(*env.Message, "retry in") {
+		t.Fatalf("approved call refused by duplicate suppression: %+v, %d executions", env, up.Calls.Load())
 	}
 	shared.setErr(nil)
 	runsOnce(t, p, store, id, up)
@@ -272,15 +272,15 @@ func TestApprovedCallRefusedByDedup(t *testing.T) {
 // window has passed, the call runs on it.
 func TestApprovedCallReplayed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: okAnswer}
+		up := &countingUpstream{Fn: okAnswer}
 		p := dedupPipeline(t, up)
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 {
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.Calls.Load() != 1 {
 			t.Fatalf("the call before approvals were required: %+v", env)
 		}
 		store, _ := withApprovals(t, p)
 		id := approve(t, p, store, getOrder)
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || !env.Replayed || up.calls.Load() != 1 {
-			t.Fatalf("the approved call within the replay window: %+v, %d executions", env, up.calls.Load())
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || !env.Replayed || up.Calls.Load() != 1 {
+			t.Fatalf("the approved call within the replay window: %+v, %d executions", env, up.Calls.Load())
 		}
 		if st := stateOf(t, store, id); st != StateApproved {
 			t.Fatalf("its approval after a replay: %s", st)

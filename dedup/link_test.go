@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,20 +16,9 @@ import (
 	"github.com/toolgate/toolgate/upstreams"
 )
 
-// countingUpstream fails or answers per attempt number.
-type countingUpstream struct {
-	calls atomic.Int32
-	fn    func(ctx context.Context, n int32) (json.RawMessage, error)
-}
+type countingUpstream = pipelinetest.Counting
 
-func (c *countingUpstream) CallToolProgress(ctx context.Context, _, _ string, _ json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
-	return c.fn(ctx, c.calls.Add(1))
-}
-
-var (
-	notSent  = &upstreams.CallError{Where: upstreams.NotSent, Err: upstreams.ErrNotConnected}
-	getOrder = pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
-)
+var notSent, getOrder = pipelinetest.NotSent, pipelinetest.GetOrder
 
 // replica is a test chain with duplicate suppression, and its guard.
 type replica struct {
@@ -50,7 +38,7 @@ func dedupPipeline(t *testing.T, up pipeline.Upstreams) *replica {
 func TestDuplicateSuppression(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 			<-release
 			return json.RawMessage(pipelinetest.OKText), nil
 		}}
@@ -71,44 +59,44 @@ func TestDuplicateSuppression(t *testing.T) {
 		synctest.Wait()
 		close(release)
 		wg.Wait()
-		if n := up.calls.Load(); n != 1 {
+		if n := up.Calls.Load(); n != 1 {
 			t.Fatalf("%d executions for two identical calls in flight", n)
 		}
 		// A repeat inside the window (key order and spacing differ) replays.
-		if ok, replayed := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{ "order_id" : 1.0 }`)}); !ok || !replayed || up.calls.Load() != 1 {
-			t.Fatalf("repeat inside the window: ok=%v replayed=%v executions=%d", ok, replayed, up.calls.Load())
+		if ok, replayed := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{ "order_id" : 1.0 }`)}); !ok || !replayed || up.Calls.Load() != 1 {
+			t.Fatalf("repeat inside the window: ok=%v replayed=%v executions=%d", ok, replayed, up.Calls.Load())
 		}
 		// Different arguments, or another principal, execute.
 		call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)})
 		p.Policy = pipelinetest.Policy{Allow: map[string]bool{"alice orders/get": true, "bob orders/get": true}}
 		call(pipeline.Call{Subject: pipelinetest.Bob, Name: "orders__get", Args: []byte(`{"order_id":1}`)})
-		if n := up.calls.Load(); n != 3 {
+		if n := up.Calls.Load(); n != 3 {
 			t.Fatalf("%d executions; different arguments and principals must not share", n)
 		}
 		// Outside the window the call executes again.
 		time.Sleep(time.Minute)
-		if _, replayed := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}); replayed || up.calls.Load() != 4 {
-			t.Fatalf("after the window: replayed=%v executions=%d", replayed, up.calls.Load())
+		if _, replayed := call(pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}); replayed || up.Calls.Load() != 4 {
+			t.Fatalf("after the window: replayed=%v executions=%d", replayed, up.Calls.Load())
 		}
 	})
 }
 
 func TestIdempotencyKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 			return json.RawMessage(pipelinetest.OKText), nil
 		}}
 		p := dedupPipeline(t, up)
 		first := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), IdempotencyKey: "k-1"}
 		p.Handle(context.Background(), first)
 		time.Sleep(time.Hour) // past the argument window, inside the key's
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), first)); !env.Replayed || up.calls.Load() != 1 {
-			t.Fatalf("same key an hour later: replayed=%v executions=%d", env.Replayed, up.calls.Load())
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), first)); !env.Replayed || up.Calls.Load() != 1 {
+			t.Fatalf("same key an hour later: replayed=%v executions=%d", env.Replayed, up.Calls.Load())
 		}
 		reused := first
 		reused.Args = []byte(`{"order_id":2}`)
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), reused)); pipelinetest.Code(env) != "invalid_arguments" || up.calls.Load() != 1 {
-			t.Fatalf("key reused with other arguments: %s, executions %d", pipelinetest.Code(env), up.calls.Load())
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), reused)); pipelinetest.Code(env) != "invalid_arguments" || up.Calls.Load() != 1 {
+			t.Fatalf("key reused with other arguments: %s, executions %d", pipelinetest.Code(env), up.Calls.Load())
 		}
 	})
 }
@@ -117,7 +105,7 @@ func TestIdempotencyKey(t *testing.T) {
 // Retry-safe tools are not deduplicated.
 func TestDedupSkips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
 			if n == 1 {
 				return nil, notSent
 			}
@@ -131,7 +119,7 @@ func TestDedupSkips(t *testing.T) {
 		}
 		p.RetrySafe = func(*upstreams.Tool) bool { return true }
 		p.Handle(context.Background(), c)
-		if n := up.calls.Load(); n != 3 {
+		if n := up.Calls.Load(); n != 3 {
 			t.Fatalf("retry-safe tool deduplicated: %d executions", n)
 		}
 	})
@@ -234,7 +222,7 @@ func replicas(t *testing.T, n int, up pipeline.Upstreams, shared Shared) []*repl
 func TestSharedDedupAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 			<-release
 			return json.RawMessage(`{"content":[{"type":"text","text":"{\"refund\":7}"}]}`), nil
 		}}
@@ -248,19 +236,19 @@ func TestSharedDedupAcrossReplicas(t *testing.T) {
 		synctest.Wait()
 		close(release)
 		wg.Wait()
-		if up.calls.Load() != 1 || !envs[0].OK || !envs[1].OK || string(envs[0].Data) != string(envs[1].Data) || envs[0].Replayed || envs[1].Replayed {
-			t.Fatalf("two replicas, one call in flight: %d executions, %+v", up.calls.Load(), envs)
+		if up.Calls.Load() != 1 || !envs[0].OK || !envs[1].OK || string(envs[0].Data) != string(envs[1].Data) || envs[0].Replayed || envs[1].Replayed {
+			t.Fatalf("two replicas, one call in flight: %d executions, %+v", up.Calls.Load(), envs)
 		}
 		later := pipelinetest.Envelope(t, ps[2].Handle(context.Background(), getOrder))
-		if up.calls.Load() != 1 || !later.OK || !later.Replayed || string(later.Data) != string(envs[0].Data) {
-			t.Fatalf("third replica after the call: %d executions, %+v", up.calls.Load(), later)
+		if up.Calls.Load() != 1 || !later.OK || !later.Replayed || string(later.Data) != string(envs[0].Data) {
+			t.Fatalf("third replica after the call: %d executions, %+v", up.Calls.Load(), later)
 		}
 		// The idempotency key check holds across replicas.
 		keyed := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), IdempotencyKey: "k"}
 		ps[0].Handle(context.Background(), keyed)
 		keyed.Args = []byte(`{"order_id":2}`)
-		if env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), keyed)); pipelinetest.Code(env) != "invalid_arguments" || up.calls.Load() != 2 {
-			t.Fatalf("idempotency key reused with other arguments on another replica: %s, %d executions", pipelinetest.Code(env), up.calls.Load())
+		if env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), keyed)); pipelinetest.Code(env) != "invalid_arguments" || up.Calls.Load() != 2 {
+			t.Fatalf("idempotency key reused with other arguments on another replica: %s, %d executions", pipelinetest.Code(env), up.Calls.Load())
 		}
 	})
 }
@@ -268,21 +256,21 @@ func TestSharedDedupAcrossReplicas(t *testing.T) {
 // A tool error is an answer too: it is replayed from another replica as
 // the same envelope error.
 func TestSharedDedupReplaysFailures(t *testing.T) {
-	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 		return json.RawMessage(`{"content":[{"type":"text","text":"no such order"}],"isError":true}`), nil
 	}}
 	ps := replicas(t, 2, up, newFakeShared())
 	first := pipelinetest.Envelope(t, ps[0].Handle(context.Background(), getOrder))
 	again := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
-	if up.calls.Load() != 1 || pipelinetest.Code(first) != "tool_failed" || pipelinetest.Code(again) != "tool_failed" || !again.Replayed || *again.Message != *first.Message {
-		t.Fatalf("failure replayed across replicas: %d executions, %+v then %+v", up.calls.Load(), first, again)
+	if up.Calls.Load() != 1 || pipelinetest.Code(first) != "tool_failed" || pipelinetest.Code(again) != "tool_failed" || !again.Replayed || *again.Message != *first.Message {
+		t.Fatalf("failure replayed across replicas: %d executions, %+v then %+v", up.Calls.Load(), first, again)
 	}
 }
 
 // A call that never reached the upstream releases its claim: the repeat
 // on another replica runs.
 func TestSharedDedupReleasesUnsent(t *testing.T) {
-	up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+	up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
 		if n == 1 {
 			return nil, notSent
 		}
@@ -291,35 +279,35 @@ func TestSharedDedupReleasesUnsent(t *testing.T) {
 	shared := newFakeShared()
 	ps := replicas(t, 2, up, shared)
 	ps[0].Handle(context.Background(), getOrder)
-	if env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder)); !env.OK || env.Replayed || up.calls.Load() != 2 || shared.released != 1 {
-		t.Fatalf("repeat of a never-sent call on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	if env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder)); !env.OK || env.Replayed || up.Calls.Load() != 2 || shared.released != 1 {
+		t.Fatalf("repeat of a never-sent call on another replica: %+v, %d executions, %d released", env, up.Calls.Load(), shared.released)
 	}
 }
 
 // The store failing: closed (the default) refuses the call, retryable,
 // before it runs, saying why without internals; open runs it.
 func TestSharedDedupStoreDown(t *testing.T) {
-	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 		return json.RawMessage(pipelinetest.OKText), nil
 	}}
 	shared := newFakeShared()
 	shared.err = errors.New("the shared state store is unavailable: dial tcp 10.0.0.7:6379: connection refused")
 	p := replicas(t, 1, up, shared)[0]
 	env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
-	if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.calls.Load() != 0 ||
+	if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.Calls.Load() != 0 ||
 		!strings.Contains(*env.Message, "shared state store is unavailable") || strings.Contains(*env.Message, "10.0.0.7") {
-		t.Fatalf("store down, closed: %+v, %d executions", env, up.calls.Load())
+		t.Fatalf("store down, closed: %+v, %d executions", env, up.Calls.Load())
 	}
 	p.dedup.SharedFailOpen = true
-	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 {
-		t.Fatalf("store down, open: %+v, %d executions", env, up.calls.Load())
+	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.Calls.Load() != 1 {
+		t.Fatalf("store down, open: %+v, %d executions", env, up.Calls.Load())
 	}
 }
 
 // An identical call whose replica died mid-call: outcome unknown, and this
 // one is not run (not retryable for a tool that is not retry-safe).
 func TestSharedDedupAbandoned(t *testing.T) {
-	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 		return json.RawMessage(pipelinetest.OKText), nil
 	}}
 	shared := newFakeShared()
@@ -332,8 +320,8 @@ func TestSharedDedupAbandoned(t *testing.T) {
 	}
 	shared.entries[key] = dead
 	env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
-	if pipelinetest.Code(env) != "upstream_error" || env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "outcome is unknown") {
-		t.Fatalf("abandoned identical call: %+v, %d executions", env, up.calls.Load())
+	if pipelinetest.Code(env) != "upstream_error" || env.Retryable || up.Calls.Load() != 0 || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("abandoned identical call: %+v, %d executions", env, up.Calls.Load())
 	}
 }
 
@@ -343,7 +331,7 @@ func TestSharedDedupAbandoned(t *testing.T) {
 // store is recovering, never run. Open runs it at once.
 func TestSharedDedupRecovering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 			return json.RawMessage(pipelinetest.OKText), nil
 		}}
 		shared := newFakeShared()
@@ -353,20 +341,20 @@ func TestSharedDedupRecovering(t *testing.T) {
 		short, cancel := context.WithTimeout(context.Background(), time.Second)
 		env := pipelinetest.Envelope(t, p.Handle(short, getOrder))
 		cancel()
-		if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.calls.Load() != 0 || !strings.Contains(*env.Message, "recovering") {
-			t.Fatalf("recovering store, caller's deadline before its end: %+v, %d executions", env, up.calls.Load())
+		if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.Calls.Load() != 0 || !strings.Contains(*env.Message, "recovering") {
+			t.Fatalf("recovering store, caller's deadline before its end: %+v, %d executions", env, up.Calls.Load())
 		}
 		start := time.Now()
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.calls.Load() != 1 || time.Since(start) < 10*time.Second {
-			t.Fatalf("recovering store, no deadline: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.Calls.Load() != 1 || time.Since(start) < 10*time.Second {
+			t.Fatalf("recovering store, no deadline: %+v, %d executions after %s", env, up.Calls.Load(), time.Since(start))
 		}
 
 		shared.recoverUntil = time.Now().Add(10 * time.Second)
 		p.dedup.SharedFailOpen = true
 		start = time.Now()
 		other := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)}
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), other)); !env.OK || up.calls.Load() != 2 || time.Since(start) != 0 {
-			t.Fatalf("recovering store, open: %+v, %d executions after %s", env, up.calls.Load(), time.Since(start))
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), other)); !env.OK || up.Calls.Load() != 2 || time.Since(start) != 0 {
+			t.Fatalf("recovering store, open: %+v, %d executions after %s", env, up.Calls.Load(), time.Since(start))
 		}
 	})
 }
@@ -387,7 +375,7 @@ func entryOf(t *testing.T, p *replica, shared *fakeShared) *fakeEntry {
 // reached the upstream, is recorded as "outcome unknown": the lease is not
 // released, so no replica runs the call again.
 func TestSharedDedupUnencodableAnswer(t *testing.T) {
-	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 		return json.RawMessage(pipelinetest.OKText), nil
 	}}
 	shared := newFakeShared()
@@ -402,8 +390,8 @@ func TestSharedDedupUnencodableAnswer(t *testing.T) {
 		t.Fatalf("the call itself: %+v", env)
 	}
 	env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
-	if up.calls.Load() != 1 || shared.released != 0 || pipelinetest.Code(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
-		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	if up.Calls.Load() != 1 || shared.released != 0 || pipelinetest.Code(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.Calls.Load(), shared.released)
 	}
 }
 
@@ -411,7 +399,7 @@ func TestSharedDedupUnencodableAnswer(t *testing.T) {
 // marker says "outcome unknown" rather than "running" forever, and the
 // caller gets internal_error.
 func TestSharedDedupPanicSettles(t *testing.T) {
-	up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 		return json.RawMessage(pipelinetest.OKText), nil
 	}}
 	shared := newFakeShared()
@@ -432,7 +420,7 @@ func TestSharedDedupPanicSettles(t *testing.T) {
 		t.Fatal("the lease was left running after a panic")
 	}
 	env := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
-	if up.calls.Load() != 1 || shared.released != 0 || pipelinetest.Code(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
-		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.calls.Load(), shared.released)
+	if up.Calls.Load() != 1 || shared.released != 0 || pipelinetest.Code(env) != "upstream_error" || !strings.Contains(*env.Message, "outcome is unknown") {
+		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.Calls.Load(), shared.released)
 	}
 }

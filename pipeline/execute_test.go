@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,40 +14,16 @@ import (
 	"github.com/toolgate/toolgate/upstreams"
 )
 
-// countingUpstream fails or answers per attempt number.
-type countingUpstream struct {
-	calls atomic.Int32
-	fn    func(ctx context.Context, n int32) (json.RawMessage, error)
-}
-
-func (c *countingUpstream) CallToolProgress(ctx context.Context, _, _ string, _ json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
-	return c.fn(ctx, c.calls.Add(1))
-}
-
-var (
-	broken   = &upstreams.CallError{Where: upstreams.Sent, Err: errString("connection reset")}
-	notSent  = &upstreams.CallError{Where: upstreams.NotSent, Err: upstreams.ErrNotConnected}
-	getOrder = pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
-)
-
 type errString string
 
 func (e errString) Error() string { return string(e) }
 
-// resilient is the test pipeline with breakers, retries and a budget on
-// "orders"; safe says whether its tools are retry-safe. Build it inside a
-// synctest bubble: the breaker and the budget read the clock.
-func resilient(t *testing.T, up pipeline.Upstreams, safe bool) *pipelinetest.Builder {
-	p := pipelinetest.NewBuilder(t, up)
-	p.RetrySafe = func(*upstreams.Tool) bool { return safe }
-	p.Resilience = pipeline.Resilience{
-		Breakers: breaker.NewSet(map[string]breaker.Settings{"orders": {Failures: 5, OpenFor: 30 * time.Second}}, nil),
-		Budgets:  map[string]*breaker.Budget{"orders": breaker.NewBudget(0.2, 10, time.Now)},
-		Retry:    map[string]breaker.RetrySettings{"orders": {MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}},
-		Rand:     func() float64 { return 1 },
-	}
-	return p
-}
+var (
+	broken, notSent, getOrder = pipelinetest.Broken, pipelinetest.NotSent, pipelinetest.GetOrder
+	resilient                 = pipelinetest.Resilient
+)
+
+type countingUpstream = pipelinetest.Counting
 
 func TestRetriesOnlyWhereSafe(t *testing.T) {
 	cases := []struct {
@@ -70,7 +45,7 @@ func TestRetriesOnlyWhereSafe(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				up := &countingUpstream{fn: func(ctx context.Context, n int32) (json.RawMessage, error) {
+				up := &countingUpstream{Fn: func(ctx context.Context, n int32) (json.RawMessage, error) {
 					if n == c.okOn {
 						return json.RawMessage(pipelinetest.OKText), nil
 					}
@@ -81,8 +56,8 @@ func TestRetriesOnlyWhereSafe(t *testing.T) {
 					return nil, c.fail
 				}}
 				env := pipelinetest.Envelope(t, resilient(t, up, c.safe).Handle(context.Background(), getOrder))
-				if pipelinetest.Code(env) != c.wantCode || up.calls.Load() != c.wantCalls {
-					t.Fatalf("code %q after %d calls; want %q after %d (%v)", pipelinetest.Code(env), up.calls.Load(), c.wantCode, c.wantCalls, env.Message)
+				if pipelinetest.Code(env) != c.wantCode || up.Calls.Load() != c.wantCalls {
+					t.Fatalf("code %q after %d calls; want %q after %d (%v)", pipelinetest.Code(env), up.Calls.Load(), c.wantCode, c.wantCalls, env.Message)
 				}
 				if c.wantCode != "" && env.Retryable != c.wantRetryable {
 					t.Errorf("retryable %v, want %v", env.Retryable, c.wantRetryable)
@@ -96,7 +71,7 @@ func TestRetriesOnlyWhereSafe(t *testing.T) {
 // it is not started.
 func TestRetriesStayInsideDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return nil, broken }}
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, broken }}
 		p := resilient(t, up, true)
 		p.Resilience.Retry["orders"] = breaker.RetrySettings{MaxAttempts: 10, BaseDelay: 3 * time.Second, MaxDelay: 10 * time.Second}
 		tool, _ := p.Catalog.Resolve("orders__get")
@@ -106,7 +81,7 @@ func TestRetriesStayInsideDeadline(t *testing.T) {
 		if elapsed := time.Since(start); elapsed > 8*time.Second {
 			t.Fatalf("took %s, past the 8s deadline", elapsed)
 		}
-		if n := up.calls.Load(); n < 2 || n > 3 {
+		if n := up.Calls.Load(); n < 2 || n > 3 {
 			t.Fatalf("%d attempts; with 3s then 6s backoffs inside 8s expect 2", n)
 		}
 	})
@@ -116,7 +91,7 @@ func TestRetriesStayInsideDeadline(t *testing.T) {
 // within the retry budget.
 func TestRetryBudgetBoundsAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return nil, broken }}
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, broken }}
 		p := resilient(t, up, true)
 		p.Resilience.Breakers = nil // isolate the budget from the breaker
 		const ratio, perSecond = 0.2, 0.5
@@ -127,10 +102,10 @@ func TestRetryBudgetBoundsAttempts(t *testing.T) {
 			p.Handle(context.Background(), getOrder)
 		}
 		bound := calls*(1+ratio) + perSecond*(time.Since(start).Seconds()+1)
-		if n := float64(up.calls.Load()); n > bound {
+		if n := float64(up.Calls.Load()); n > bound {
 			t.Fatalf("%.0f upstream attempts for %d calls, bound %.0f: the budget did not hold", n, calls, bound)
 		}
-		if n := up.calls.Load(); n <= calls {
+		if n := up.Calls.Load(); n <= calls {
 			t.Fatalf("%d attempts: no retry at all, the budget is too stingy", n)
 		}
 	})
@@ -140,18 +115,18 @@ func TestRetryBudgetBoundsAttempts(t *testing.T) {
 // upstream sees no call.
 func TestOpenBreakerShieldsUpstream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) { return nil, notSent }}
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, notSent }}
 		p := resilient(t, up, false)
 		p.Resilience.Retry = nil
 		for range 5 {
 			p.Handle(context.Background(), getOrder)
 		}
-		before := up.calls.Load()
+		before := up.Calls.Load()
 		env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
 		if pipelinetest.Code(env) != "upstream_unavailable" || !env.Retryable || !strings.Contains(*env.Message, "next attempt possible in 30s") {
 			t.Fatalf("open breaker: %s %v %v", pipelinetest.Code(env), env.Retryable, *env.Message)
 		}
-		if up.calls.Load() != before {
+		if up.Calls.Load() != before {
 			t.Fatal("the upstream was called through an open breaker")
 		}
 	})
@@ -161,7 +136,7 @@ func TestOpenBreakerShieldsUpstream(t *testing.T) {
 func TestMaxInFlightFailsFast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		up := &countingUpstream{fn: func(context.Context, int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
 			<-release
 			return json.RawMessage(pipelinetest.OKText), nil
 		}}
@@ -189,7 +164,7 @@ func (r rateLimited) RetryAfter() time.Duration { return r.after }
 
 func TestUpstreamRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+		up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
 			if n == 1 {
 				return nil, rateLimited{after: 2 * time.Second}
 			}
@@ -200,7 +175,7 @@ func TestUpstreamRateLimit(t *testing.T) {
 		if !env.OK || time.Since(start) < 2*time.Second {
 			t.Fatalf("retry-safe call after 429: ok=%v after %s", env.OK, time.Since(start))
 		}
-		up.calls.Store(0)
+		up.Calls.Store(0)
 		env = pipelinetest.Envelope(t, resilient(t, up, false).Handle(context.Background(), getOrder))
 		if pipelinetest.Code(env) != "rate_limited" || !env.Retryable {
 			t.Fatalf("not retry-safe after 429: %s", pipelinetest.Code(env))

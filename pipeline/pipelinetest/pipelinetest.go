@@ -8,14 +8,17 @@ package pipelinetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
@@ -244,3 +247,39 @@ func (b *Builder) Chain() *pipeline.Chain { return New(b.t, b.Parts) }
 
 // CatalogNow is the builder's catalog.
 func (b *Builder) CatalogNow() *upstreams.Catalog { return b.Catalog }
+
+// Counting is an upstream that answers or fails by attempt number (from 1).
+type Counting struct {
+	Calls atomic.Int32
+	Fn    func(ctx context.Context, n int32) (json.RawMessage, error)
+}
+
+func (c *Counting) CallToolProgress(ctx context.Context, _, _ string, _ json.RawMessage, _ func(upstreams.Progress)) (json.RawMessage, error) {
+	return c.Fn(ctx, c.Calls.Add(1))
+}
+
+var (
+	// Broken is a call whose connection broke after it was sent: the
+	// outcome is unknown.
+	Broken = &upstreams.CallError{Where: upstreams.Sent, Err: errors.New("connection reset")}
+	// NotSent is a call that never left: nothing ran.
+	NotSent = &upstreams.CallError{Where: upstreams.NotSent, Err: upstreams.ErrNotConnected}
+	// GetOrder is alice's call of orders/get that the test catalog and
+	// AliceMayCall allow.
+	GetOrder = pipeline.Call{Subject: Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
+)
+
+// Resilient is a builder with breakers, retries and a budget on "orders";
+// safe says whether its tools are retry-safe. Build it inside a synctest
+// bubble: the breaker and the budget read the clock.
+func Resilient(t testing.TB, up pipeline.Upstreams, safe bool) *Builder {
+	p := NewBuilder(t, up)
+	p.RetrySafe = func(*upstreams.Tool) bool { return safe }
+	p.Resilience = pipeline.Resilience{
+		Breakers: breaker.NewSet(map[string]breaker.Settings{"orders": {Failures: 5, OpenFor: 30 * time.Second}}, nil),
+		Budgets:  map[string]*breaker.Budget{"orders": breaker.NewBudget(0.2, 10, time.Now)},
+		Retry:    map[string]breaker.RetrySettings{"orders": {MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}},
+		Rand:     func() float64 { return 1 },
+	}
+	return p
+}
