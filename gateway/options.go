@@ -209,3 +209,43 @@ func OpenPins(cfg *config.Config, opts ...pins.Option) (*pins.Store, error) {
 	}
 	return pins.Open(cfg.PinsPath(), mode, opts...)
 }
+
+// UpstreamServers is every configured server (disabled ones included) in
+// upstreams' terms, in ServerNames order, with the defaults applied by the
+// config's accessors: the tool prefix, init_timeout, the call timeout and
+// result cap of the server and of each tool it overrides, and
+// description_scan. A nil cfg means no servers.
+func UpstreamServers(cfg *config.Config) []upstreams.Server {
+	if cfg == nil {
+		return nil
+	}
+	out := make([]upstreams.Server, 0, len(cfg.Servers))
+	for _, name := range cfg.ServerNames() {
+		s := cfg.Servers[name]
+		u := upstreams.Server{
+			Name:            name,
+			Transport:       upstreams.Transport(s.Transport),
+			Command:         s.Command,
+			Args:            s.Args,
+			Env:             s.Env,
+			Cwd:             s.Cwd,
+			URL:             s.URL,
+			Headers:         s.Headers,
+			Protocol:        s.Protocol,
+			ToolPrefix:      s.ToolPrefix(),
+			Disabled:        s.Disabled,
+			InitTimeout:     cfg.InitTimeout(name),
+			CallTimeout:     cfg.CallTimeout(name, ""),
+			MaxResultBytes:  cfg.MaxResultBytes(name, ""),
+			DescriptionScan: upstreams.ScanMode(cfg.DescriptionScanMode(name)),
+		}
+		if len(s.Tools) > 0 {
+			u.Tools = make(map[string]upstreams.ToolLimits, len(s.Tools))
+			for tool := range s.Tools {
+				u.Tools[tool] = upstreams.ToolLimits{Timeout: cfg.CallTimeout(name, tool), MaxResultBytes: cfg.MaxResultBytes(name, tool)}
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/upstreams"
 )
 
 const breakersYAML = `
@@ -272,4 +273,100 @@ func dump(o authn.Options) string {
 		s += fmt.Sprintf("\nJWT: %+v", *o.JWT)
 	}
 	return s
+}
+
+const upstreamsYAML = `
+limits:
+  timeout: 5s
+  max_result_bytes: 65536
+  init_timeout: 3s
+description_scan: quarantine
+mcpServers:
+  orders:
+    command: ./bin/orders
+    args: [--db, orders.db]
+    env: {ORDERS_TOKEN: t}
+    cwd: work
+    prefix: o_
+    timeout: 2s
+    max_result_bytes: 4096
+    init_timeout: 1s
+    description_scan: "off"
+    protocol: "2026-07-28"
+    tools:
+      slow: {timeout: 30s}
+      big: {max_result_bytes: 1048576}
+  search:
+    url: http://127.0.0.1:9000/mcp
+    headers: {X-Api-Key: k}
+    prefix: ""
+    disabled: true
+  legacy:
+    url: http://127.0.0.1:9001/sse
+    type: sse
+`
+
+// TestUpstreamServers: every server key upstreams needs reaches upstreams.Server, in ServerNames order;
+// limits left out arrive resolved the way the config's accessors resolve them.
+func TestUpstreamServers(t *testing.T) {
+	dir := t.TempDir()
+	got := UpstreamServers(parseConfig(t, filepath.Join(dir, "toolgate.yaml"), upstreamsYAML))
+	want := []upstreams.Server{
+		{Name: "legacy", Transport: upstreams.TransportSSE, URL: "http://127.0.0.1:9001/sse", ToolPrefix: "legacy__",
+			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
+		{Name: "orders", Transport: upstreams.TransportStdio, Command: filepath.Join(dir, "bin", "orders"),
+			Args: []string{"--db", "orders.db"}, Env: map[string]string{"ORDERS_TOKEN": "t"}, Cwd: filepath.Join(dir, "work"),
+			Protocol: "2026-07-28", ToolPrefix: "o_",
+			InitTimeout: time.Second, CallTimeout: 2 * time.Second, MaxResultBytes: 4096,
+			Tools: map[string]upstreams.ToolLimits{
+				"slow": {Timeout: 30 * time.Second, MaxResultBytes: 4096},
+				"big":  {Timeout: 2 * time.Second, MaxResultBytes: 1 << 20},
+			},
+			DescriptionScan: upstreams.ScanOff},
+		{Name: "search", Transport: upstreams.TransportHTTP, URL: "http://127.0.0.1:9000/mcp",
+			Headers: map[string]string{"X-Api-Key": "k"}, Disabled: true,
+			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("UpstreamServers =\n%+v\nwant\n%+v", got, want)
+	}
+
+	// Together the servers must exercise every field of upstreams.Server and ToolLimits, so a field added
+	// to upstreams later and not carried here fails this test.
+	for _, typ := range []reflect.Type{reflect.TypeFor[upstreams.Server](), reflect.TypeFor[upstreams.ToolLimits]()} {
+		for i := range typ.NumField() {
+			set := false
+			for _, s := range got {
+				v := reflect.ValueOf(s)
+				if typ == reflect.TypeFor[upstreams.ToolLimits]() {
+					for _, tl := range s.Tools {
+						set = set || !reflect.ValueOf(tl).Field(i).IsZero()
+					}
+					continue
+				}
+				set = set || !v.Field(i).IsZero()
+			}
+			if !set {
+				t.Errorf("%s.%s is not set by any server of a config with every server key", typ.Name(), typ.Field(i).Name)
+			}
+		}
+	}
+}
+
+// TestUpstreamServersDefaults: a server with no limits gets config's defaults, since a zero limit means
+// none to upstreams; a nil config has no servers.
+func TestUpstreamServersDefaults(t *testing.T) {
+	got := UpstreamServers(parseConfig(t, filepath.Join(t.TempDir(), "toolgate.yaml"), "mcpServers:\n  s:\n    command: s\n"))
+	want := []upstreams.Server{{Name: "s", Transport: upstreams.TransportStdio, Command: "s", ToolPrefix: "s__",
+		InitTimeout: config.DefaultInitTimeout, CallTimeout: config.DefaultCallTimeout, MaxResultBytes: config.DefaultMaxResultBytes,
+		DescriptionScan: config.DefaultDescriptionScan}}
+	if len(got) == 1 {
+		want[0].Cwd = got[0].Cwd // the config file's directory, resolved by Load
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("UpstreamServers =\n%+v\nwant\n%+v", got, want)
+	}
+	if UpstreamServers(nil) != nil {
+		t.Fatal("a nil config has servers")
+	}
 }

@@ -218,14 +218,14 @@ type differential struct {
 
 func newDifferential(tb testing.TB) *differential {
 	tb.Helper()
-	cfg := &config.Config{Servers: map[string]*config.Server{
-		"hostile": {Name: "hostile", Transport: config.TransportStdio, Command: "x"},
-	}}
+	servers := []upstreams.Server{{Name: "hostile", Transport: upstreams.TransportStdio, Command: "x", ToolPrefix: "hostile__",
+		InitTimeout: config.DefaultInitTimeout, CallTimeout: config.DefaultCallTimeout,
+		MaxResultBytes: config.DefaultMaxResultBytes, DescriptionScan: config.DefaultDescriptionScan}}
 	var listed []upstreams.Listed
 	for _, name := range []string{"echo", "headers", "sleep", "fail", "good_output", "meta", "log"} {
 		listed = append(listed, upstreams.Listed{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)})
 	}
-	cat, err := upstreams.Build(cfg, map[string][]upstreams.Listed{"hostile": listed}, nil)
+	cat, err := upstreams.Build(servers, map[string][]upstreams.Listed{"hostile": listed}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

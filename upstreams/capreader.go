@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // capReader bounds every message an upstream sends while it is being read,
@@ -52,7 +53,12 @@ var errEndless = errors.New("upstream message without end: gave up reading it")
 
 // discardLimit is how far an oversize message is streamed past before the
 // stream is given up as endless.
-func (r *capReader) discardLimit() int64 { return max(16*int64(r.max), 16<<20) }
+func (r *capReader) discardLimit() int64 {
+	if int64(r.max) > math.MaxInt64/16 {
+		return math.MaxInt64 // no cap (a Server without MaxResultBytes)
+	}
+	return max(16*int64(r.max), 16<<20)
+}
 
 type framing int
 

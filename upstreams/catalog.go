@@ -9,7 +9,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/toolschema"
@@ -82,8 +81,8 @@ type Catalog struct {
 // BuildOptions are what BuildWith needs beyond the listings.
 type BuildOptions struct {
 	// Pins checks every tool against its pin (see package pins); nil means
-	// no pinning. The description scan needs no option: its mode comes from
-	// the config (description_scan).
+	// no pinning. The description scan needs no option: its mode is each
+	// Server's DescriptionScan.
 	Pins *pins.Store
 	// Features are the servers' resources, templates and prompts as they
 	// listed them; nil means none.
@@ -92,13 +91,16 @@ type BuildOptions struct {
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Build makes a catalog from what each connected server listed. down maps
-// servers that could not be reached to the reason. A client-facing name
-// claimed twice is never shadowed silently: every claimant is quarantined
-// (an upstream chooses its tool names, so one hostile or careless upstream
-// must not stop the gateway from starting), and `toolgate check` reports it.
-func Build(cfg *config.Config, listed map[string][]Listed, down map[string]string) (*Catalog, error) {
-	return BuildWith(cfg, listed, down, BuildOptions{})
+// Build makes a catalog from what each connected server listed, taking the
+// servers in the order given (an earlier server's resource URI or prompt
+// name wins over a later one's). down maps servers that could not be
+// reached to the reason. A server without a name, or a name given twice, is
+// an error. A client-facing name claimed twice is never shadowed silently:
+// every claimant is quarantined (an upstream chooses its tool names, so one
+// hostile or careless upstream must not stop the gateway from starting),
+// and `toolgate check` reports it.
+func Build(servers []Server, listed map[string][]Listed, down map[string]string) (*Catalog, error) {
+	return BuildWith(servers, listed, down, BuildOptions{})
 }
 
 // BuildWith is Build with pinning. After the checks Build makes (names,
@@ -110,22 +112,28 @@ func Build(cfg *config.Config, listed map[string][]Listed, down map[string]strin
 // cannot be pinned is quarantined. A pin that could not be written is a
 // warning (Warnings), not an error: the tool stays callable and its pin is
 // kept in memory.
-func BuildWith(cfg *config.Config, listed map[string][]Listed, down map[string]string, opts BuildOptions) (*Catalog, error) {
+func BuildWith(servers []Server, listed map[string][]Listed, down map[string]string, opts BuildOptions) (*Catalog, error) {
+	if err := checkNames(servers); err != nil {
+		return nil, err
+	}
 	c := &Catalog{byName: map[string]*Tool{}, down: map[string]string{}, prefixes: map[string]string{},
 		changedByName: map[string]*ChangedTool{}}
 	claims := map[string][]*Tool{}
 	var order []string
-	for _, server := range cfg.ServerNames() {
-		srv := cfg.Servers[server]
+	modes := make(map[string]ScanMode, len(servers))
+	for i := range servers {
+		srv := &servers[i]
+		server := srv.Name
+		modes[server] = srv.DescriptionScan
 		if why, isDown := down[server]; isDown {
 			c.down[server] = why
-			if p := srv.ToolPrefix(); p != "" {
+			if p := srv.ToolPrefix; p != "" {
 				c.prefixes[p] = server
 			}
 			continue
 		}
 		for _, l := range listed[server] {
-			t, reason := entry(cfg, srv, l)
+			t, reason := entry(srv, l)
 			if reason != "" {
 				c.quarantine(server, l.Name, reason)
 				continue
@@ -140,9 +148,9 @@ func BuildWith(cfg *config.Config, listed map[string][]Listed, down map[string]s
 	for _, name := range order {
 		admitted = c.admit(admitted, claims[name])
 	}
-	admitted = c.scan(cfg, admitted, claims)
+	admitted = c.scan(modes, admitted, claims)
 	c.pin(admitted, opts.Pins)
-	c.features = buildFeatures(cfg, opts.Features)
+	c.features = buildFeatures(servers, opts.Features)
 	c.warnings = append(c.warnings, c.features.Warnings()...)
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].Name < c.tools[j].Name })
 	sort.Slice(c.changed, func(i, j int) bool { return c.changed[i].Name < c.changed[j].Name })
@@ -174,8 +182,8 @@ func (c *Catalog) quarantine(server, tool, reason string) {
 }
 
 // entry builds one catalog entry, or says why the tool is quarantined.
-func entry(cfg *config.Config, srv *config.Server, l Listed) (*Tool, string) {
-	name := srv.ToolPrefix() + l.Name
+func entry(srv *Server, l Listed) (*Tool, string) {
+	name := srv.ToolPrefix + l.Name
 	if !validName.MatchString(l.Name) || !validName.MatchString(name) {
 		return nil, fmt.Sprintf("name %q: client-facing name %q must match [A-Za-z0-9_-]{1,64}", l.Name, name)
 	}
@@ -188,8 +196,8 @@ func entry(cfg *config.Config, srv *config.Server, l Listed) (*Tool, string) {
 		Title: sanitize.Text(l.Title), Description: sanitize.Text(l.Description),
 		InputSchema: l.InputSchema, OutputSchema: l.OutputSchema, Annotations: l.annotations(),
 		Input:          in,
-		Timeout:        cfg.CallTimeout(srv.Name, l.Name),
-		MaxResultBytes: cfg.MaxResultBytes(srv.Name, l.Name),
+		Timeout:        srv.callTimeout(l.Name),
+		MaxResultBytes: srv.maxResultBytes(l.Name),
 		listed:         l,
 	}
 	if len(l.OutputSchema) > 0 && string(l.OutputSchema) != "null" {
@@ -211,7 +219,7 @@ func (c *Catalog) Features() *Features {
 	return c.features
 }
 
-var noFeatures = buildFeatures(&config.Config{}, nil)
+var noFeatures = buildFeatures(nil, nil)
 
 // Quarantined returns the refused tools.
 func (c *Catalog) Quarantined() []Quarantined { return c.quarantined }

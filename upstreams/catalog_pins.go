@@ -1,7 +1,6 @@
 package upstreams
 
 import (
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/sanitize"
 )
@@ -65,8 +64,9 @@ func (l Listed) definition() pins.Definition {
 
 // scan runs the description scan on every candidate (scan.go) and returns
 // the ones it does not quarantine, with what they advertise updated under
-// strip. claims holds every validly named tool, for the other-tool check.
-func (c *Catalog) scan(cfg *config.Config, admitted []*Tool, claims map[string][]*Tool) []*Tool {
+// strip. modes is each server's scan mode; claims holds every validly named
+// tool, for the other-tool check.
+func (c *Catalog) scan(modes map[string]ScanMode, admitted []*Tool, claims map[string][]*Tool) []*Tool {
 	byServer := map[string]map[string]bool{} // server -> names of its tools
 	for _, ts := range claims {
 		for _, t := range ts {
@@ -98,7 +98,7 @@ func (c *Catalog) scan(cfg *config.Config, admitted []*Tool, claims map[string][
 	}
 	kept := admitted[:0:0]
 	for _, t := range admitted {
-		res := scanTool(cfg.DescriptionScanMode(t.Server), t.Server, t.listed, othersOf(t.Server))
+		res := scanTool(modes[t.Server], t.Server, t.listed, othersOf(t.Server))
 		c.findings = append(c.findings, res.findings...)
 		if res.quarantine {
 			c.quarantine(t.Server, t.Upstream, quarantineReason(res.findings))

@@ -2,13 +2,11 @@ package upstreams
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/toolgate/toolgate/config"
+	"time"
 )
-
-func strPtr(s string) *string { return &s }
 
 func listed(names ...string) []Listed {
 	var out []Listed
@@ -18,19 +16,21 @@ func listed(names ...string) []Listed {
 	return out
 }
 
-func servers(s ...*config.Server) *config.Config {
-	cfg := &config.Config{Servers: map[string]*config.Server{}}
-	for _, srv := range s {
-		cfg.Servers[srv.Name] = srv
+// servers lists s sorted by name, as the gateway orders its servers.
+func servers(s ...*Server) []Server {
+	out := make([]Server, len(s))
+	for i, srv := range s {
+		out[i] = *srv
 	}
-	return cfg
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func TestCatalogNaming(t *testing.T) {
 	cfg := servers(
-		&config.Server{Name: "orders"},
-		&config.Server{Name: "files", Prefix: strPtr("")},
-		&config.Server{Name: "web", Prefix: strPtr("w_")},
+		&Server{Name: "orders", ToolPrefix: "orders__"},
+		&Server{Name: "files"},
+		&Server{Name: "web", ToolPrefix: "w_"},
 	)
 	cat, err := Build(cfg, map[string][]Listed{
 		"orders": listed("get_order"), "files": listed("read_file"), "web": listed("fetch"),
@@ -60,7 +60,7 @@ func TestCatalogNaming(t *testing.T) {
 // A name claimed twice quarantines every claimant (never shadowing), and
 // the other tools, even of the same servers, stay callable.
 func TestCatalogCollisionQuarantinesClaimants(t *testing.T) {
-	cfg := servers(&config.Server{Name: "a", Prefix: strPtr("")}, &config.Server{Name: "b", Prefix: strPtr("")})
+	cfg := servers(&Server{Name: "a"}, &Server{Name: "b"})
 	cat, err := Build(cfg, map[string][]Listed{"a": listed("search", "only_a"), "b": listed("search", "dup", "dup")}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestCatalogCollisionQuarantinesClaimants(t *testing.T) {
 }
 
 func TestCatalogSanitisesDescriptions(t *testing.T) {
-	cat, err := Build(servers(&config.Server{Name: "s"}), map[string][]Listed{"s": {{Name: "t",
+	cat, err := Build(servers(&Server{Name: "s", ToolPrefix: "s__"}), map[string][]Listed{"s": {{Name: "t",
 		Title: "T\x1b]0;PWNED\x07", Description: "d\x1b[2Jesc", InputSchema: json.RawMessage(`{"type":"object"}`)}}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestCatalogSanitisesDescriptions(t *testing.T) {
 }
 
 func TestCatalogQuarantinesBadNamesAndSchemas(t *testing.T) {
-	cfg := servers(&config.Server{Name: "s"})
+	cfg := servers(&Server{Name: "s", ToolPrefix: "s__"})
 	tools := listed("ok", "has space", "dots.not.allowed", strings.Repeat("x", 62))
 	tools = append(tools,
 		Listed{Name: "remote", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://example.com/x.json"}}}`)},
@@ -124,7 +124,7 @@ func TestCatalogQuarantinesBadNamesAndSchemas(t *testing.T) {
 }
 
 func TestCatalogDownServerStandIn(t *testing.T) {
-	cfg := servers(&config.Server{Name: "up"}, &config.Server{Name: "down"}, &config.Server{Name: "bare", Prefix: strPtr("")})
+	cfg := servers(&Server{Name: "up", ToolPrefix: "up__"}, &Server{Name: "down", ToolPrefix: "down__"}, &Server{Name: "bare"})
 	cat, err := Build(cfg, map[string][]Listed{"up": listed("x")}, map[string]string{"down": "exit status 3", "bare": "refused"})
 	if err != nil {
 		t.Fatal(err)
@@ -142,16 +142,19 @@ func TestCatalogDownServerStandIn(t *testing.T) {
 }
 
 func TestCatalogLimitsFromConfig(t *testing.T) {
-	cfg := servers(&config.Server{Name: "s", Timeout: config.Duration(2e9),
-		Tools: map[string]*config.Tool{"slow": {Timeout: config.Duration(30e9), MaxResultBytes: 4096}}})
-	cat, err := Build(cfg, map[string][]Listed{"s": listed("fast", "slow")}, nil)
+	cfg := servers(&Server{Name: "s", ToolPrefix: "s__", CallTimeout: 2 * time.Second, MaxResultBytes: 1 << 20,
+		Tools: map[string]ToolLimits{"slow": {Timeout: 30 * time.Second, MaxResultBytes: 4096}, "capped": {MaxResultBytes: 512}}})
+	cat, err := Build(cfg, map[string][]Listed{"s": listed("fast", "slow", "capped")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fast, _ := cat.Resolve("s__fast")
 	slow, _ := cat.Resolve("s__slow")
-	if fast.Timeout.Seconds() != 2 || slow.Timeout.Seconds() != 30 || slow.MaxResultBytes != 4096 || fast.MaxResultBytes != config.DefaultMaxResultBytes {
-		t.Errorf("limits: fast %v/%d slow %v/%d", fast.Timeout, fast.MaxResultBytes, slow.Timeout, slow.MaxResultBytes)
+	capped, _ := cat.Resolve("s__capped")
+	if fast.Timeout.Seconds() != 2 || slow.Timeout.Seconds() != 30 || slow.MaxResultBytes != 4096 || fast.MaxResultBytes != 1<<20 ||
+		capped.Timeout.Seconds() != 2 || capped.MaxResultBytes != 512 {
+		t.Errorf("limits: fast %v/%d slow %v/%d capped %v/%d", fast.Timeout, fast.MaxResultBytes, slow.Timeout, slow.MaxResultBytes,
+			capped.Timeout, capped.MaxResultBytes)
 	}
 }
 

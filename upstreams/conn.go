@@ -22,7 +22,6 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/tracing"
 )
@@ -99,11 +98,11 @@ var errExited = errors.New("upstream exited")
 // Dial starts (stdio) or connects to (HTTP, SSE) the server and completes
 // the initialize handshake. ctx bounds the whole attempt; the connection
 // itself outlives it. maxMessage caps every message the upstream sends.
-func Dial(ctx context.Context, srv *config.Server, maxMessage int, log *slog.Logger) (*Conn, error) {
+func Dial(ctx context.Context, srv *Server, maxMessage int, log *slog.Logger) (*Conn, error) {
 	return dial(ctx, srv, maxMessage, log, connHooks{})
 }
 
-func dial(ctx context.Context, srv *config.Server, maxMessage int, log *slog.Logger, hooks connHooks) (*Conn, error) {
+func dial(ctx context.Context, srv *Server, maxMessage int, log *slog.Logger, hooks connHooks) (*Conn, error) {
 	c := &Conn{name: srv.Name, log: log, hooks: hooks, proto: cmp.Or(srv.Protocol, upstreamProtocol)}
 	c.life, c.kill = context.WithCancelCause(context.Background())
 	if err := c.openTransport(srv, maxMessage); err != nil {
@@ -205,11 +204,11 @@ func (c *Conn) goTracked(fn func()) bool {
 	return true
 }
 
-func (c *Conn) openTransport(srv *config.Server, maxMessage int) error {
+func (c *Conn) openTransport(srv *Server, maxMessage int) error {
 	switch srv.Transport {
-	case config.TransportStdio:
+	case TransportStdio:
 		return c.openStdio(srv, maxMessage)
-	case config.TransportSSE:
+	case TransportSSE:
 		// The SSE transport gives up on an answer after its own response
 		// timeout (60 s by default, or the caller's remaining time): make
 		// the caller's deadline the only one.
@@ -233,7 +232,7 @@ func (c *Conn) openTransport(srv *config.Server, maxMessage int) error {
 	}
 }
 
-func (c *Conn) openStdio(srv *config.Server, maxMessage int) error {
+func (c *Conn) openStdio(srv *Server, maxMessage int) error {
 	p, err := spawn(srv.Command, srv.Args, srv.Cwd, childEnv(os.Environ(), srv.Env), c.log)
 	if err != nil {
 		return fmt.Errorf("start %q: %w", srv.Command, err)

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 // BenchmarkConnCallTool is one tools/call through a Conn to the test
@@ -24,7 +22,7 @@ func BenchmarkConnCallTool(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &config.Server{Name: "bench", Transport: config.TransportStdio, Command: exe, Args: []string{"-name", "bench"},
+	srv := &Server{Name: "bench", Transport: TransportStdio, Command: exe, Args: []string{"-name", "bench"},
 		Env: map[string]string{testUpstreamEnv: "1"}}
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()

@@ -7,8 +7,13 @@
 // is read (capReader); schemas are kept raw and checked by package
 // toolschema before anything compiles them; a stdio child gets an
 // allowlisted environment, never the gateway's own; and the client's
-// credential is never sent upstream (connections are built only from
-// config).
+// credential is never sent upstream (connections are built only from the
+// Server settings).
+//
+// upstreams does not read the gateway's config: Start, Build and Dial take
+// a Server per upstream (server.go), which gateway.UpstreamServers makes
+// from the config with its defaults applied. A zero limit in a Server means
+// none (see Server for why the defaults are not repeated here).
 //
 // Every enabled server has a supervisor goroutine (supervise.go) owned by
 // the Set: it connects, lists the tools, re-lists them when the upstream

@@ -7,7 +7,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/sanitize"
 )
 
@@ -48,17 +47,18 @@ type Features struct {
 	warnings  []string
 }
 
-// buildFeatures names everything for clients. Servers are taken in config
-// order: a URI or prompt name that an earlier server already claims is
+// buildFeatures names everything for clients. Servers are taken in the
+// order given: a URI or prompt name that an earlier server already claims is
 // dropped, with a warning (give the servers distinct prefixes).
-func buildFeatures(cfg *config.Config, listed map[string]*ServerFeatures) *Features {
+func buildFeatures(servers []Server, listed map[string]*ServerFeatures) *Features {
 	f := &Features{byURI: map[string]*Resource{}, byPrompt: map[string]*Prompt{}, servers: map[string]ServerFeatures{}}
-	for _, server := range cfg.ServerNames() {
+	for i := range servers {
+		server := servers[i].Name
 		sf := listed[server]
 		if sf == nil {
 			continue
 		}
-		prefix := cfg.Servers[server].ToolPrefix()
+		prefix := servers[i].ToolPrefix
 		f.servers[server] = ServerFeatures{HasResources: sf.HasResources, Subscribe: sf.Subscribe, Logging: sf.Logging, Completions: sf.Completions}
 		for _, r := range sf.Resources {
 			f.addResource(server, prefix, r)

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 func template(t *testing.T, raw string) mcp.ResourceTemplate {
@@ -20,12 +18,8 @@ func template(t *testing.T, raw string) mcp.ResourceTemplate {
 	return tmpl
 }
 
-func featureConfig(prefixA string) *config.Config {
-	p := prefixA
-	return &config.Config{Servers: map[string]*config.Server{
-		"a": {Name: "a", Prefix: &p},
-		"b": {Name: "b"},
-	}}
+func featureConfig(prefixA string) []Server {
+	return []Server{{Name: "a", ToolPrefix: prefixA}, {Name: "b", ToolPrefix: "b__"}}
 }
 
 func TestBuildFeaturesNamesAndOwners(t *testing.T) {
@@ -65,8 +59,7 @@ func TestBuildFeaturesNamesAndOwners(t *testing.T) {
 }
 
 func TestBuildFeaturesCollisions(t *testing.T) {
-	empty := ""
-	cfg := &config.Config{Servers: map[string]*config.Server{"a": {Name: "a", Prefix: &empty}, "b": {Name: "b", Prefix: &empty}}}
+	cfg := []Server{{Name: "a"}, {Name: "b"}}
 	f := buildFeatures(cfg, map[string]*ServerFeatures{
 		"a": {Resources: []mcp.Resource{{URI: "u://1"}}, Prompts: []mcp.Prompt{{Name: "p"}}},
 		"b": {Resources: []mcp.Resource{{URI: "u://1"}}, Prompts: []mcp.Prompt{{Name: "p"}}, HasResources: true},

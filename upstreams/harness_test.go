@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
 
@@ -37,13 +36,13 @@ func TestMain(m *testing.M) {
 const generous = 30 * time.Second
 
 // stdioServer is a server entry that runs the test upstream over stdio.
-func stdioServer(t *testing.T, name string, flags ...string) *config.Server {
+func stdioServer(t *testing.T, name string, flags ...string) *Server {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &config.Server{Name: name, Transport: config.TransportStdio, Command: exe,
+	return &Server{Name: name, Transport: TransportStdio, Command: exe, ToolPrefix: name + "__",
 		Args: append([]string{"-name", name}, flags...),
 		Env:  map[string]string{testUpstreamEnv: "1", "GORACE": "atexit_sleep_ms=0"}}
 }
@@ -117,7 +116,7 @@ type harness struct {
 
 // start starts a Set on cfg with the gate as its backoff and a short list
 // debounce; Close runs at cleanup, then the leak checks.
-func start(t *testing.T, cfg *config.Config, opts ...Option) *harness {
+func start(t *testing.T, cfg []Server, opts ...Option) *harness {
 	t.Helper()
 	before := goleak.IgnoreCurrent()
 	h := &harness{logs: &syncBuffer{}, gate: newGate(),

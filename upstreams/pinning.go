@@ -11,8 +11,8 @@ import (
 // WithPins checks every listed tool against store whenever the catalog is
 // built (see BuildWith): tools that are Pending or Changed are not callable
 // and resolve to Changed stand-ins. Without it nothing is pinned. The
-// caller opens the store (pins.Open with cfg.PinsPath() and
-// cfg.PinningMode()); commands that only inspect should open it
+// caller opens the store (gateway.OpenPins, from pinning.file and
+// pinning.mode); commands that only inspect should open it
 // pins.WithoutRecording.
 func WithPins(store *pins.Store) Option { return func(o *options) { o.pins = store } }
 

@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
 
 // progressServers starts the test upstream over each transport.
-func progressServers(t *testing.T) []*config.Server {
+func progressServers(t *testing.T) []*Server {
 	t.Helper()
 	httpURL, stopHTTP, err := testupstream.StartHTTP(testupstream.Options{Name: "http"})
 	if err != nil {
@@ -30,10 +29,10 @@ func progressServers(t *testing.T) []*config.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(stopSSE)
-	return []*config.Server{
+	return []*Server{
 		stdioServer(t, "stdio"),
-		{Name: "http", Transport: config.TransportHTTP, URL: httpURL},
-		{Name: "sse", Transport: config.TransportSSE, URL: sseURL},
+		{Name: "http", ToolPrefix: "http__", Transport: TransportHTTP, URL: httpURL},
+		{Name: "sse", ToolPrefix: "sse__", Transport: TransportSSE, URL: sseURL},
 	}
 }
 
@@ -261,7 +260,7 @@ func TestEndlessAnswerIsCut(t *testing.T) {
 		t.Errorf("down because %q", down.why)
 	}
 	runtime.ReadMemStats(&after)
-	limit := (&capReader{max: int(maxMessageBytes(h.set.cfg, srv))}).discardLimit()
+	limit := (&capReader{max: srv.maxMessageBytes()}).discardLimit()
 	grew := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d MiB streamed past, %d MiB allocated meanwhile", limit>>20, grew>>20)
 	if grew > uint64(limit)/2 {

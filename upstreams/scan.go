@@ -12,7 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/sanitize"
 )
 
@@ -337,10 +336,10 @@ type scanResult struct {
 
 // scanTool scans one tool's listing under mode. others are the names of
 // other servers' tools.
-func scanTool(mode, server string, l Listed, others map[string]bool) scanResult {
+func scanTool(mode ScanMode, server string, l Listed, others map[string]bool) scanResult {
 	res := scanResult{title: sanitize.Text(l.Title), description: sanitize.Text(l.Description),
 		inputSchema: l.InputSchema, outputSchema: l.OutputSchema}
-	if mode == config.ScanOff {
+	if mode == ScanOff {
 		return res
 	}
 	add := func(where string, hits []hit) bool {
@@ -348,7 +347,7 @@ func scanTool(mode, server string, l Listed, others map[string]bool) scanResult 
 		for _, h := range hits {
 			action := ActionQuarantined
 			switch {
-			case mode == config.ScanQuarantine:
+			case mode == ScanQuarantine:
 			case h.kind == FindingInstruction || h.kind == FindingOtherTool:
 				action = ActionFlagged
 			default:
@@ -367,7 +366,7 @@ func scanTool(mode, server string, l Listed, others map[string]bool) scanResult 
 	}
 	res.inputSchema = scanSchema("inputSchema", l.InputSchema, others, add)
 	res.outputSchema = scanSchema("outputSchema", l.OutputSchema, others, add)
-	res.quarantine = mode == config.ScanQuarantine && len(res.findings) > 0
+	res.quarantine = mode == ScanQuarantine && len(res.findings) > 0
 	return res
 }
 

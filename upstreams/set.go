@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/pins"
 )
 
@@ -26,7 +25,7 @@ import (
 // known tools in the catalog; calls to them fail at once with a NotSent
 // CallError (upstream_unavailable) until it is back.
 type Set struct {
-	cfg     *config.Config
+	servers []Server // as Start was given them
 	log     *slog.Logger
 	opts    options
 	sups    map[string]*supervisor // enabled servers; fixed after Start
@@ -75,19 +74,25 @@ func WithListDebounce(d time.Duration) Option { return func(o *options) { o.debo
 // attempt fails does not stop the others: it is logged, its tools answer
 // upstream_unavailable, and its supervisor keeps trying with backoff. Only
 // a catalog that cannot be built is an error. ctx bounds the first attempts
-// only; the upstreams run until Close.
-func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (*Set, error) {
+// only; the upstreams run until Close. The servers are taken in the order
+// given (see Build); a server without a name or a name given twice is an
+// error.
+func Start(ctx context.Context, servers []Server, log *slog.Logger, opts ...Option) (*Set, error) {
+	if err := checkNames(servers); err != nil {
+		return nil, err
+	}
 	o := options{backoff: DefaultBackoff, debounce: DefaultListDebounce, wait: wait}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	o.backoff = o.backoff.withDefaults()
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Set{cfg: cfg, log: log, opts: o, sups: map[string]*supervisor{},
+	s := &Set{servers: slices.Clone(servers), log: log, opts: o, sups: map[string]*supervisor{},
 		listed: map[string][]Listed{}, features: map[string]*ServerFeatures{}, down: map[string]string{}, stop: stop}
 	var booted []chan struct{}
-	for _, name := range cfg.ServerNames() {
-		srv := cfg.Servers[name]
+	for i := range s.servers {
+		srv := &s.servers[i]
+		name := srv.Name
 		if srv.Disabled {
 			continue
 		}
@@ -120,7 +125,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Op
 
 // buildLocked builds a catalog from the current listings. s.mu is held.
 func (s *Set) buildLocked() (*Catalog, error) {
-	return BuildWith(s.cfg, s.listed, s.down, BuildOptions{Pins: s.opts.pins, Features: s.features})
+	return BuildWith(s.servers, s.listed, s.down, BuildOptions{Pins: s.opts.pins, Features: s.features})
 }
 
 // listedTools records what a server listed after it (re)connected or told
@@ -351,23 +356,9 @@ func (s *Set) Close() {
 }
 
 // boundErr says when an attempt failed because init_timeout passed.
-func boundErr(ctx context.Context, cfg *config.Config, srv *config.Server, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("no answer within init_timeout %s: %w", cfg.InitTimeout(srv.Name), err)
+func boundErr(ctx context.Context, srv *Server, err error) error {
+	if srv.InitTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within init_timeout %s: %w", srv.InitTimeout, err)
 	}
 	return err
-}
-
-// frameSlack is room for the JSON-RPC envelope and escaping around a result
-// at the transport cap; the exact per-tool cap is applied to the result.
-const frameSlack = 64 << 10
-
-// maxMessageBytes is the transport cap for one server: the largest result
-// cap of any of its tools, plus framing.
-func maxMessageBytes(cfg *config.Config, srv *config.Server) int64 {
-	largest := cfg.MaxResultBytes(srv.Name, "")
-	for tool := range srv.Tools {
-		largest = max(largest, cfg.MaxResultBytes(srv.Name, tool))
-	}
-	return largest + frameSlack
 }

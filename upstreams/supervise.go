@@ -12,7 +12,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/sanitize"
 )
 
@@ -73,7 +72,7 @@ func (b Backoff) delay(failures int) time.Duration {
 // could not be reached, an SSE stream dropped) dials again with backoff.
 type supervisor struct {
 	set        *Set
-	srv        *config.Server
+	srv        *Server
 	log        *slog.Logger
 	maxMessage int
 
@@ -83,9 +82,9 @@ type supervisor struct {
 	level   chan struct{} // capacity 1: the log level clients chose changed
 }
 
-func newSupervisor(s *Set, srv *config.Server) *supervisor {
+func newSupervisor(s *Set, srv *Server) *supervisor {
 	sv := &supervisor{set: s, srv: srv, log: s.log.With("server", srv.Name),
-		maxMessage: int(maxMessageBytes(s.cfg, srv)), kick: make(chan struct{}, 1), level: make(chan struct{}, 1)}
+		maxMessage: srv.maxMessageBytes(), kick: make(chan struct{}, 1), level: make(chan struct{}, 1)}
 	sv.setWhy("not started yet")
 	return sv
 }
@@ -203,18 +202,27 @@ func (sv *supervisor) logDown(conn *Conn, why string, delay time.Duration) {
 		"stderr_tail", strings.Join(tail, "\n"), "restart_in", delay)
 }
 
+// initBound bounds ctx by the server's init_timeout; a zero InitTimeout
+// adds no bound.
+func initBound(ctx context.Context, srv *Server) (context.Context, context.CancelFunc) {
+	if srv.InitTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, srv.InitTimeout)
+}
+
 // connect dials the server and lists its tools, within its init_timeout.
 // ctx bounds the attempt; life ends it too.
 func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *ServerFeatures, error) {
-	cfg, srv := sv.set.cfg, sv.srv
-	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout(srv.Name))
+	srv := sv.srv
+	ctx, cancel := initBound(ctx, srv)
 	defer cancel()
 	stop := context.AfterFunc(life, cancel)
 	defer stop()
 	conn, err := dial(ctx, srv, sv.maxMessage, sv.log, connHooks{supervised: true, listChanged: sv.poke, streamEnded: sv.poke,
 		resourceUpdated: func(uri string) { sv.set.resourceUpdated(srv.Name, uri) }, logLevel: sv.set.currentLogLevel})
 	if err != nil {
-		return nil, nil, nil, boundErr(ctx, cfg, srv, err)
+		return nil, nil, nil, boundErr(ctx, srv, err)
 	}
 	// The list read now is current: an older announcement is moot.
 	select {
@@ -224,7 +232,7 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *Serv
 	tools, err := conn.ListTools(ctx)
 	if err != nil {
 		conn.Close()
-		return nil, nil, nil, boundErr(ctx, cfg, srv, fmt.Errorf("tools/list: %w", err))
+		return nil, nil, nil, boundErr(ctx, srv, fmt.Errorf("tools/list: %w", err))
 	}
 	feats := conn.listFeatures(ctx)
 	sv.applyLogLevel(conn)
@@ -238,7 +246,7 @@ func (sv *supervisor) applyLogLevel(conn *Conn) {
 	if level == nil || conn.caps.Logging == nil || conn.modern {
 		return // (2026-07-28 declares the level on each request instead)
 	}
-	ctx, cancel := context.WithTimeout(conn.life, sv.set.cfg.InitTimeout(sv.srv.Name))
+	ctx, cancel := initBound(conn.life, sv.srv)
 	defer cancel()
 	if _, err := conn.Forward(ctx, string(mcp.MethodSetLogLevel), map[string]string{"level": *level}); err != nil {
 		sv.log.Warn("logging/setLevel failed", "err", sanitize.Text(err.Error()))
@@ -299,7 +307,7 @@ func (sv *supervisor) debounce(life context.Context, conn *Conn) bool {
 // changed. A failure keeps the last list: a broken connection shows up on
 // conn.Done, which serve watches.
 func (sv *supervisor) relist(life context.Context, conn *Conn) {
-	ctx, cancel := context.WithTimeout(life, sv.set.cfg.InitTimeout(sv.srv.Name))
+	ctx, cancel := initBound(life, sv.srv)
 	defer cancel()
 	tools, err := conn.ListTools(ctx)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
 
@@ -231,7 +230,7 @@ func TestListChangedBurstIsDebounced(t *testing.T) {
 // both at cleanup) and does not take long.
 func TestCloseMidRestart(t *testing.T) {
 	hang := stdioServer(t, "hang", "-hang-init")
-	hang.InitTimeout = config.Duration(200 * time.Millisecond)
+	hang.InitTimeout = 200 * time.Millisecond
 	h := start(t, servers(
 		stdioServer(t, "loop", "-exit-at-start", "3"),
 		hang,
@@ -268,7 +267,7 @@ func TestHTTPSessionEndIsReinitialized(t *testing.T) {
 		_ = current.Load().Shutdown(context.Background())
 		srv.Close()
 	})
-	h := start(t, servers(&config.Server{Name: "h", Transport: config.TransportHTTP, URL: srv.URL + "/mcp"}))
+	h := start(t, servers(&Server{Name: "h", ToolPrefix: "h__", Transport: TransportHTTP, URL: srv.URL + "/mcp"}))
 	if got := mustCall(t, h.set, "h", "echo", `{"x":1}`); got != `{"x":1}` {
 		t.Fatal(got)
 	}
@@ -298,7 +297,7 @@ func TestSSEStreamDropAndRepeatedFailuresBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	h := start(t, servers(&config.Server{Name: "old", Transport: config.TransportSSE, URL: url}))
+	h := start(t, servers(&Server{Name: "old", ToolPrefix: "old__", Transport: TransportSSE, URL: url}))
 	if got := mustCall(t, h.set, "old", "echo", `{}`); got != `{}` {
 		t.Fatal(got)
 	}
@@ -333,7 +332,7 @@ func TestHTTPRestartOfLenientServer(t *testing.T) {
 		_ = current.Load().Shutdown(context.Background())
 		srv.Close()
 	})
-	h := start(t, servers(&config.Server{Name: "h", Transport: config.TransportHTTP, URL: srv.URL + "/mcp"}))
+	h := start(t, servers(&Server{Name: "h", ToolPrefix: "h__", Transport: TransportHTTP, URL: srv.URL + "/mcp"}))
 	mustCall(t, h.set, "h", "echo", `{}`)
 	old := current.Swap(newUpstream())
 	if err := old.Shutdown(context.Background()); err != nil {

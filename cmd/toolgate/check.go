@@ -89,7 +89,7 @@ func checkUpstreams(cfg *config.Config, out io.Writer) int {
 		return 1
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	set, err := upstreams.Start(context.Background(), cfg, quiet, upstreams.WithPins(store))
+	set, err := upstreams.Start(context.Background(), gateway.UpstreamServers(cfg), quiet, upstreams.WithPins(store))
 	if err != nil {
 		printProblems(out, "tool catalog", err)
 		return 1

@@ -62,7 +62,7 @@ func pinsCatalog(cfg *config.Config) (*pins.Store, *upstreams.Set, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	set, err := upstreams.Start(context.Background(), cfg, slog.New(slog.DiscardHandler), upstreams.WithPins(store))
+	set, err := upstreams.Start(context.Background(), gateway.UpstreamServers(cfg), slog.New(slog.DiscardHandler), upstreams.WithPins(store))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -38,7 +38,7 @@ func tools(args []string, out io.Writer) int {
 		printProblems(os.Stderr, "tool pins", err)
 		return 2
 	}
-	set, err := upstreams.Start(context.Background(), cfg, slog.New(slog.DiscardHandler), upstreams.WithPins(store))
+	set, err := upstreams.Start(context.Background(), gateway.UpstreamServers(cfg), slog.New(slog.DiscardHandler), upstreams.WithPins(store))
 	if err != nil {
 		printProblems(os.Stderr, "tool catalog", err)
 		return 2

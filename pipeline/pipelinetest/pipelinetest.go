@@ -132,17 +132,24 @@ func FailWith(err error) func(context.Context, string, string, json.RawMessage) 
 // (not connected).
 func Catalog(t testing.TB) *upstreams.Catalog {
 	t.Helper()
-	cfg := &config.Config{Servers: map[string]*config.Server{
-		"orders": {Name: "orders", Transport: config.TransportStdio, Command: "x",
-			Tools: map[string]*config.Tool{"small": {MaxResultBytes: 2048}}},
-		"down": {Name: "down", Transport: config.TransportStdio, Command: "x"},
-	}}
+	// As gateway.UpstreamServers makes them from a config with these two
+	// servers, "small" capped at 2048 bytes (ServerNames order, config's
+	// defaults).
+	servers := []upstreams.Server{
+		{Name: "down", Transport: upstreams.TransportStdio, Command: "x", ToolPrefix: "down__",
+			InitTimeout: config.DefaultInitTimeout, CallTimeout: config.DefaultCallTimeout,
+			MaxResultBytes: config.DefaultMaxResultBytes, DescriptionScan: config.DefaultDescriptionScan},
+		{Name: "orders", Transport: upstreams.TransportStdio, Command: "x", ToolPrefix: "orders__",
+			InitTimeout: config.DefaultInitTimeout, CallTimeout: config.DefaultCallTimeout,
+			MaxResultBytes: config.DefaultMaxResultBytes, DescriptionScan: config.DefaultDescriptionScan,
+			Tools: map[string]upstreams.ToolLimits{"small": {Timeout: config.DefaultCallTimeout, MaxResultBytes: 2048}}},
+	}
 	listed := map[string][]upstreams.Listed{"orders": {
 		{Name: "get", InputSchema: json.RawMessage(InputSchema)},
 		{Name: "typed", InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(OutputSchema)},
 		{Name: "small", InputSchema: json.RawMessage(`{"type":"object"}`)},
 	}}
-	cat, err := upstreams.Build(cfg, listed, map[string]string{"down": "exited"})
+	cat, err := upstreams.Build(servers, listed, map[string]string{"down": "exited"})
 	if err != nil {
 		t.Fatal(err)
 	}
