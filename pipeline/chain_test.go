@@ -391,3 +391,14 @@ func TestWrapSpanStatus(t *testing.T) {
 		}
 	}
 }
+
+// A tool without a timeout or a result cap (zero values) has none: its
+// call runs under the caller's context and any result is taken.
+func TestZeroLimitsMeanNone(t *testing.T) {
+	p := pipelinetest.NewBuilder(t, &pipelinetest.Upstreams{Fn: pipelinetest.Answer(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 4096) + `"}]}`)})
+	tool, _ := p.Catalog.Resolve("orders__get")
+	tool.Timeout, tool.MaxResultBytes = 0, 0
+	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), pipelinetest.GetOrder)); !env.OK {
+		t.Fatalf("a tool without limits answered %s: %v", pipelinetest.Code(env), env.Message)
+	}
+}

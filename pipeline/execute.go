@@ -59,8 +59,11 @@ func newOutbound(x *Exchange) outbound {
 func (e *Executor) execute(ctx context.Context, x *Exchange) *envelope.Error {
 	r := &e.Resilience
 	out := newOutbound(x)
-	ctx, cancel := context.WithTimeout(ctx, x.Tool.Timeout)
-	defer cancel()
+	if x.Tool.Timeout > 0 { // 0: no deadline of the gateway's own (the caller's still holds)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, x.Tool.Timeout)
+		defer cancel()
+	}
 	release, ok := r.acquire(out.server)
 	if !ok {
 		return envelope.Errorf(envelope.UpstreamUnavailable, "server %q is busy (%d calls in flight); the call was not sent",

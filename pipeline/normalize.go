@@ -30,7 +30,7 @@ type upstreamResult struct {
 func Normalize() Link { return Step("normalize", normalize) }
 
 func normalize(_ context.Context, x *Exchange) *envelope.Error {
-	if int64(len(x.Raw)) > x.Tool.MaxResultBytes {
+	if limit := x.Tool.MaxResultBytes; limit > 0 && int64(len(x.Raw)) > limit { // 0: no cap
 		return envelope.Errorf(envelope.ResultTooLarge, "the result is %d bytes, over the %d byte limit", len(x.Raw), x.Tool.MaxResultBytes)
 	}
 	var res upstreamResult
