@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
-	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -187,8 +186,7 @@ func TestReplicasApprovalRestoredAfterOpenBreaker(t *testing.T) {
 	seedDedupEpoch(t, rs.redis)
 	for range 3 {
 		cfg := writeConfig(t, rs.servers)
-		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authn.HashKey(adminKey), rs.redis.URL()))
+		write(t, cfg, mustRead(t, cfg)+replicaYAML(rs.redis))
 		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
 		url, _, gw := httpGatewayFull(t, cfg)
 		admin := httptest.NewServer(gw.AdminHandler())

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -31,8 +30,7 @@ func startBreakerReplicas(t *testing.T, n int) *replicaSet {
 		servers: stdioUpstream(t, "hostile", fmt.Sprintf("    breaker: {failures: 2, open_for: %s}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}, echo: {retry_safe: true}}\n", breakerOpenFor))}
 	for range n {
 		cfg := writeConfig(t, rs.servers)
-		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authn.HashKey(adminKey), rs.redis.URL()))
+		write(t, cfg, mustRead(t, cfg)+replicaYAML(rs.redis))
 		url, logs, gw := httpGatewayFull(t, cfg)
 		t.Cleanup(func() { // each replica's log tells which breaker changed when
 			if t.Failed() {

@@ -13,7 +13,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/internal/redistest"
@@ -32,10 +31,14 @@ func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*repl
 	for range n {
 		cfg := writeConfig(t, rs.servers)
 		body := strings.Replace(mustRead(t, cfg), "dedup: {window: 0s}", "dedup: {window: 1m}", 1)
-		write(t, cfg, body+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authn.HashKey(adminKey), rs.redis.URL())+extra)
+		write(t, cfg, body+replicaYAML(rs.redis)+extra)
 		write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(rs.servers)+policyExtra)
-		url, _, gw := httpGatewayFull(t, cfg)
+		url, logs, gw := httpGatewayFull(t, cfg)
+		t.Cleanup(func() { // a refused call's reason (which store error) is in its replica's log
+			if t.Failed() {
+				t.Logf("replica %s log:\n%s", gw.Replica(), logs)
+			}
+		})
 		admin := httptest.NewServer(gw.AdminHandler())
 		t.Cleanup(admin.Close)
 		rs.gws, rs.dirs, rs.urls, rs.admins = append(rs.gws, gw), append(rs.dirs, filepath.Dir(cfg)), append(rs.urls, url), append(rs.admins, admin)

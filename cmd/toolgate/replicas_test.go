@@ -40,6 +40,26 @@ type replicaSet struct {
 	servers string
 }
 
+// replicaYAML is what every replica's config adds: the admin key, and the
+// shared store at srv under the replicas' key prefix.
+//
+// op_timeout is 2s rather than the 200ms default. The default bounds one
+// round trip on a call's path to a Redis on the same network, and a reply
+// later than that is rightly the store being unavailable: the call is
+// refused (rate_limited), and a PING that late marks the store down. Here
+// three gateways built with -race share one process, and 2 cores with
+// whatever else runs: under `go test -race ./...` round trips to the loopback
+// Redis were seen to take 165ms, and one timed out at 200ms ("read tcp
+// ...: i/o timeout") in a stall of about 370ms, so a call that the test
+// expects to need, or use, an approval was refused instead. A stall of the
+// test machine says nothing about what these tests check; 2s leaves ten
+// times the margin. A killed Redis still fails at once (connection refused
+// or reset), not after the timeout.
+func replicaYAML(srv *redistest.Server) string {
+	return fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\", op_timeout: 2s}\n",
+		authn.HashKey(adminKey), srv.URL())
+}
+
 func startReplicas(t *testing.T, n int, extra string) *replicaSet {
 	t.Helper()
 	rs := &replicaSet{redis: redistest.Start(t), servers: stdioUpstream(t, "hostile", "")}
@@ -48,8 +68,7 @@ func startReplicas(t *testing.T, n int, extra string) *replicaSet {
 	seedDedupEpoch(t, rs.redis)
 	for range n {
 		cfg := writeConfig(t, rs.servers)
-		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {key_sha256: %q}\nstate:\n  redis: {url: %q, key_prefix: \"replicas:\"}\n",
-			authn.HashKey(adminKey), rs.redis.URL())+extra)
+		write(t, cfg, mustRead(t, cfg)+replicaYAML(rs.redis)+extra)
 		url, _, gw := httpGatewayFull(t, cfg)
 		admin := httptest.NewServer(gw.AdminHandler())
 		t.Cleanup(admin.Close)
