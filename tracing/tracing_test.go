@@ -21,7 +21,7 @@ const (
 	clientState  = "congo=t61rcWkgMzE"
 )
 
-// pipelineStages is the order of proxy/pipeline.go.
+// pipelineStages are some of the links of gateway/chain.go, in its order.
 var pipelineStages = []string{"resolve", "authorize", "validate", "conditions", "approve", "deduplicate", "execute", "normalize"}
 
 // runCall drives the helpers the way the gateway does: a call span, a span
