@@ -60,8 +60,15 @@ type Chain struct {
 	next  Next // c.handOver, bound once so that running a link allocates nothing
 }
 
-// New builds a chain of the links, which run in the order given.
+// New builds a chain of the links, which run in the order given. A link
+// that is not exactly one of a check and a wrap is a bug in its package,
+// found here at startup rather than on a call.
 func New(opts Options, links ...Link) *Chain {
+	for _, l := range links {
+		if (l.Check == nil) == (l.Wrap == nil) {
+			panic(fmt.Sprintf("pipeline: link %q must have exactly one of Check and Wrap", l.Name))
+		}
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

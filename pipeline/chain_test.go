@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -400,5 +401,22 @@ func TestZeroLimitsMeanNone(t *testing.T) {
 	tool.Timeout, tool.MaxResultBytes = 0, 0
 	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), pipelinetest.GetOrder)); !env.OK {
 		t.Fatalf("a tool without limits answered %s: %v", pipelinetest.Code(env), env.Message)
+	}
+}
+
+// A link that is neither a check nor a wrap (or both) is refused when the
+// chain is built, not on every call.
+func TestMalformedLinkRefusedAtBuild(t *testing.T) {
+	for _, l := range []pipeline.Link{{Name: "empty"}, {Name: "both",
+		Check: func(context.Context, *pipeline.Exchange) *envelope.Error { return nil },
+		Wrap:  func(context.Context, *pipeline.Exchange, pipeline.Next) *envelope.Error { return nil }}} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), l.Name) {
+					t.Errorf("link %q: New recovered %v, want a panic naming it", l.Name, r)
+				}
+			}()
+			pipeline.New(pipeline.Options{}, l)
+		}()
 	}
 }
