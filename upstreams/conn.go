@@ -359,6 +359,17 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 		return nil, ctx.Err()
 	case err != nil:
 		c.noteFailure(err)
+		var located *CallError
+		if errors.As(err, &located) {
+			if errors.Is(err, errGarbage) {
+				// A stdio reply that was garbage (Sent). The request may be
+				// one failed only because the garbage could not be
+				// attributed, its tool still running: tell the upstream.
+				c.log.Warn("upstream output was garbage; the request failed", "err", err)
+				c.goTracked(func() { c.cancelUpstream(id, errGarbage) })
+			}
+			return nil, located
+		}
 		if neverLeft(err) {
 			return nil, &CallError{Where: NotSent, Err: err}
 		}

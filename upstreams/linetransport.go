@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/internal/jsonscan"
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // lineTransport speaks newline-delimited JSON-RPC to a stdio upstream. It
@@ -38,9 +39,8 @@ import (
 // of CPU (4 of the allocations are the benchmark's and the cap reader's, in
 // both).
 //
-// What it does, as mcp-go's does: lines that are not JSON (or not an
-// object) are skipped, answers for unknown ids dropped; notifications go to
-// the handler on the read loop (which must not block); the upstream's
+// What it does, as mcp-go's does: notifications go to the handler on the
+// read loop (which must not block); the upstream's
 // requests run on goroutines of their own and are answered, method not found
 // with no handler. When the input ends or Close is called, every waiting
 // request fails with transport.ErrTransportClosed, and so does every later
@@ -52,6 +52,18 @@ import (
 // is written off the read loop (a child that is not reading its input must
 // not stop the reading of its output). A waiting request is only ever
 // answered by its own id; a second request with the same id is refused.
+//
+// Garbage, unlike mcp-go (which skips it and leaves the caller waiting to
+// its deadline): see garbled. In short, a line that starts a JSON object
+// but does not parse (an answer split by a raw newline), an answer whose
+// id names no request (wrong or null id), or an answer that is not one
+// (bad error member, neither result nor error) fails at once, as a
+// CallError{Where: Sent} wrapping errGarbage, the request it names, or,
+// when it names none, every request waiting. Lines that do not start with
+// '{' (a log line on stdout), JSON objects that are no JSON-RPC message at
+// all (a structured log line), malformed notifications and requests from
+// the upstream (they have a method: never an answer), and late answers to
+// requests given up on are skipped, as before.
 type lineTransport struct {
 	in  *bufio.Reader
 	out io.WriteCloser
@@ -76,17 +88,39 @@ type lineTransport struct {
 	closing   sync.Once
 
 	long []byte // a line longer than in's buffer, assembled (read loop only)
+
+	// gaveUp holds the keys of requests no longer waiting that the
+	// upstream may still answer (abandoned at their deadline, cancelled,
+	// or failed by garbage): their late answers are dropped, not taken as
+	// garbage. Bounded (maxGaveUp, oldest forgotten first); under mu.
+	gaveUp     map[string]struct{}
+	gaveUpFIFO []string
+	// broken: the last line read that was not skipped did not parse (read
+	// loop only). The next one that does not parse either is taken as the
+	// rest of the same message, split by a raw newline: it fails nothing
+	// more (a request registered in between is not its victim).
+	broken bool
 }
+
+// maxGaveUp bounds the keys of requests given up on that are remembered:
+// an answer later than the maxGaveUp-th request abandoned after it is taken
+// as garbage (it then fails what waits, see garbled).
+const maxGaveUp = 4096
+
+// errGarbage is the cause of a request failed because the upstream's
+// output was garbage: the request was sent, the outcome is unknown.
+var errGarbage = errors.New("the reply was garbage")
 
 var _ transport.BidirectionalInterface = (*lineTransport)(nil)
 
 // pendingCall is one request waiting. Whoever removes it from pending
 // sends on ch exactly once, under mu: the answer, or nil when the
-// transport closed. Calls are pooled: a round trip allocates no channel.
+// transport closed or (with err set) the output was garbage. Calls are pooled: a round trip allocates no channel.
 type pendingCall struct {
 	key string
 	id  mcp.RequestId
 	ch  chan *transport.JSONRPCResponse // capacity 1
+	err error                           // with a nil answer: why, when not closed (set before the send)
 }
 
 var pendingCalls = sync.Pool{New: func() any {
@@ -106,7 +140,7 @@ const maxServing = 64
 
 func newLineTransport(in io.Reader, out io.WriteCloser) *lineTransport {
 	t := &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
-		pending: map[string]*pendingCall{}, done: make(chan struct{}), serving: make(chan struct{}, maxServing),
+		pending: map[string]*pendingCall{}, gaveUp: map[string]struct{}{}, done: make(chan struct{}), serving: make(chan struct{}, maxServing),
 		ctx: context.Background()}
 	if d, ok := out.(writeDeadliner); ok && d.canTimeOut() {
 		t.deadliner = d
@@ -193,7 +227,11 @@ func (t *lineTransport) SendRequest(ctx context.Context, req transport.JSONRPCRe
 	}
 	select {
 	case resp := <-call.ch:
+		failed := call.err
 		recycle(call)
+		if failed != nil {
+			return nil, failed
+		}
 		if resp == nil {
 			return nil, transport.ErrTransportClosed
 		}
@@ -228,6 +266,7 @@ func (t *lineTransport) abandon(call *pendingCall) {
 	t.mu.Lock()
 	if t.pending[call.key] == call {
 		delete(t.pending, call.key)
+		t.giveUp(call.key) // its answer may still come
 	} else {
 		<-call.ch
 	}
@@ -236,8 +275,31 @@ func (t *lineTransport) abandon(call *pendingCall) {
 }
 
 func recycle(call *pendingCall) {
-	call.key, call.id = "", mcp.RequestId{}
+	call.key, call.id, call.err = "", mcp.RequestId{}, nil
 	pendingCalls.Put(call)
+}
+
+// giveUp remembers key as a request whose answer is to be dropped if it
+// still comes. Under mu.
+func (t *lineTransport) giveUp(key string) {
+	if _, ok := t.gaveUp[key]; ok {
+		return
+	}
+	if len(t.gaveUpFIFO) >= maxGaveUp {
+		delete(t.gaveUp, t.gaveUpFIFO[0])
+		t.gaveUpFIFO = t.gaveUpFIFO[1:]
+	}
+	t.gaveUp[key] = struct{}{}
+	t.gaveUpFIFO = append(t.gaveUpFIFO, key)
+}
+
+// fail ends a waiting call with a garbage error, remembering its key (the
+// upstream may still answer it). Under mu.
+func (t *lineTransport) fail(call *pendingCall, why string) {
+	delete(t.pending, call.key)
+	t.giveUp(call.key)
+	call.err = &CallError{Where: Sent, Err: fmt.Errorf("%w: %s", errGarbage, why)}
+	call.ch <- nil
 }
 
 // SendNotification writes one notification.
@@ -481,19 +543,45 @@ type wireMessage struct {
 }
 
 // dispatch handles one line. Like mcp-go: a method without an id is a
-// notification, with one a request; anything else is taken as an answer.
+// notification, with one a request. Unlike it, only a message with an id,
+// a result or an error is taken as an answer, and garbage fails requests
+// (see garbled).
 func (t *lineTransport) dispatch(line []byte) {
 	var m wireMessage
-	if !decodeAnswerFast(line, &m) && json.Unmarshal(line, &m) != nil {
-		return // not JSON, or not an object: skipped
+	if decodeAnswerFast(line, &m) {
+		t.broken = false
+		t.answer(&m)
+		return
 	}
+	trimmed := bytes.TrimLeft(line, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return // a blank line, or one that is not a message at all (a log line): skipped
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		if json.Valid(line) {
+			// An object whose method is not a string (the only member
+			// decoded with a type): a malformed request or notification,
+			// never an answer. Skipped.
+			t.broken = false
+			return
+		}
+		if !t.broken {
+			t.broken = true
+			t.garbled(nil, "a line that is not valid JSON")
+		}
+		return
+	}
+	t.broken = false
 	switch {
 	case m.Method != "" && !m.ID.present():
 		t.notify(&m)
 	case m.Method != "":
 		t.serve(&m)
-	default:
+	case m.ID.present() || m.Result != nil || m.Error != nil:
 		t.answer(&m)
+	default:
+		// A JSON object that is no JSON-RPC message (a structured log
+		// line on stdout): skipped.
 	}
 }
 
@@ -529,27 +617,86 @@ func (t *lineTransport) notify(m *wireMessage) {
 	(*h)(n)
 }
 
-// answer hands an answer to the request waiting for its id, if any.
+// answer hands an answer to the request waiting for its id. An answer
+// that is not valid fails that request; one for a request given up on is
+// dropped; one that names no request is garbage (garbled).
 func (t *lineTransport) answer(m *wireMessage) {
 	var details *mcp.JSONRPCErrorDetails
+	invalid := ""
 	if len(m.Error) > 0 && string(m.Error) != "null" {
 		details = new(mcp.JSONRPCErrorDetails)
 		if json.Unmarshal(m.Error, details) != nil {
-			return
+			invalid = "an answer whose error member is not a JSON-RPC error"
 		}
+	} else if m.Result == nil {
+		invalid = "an answer with neither a result nor an error"
 	}
 	key := m.ID.key()
-	if key == nil {
-		return
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	call := t.pending[string(key)]
-	if call == nil {
-		return // no one waits for this id (any more)
+	switch {
+	case key == nil:
+		t.garbledLocked(details, "an answer without an id")
+	case call != nil && invalid != "":
+		t.fail(call, invalid) // it names its request: only that one fails
+	case call != nil:
+		delete(t.pending, call.key)
+		call.ch <- &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: call.id, Result: m.Result, Error: details}
+	default:
+		if _, late := t.gaveUp[string(key)]; late {
+			delete(t.gaveUp, string(key)) // answered at last; its FIFO entry just ages out
+			return
+		}
+		t.garbledLocked(details, "an answer for id "+sanitize.Clip(string(key), 80)+", which no request has")
 	}
-	delete(t.pending, call.key)
-	call.ch <- &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: call.id, Result: m.Result, Error: details}
+}
+
+// garbled handles output that is garbage and names no waiting request: a
+// line that starts a JSON object but does not parse (typically an answer
+// split by a raw newline: its id, if any, cannot be trusted), or an answer
+// whose id is null or names no request (a wrong id).
+//
+// Every request waiting fails at once, with errGarbage (Where: Sent: the
+// outcome is unknown), and the connection stays up. The decision, and why:
+//   - With one request waiting the garbage is attributed to it: nothing
+//     else could be waiting for an answer, and left waiting it would hang
+//     to its deadline (then duplicate suppression replays that timeout).
+//   - With several waiting, the garbage cannot be attributed: the one it
+//     was meant for is unknown, and it will never be answered. Failing
+//     only when exactly one waits would hang that one to its deadline;
+//     failing one by guess could fail the wrong one. So all of them fail:
+//     an operator would rather lose the calls in flight to an upstream
+//     that emits garbage (they report upstream_error, and a retry-safe
+//     tool is retried) than hang them. Garbage that does name its request
+//     (an invalid answer with a known id, see answer) fails that request
+//     only: the others are not hurt.
+//   - The connection is not reset: once every waiting request has failed,
+//     no stray line can be matched to one of them (their late answers are
+//     dropped, as for a request given up on), new requests have new ids,
+//     and the stream resynchronises at the next newline. Restarting the
+//     child would lose its state and refuse every call during the restart,
+//     for no gain. An upstream that keeps emitting garbage trips the
+//     breaker, as these failures count against it (Sent).
+//   - With nothing waiting, nothing fails: the line is skipped.
+//
+// details is the error the answer carried, if any (for the message).
+func (t *lineTransport) garbled(details *mcp.JSONRPCErrorDetails, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.garbledLocked(details, why)
+}
+
+func (t *lineTransport) garbledLocked(details *mcp.JSONRPCErrorDetails, why string) {
+	if details != nil {
+		why += fmt.Sprintf(" (error %d: %s)", details.Code, sanitize.Clip(details.Message, 200))
+	}
+	if n := len(t.pending); n > 1 {
+		why += fmt.Sprintf(", while %d requests waited: it could be the answer to any of them", n)
+	}
+	for _, call := range t.pending {
+		t.fail(call, why)
+	}
 }
 
 // serve runs the upstream's request on a goroutine of its own (it may wait

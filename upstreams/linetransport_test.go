@@ -116,10 +116,16 @@ func TestLineTransportSkipsWhatIsNotItsAnswer(t *testing.T) {
 		before []string
 		answer string
 	}{
-		{"garbage line skipped", []string{"this is not JSON", `{"jsonrpc":"2.0",`}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
-		{"not an object skipped", []string{`[1,2]`, `"gw-1"`, `42`, `null`, ``}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
-		{"unknown id dropped", []string{`{"jsonrpc":"2.0","id":"gw-9","result":{"ok":9}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
-		{"bad error shape skipped", []string{`{"jsonrpc":"2.0","id":"gw-1","error":17}`}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
+		{"log line skipped", []string{"this is not JSON", "  [info] started {x}"}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
+		{"not an object skipped", []string{`[1,2]`, `"gw-1"`, `42`, `null`, ``, "  \t"}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
+		{"no JSON-RPC message skipped", []string{`{"level":"info","msg":"a structured log line"}`, `{}`}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
+		{"malformed notifications and requests skipped", []string{
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":[1]}`,
+			`{"jsonrpc":"2.0","method":"notifications/message","params":"garbage"}`,
+			`{"jsonrpc":"2.0","method":5,"id":"gw-1"}`,
+			`{"jsonrpc":"2.0","method":{"x":1}}`,
+			`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+		}, `{"jsonrpc":"2.0","id":"gw-1","result":{"ok":1}}`},
 		{"escaped id matched", nil, `{"jsonrpc":"2.0","id":"gw\u002d1","result":{"ok":1}}`},
 		{"crlf line", nil, "{\"jsonrpc\":\"2.0\",\"id\":\"gw-1\",\"result\":{\"ok\":1}}\r"},
 		{"no jsonrpc member", nil, `{"id":"gw-1","result":{"ok":1}}`},
@@ -687,5 +693,167 @@ func BenchmarkDecodeAnswer(b *testing.B) {
 		if !decodeAnswerFast(line, &m) {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// wantGarbage waits for a request failed because the reply was garbage:
+// at once (well before the request's own deadline), as a CallError that
+// says it was sent (breaker.Classify: a broken transport, upstream_error).
+func wantGarbage(t *testing.T, done <-chan sent, within time.Duration) *CallError {
+	t.Helper()
+	var s sent
+	select {
+	case s = <-done:
+	case <-time.After(within):
+		t.Fatalf("the request still waits %v after the garbage", within)
+	}
+	var ce *CallError
+	if !errors.As(s.err, &ce) || ce.Where != Sent || !errors.Is(s.err, errGarbage) {
+		t.Fatalf("got %+v, %v; want a CallError{Where: Sent} for garbage", s.resp, s.err)
+	}
+	return ce
+}
+
+// garbageDeadline is the request's deadline in the garbage tests, far
+// beyond atOnce (how long wantGarbage waits): only failing at once passes.
+const (
+	garbageDeadline = time.Minute
+	atOnce          = 5 * time.Second
+)
+
+func garbageCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), garbageDeadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// An answer under an id no request has, with one request waiting, fails
+// that request at once; the transport stays usable.
+func TestLineTransportWrongIDFailsTheWaitingRequest(t *testing.T) {
+	for _, wrong := range []string{
+		`{"jsonrpc":"2.0","id":"gw-1-wrong","result":{"ok":1}}`,
+		`{"jsonrpc":"2.0","id":1000004,"result":{"ok":1}}`,
+		`{"jsonrpc":"2.0","result":{"ok":1}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
+	} {
+		t.Run(wrong, func(t *testing.T) {
+			p := newPeer(t)
+			done := p.request(garbageCtx(t), "gw-1")
+			p.next()
+			p.send(wrong)
+			if ce := wantGarbage(t, done, atOnce); !strings.Contains(ce.Error(), "garbage") {
+				t.Fatalf("error %q does not say the reply was garbage", ce)
+			}
+			next := p.request(garbageCtx(t), "gw-2")
+			p.next()
+			p.send(`{"jsonrpc":"2.0","id":"gw-2","result":{"ok":2}}`)
+			if s := waitSent(t, next); s.err != nil || string(s.resp.Result) != `{"ok":2}` {
+				t.Fatalf("after the garbage: %+v, %v", s.resp, s.err)
+			}
+		})
+	}
+}
+
+// An answer split by a raw newline (neither part is JSON) fails the
+// request waiting at once; the second part fails nothing more, and the
+// transport stays usable.
+func TestLineTransportSplitLineFailsTheWaitingRequest(t *testing.T) {
+	for _, split := range [][2]string{
+		{`{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"an answer`, ` split"}]}}`},
+		{`{"jsonrpc":"2.0","id":"gw-1","result":`, `{"content":[{"type":"text","text":"split"}]}}`},
+	} {
+		t.Run(split[1], func(t *testing.T) {
+			p := newPeer(t)
+			done := p.request(garbageCtx(t), "gw-1")
+			p.next()
+			p.send(split[0])
+			wantGarbage(t, done, atOnce)
+			// A request made before the rest of the line arrives is not
+			// taken for its victim.
+			next := p.request(garbageCtx(t), "gw-2")
+			p.next()
+			p.send(split[1], `{"jsonrpc":"2.0","id":"gw-2","result":{"ok":2}}`)
+			if s := waitSent(t, next); s.err != nil || string(s.resp.Result) != `{"ok":2}` {
+				t.Fatalf("after the split line: %+v, %v", s.resp, s.err)
+			}
+		})
+	}
+}
+
+// Garbage that names no request while two wait cannot be attributed: both
+// fail at once (see garbled for why). Their late answers are dropped, and
+// a valid answer after the garbage is delivered.
+func TestLineTransportGarbageWithTwoWaitingFailsBoth(t *testing.T) {
+	for _, garbage := range []string{
+		`{"jsonrpc":"2.0","id":"gw-9","result":{"ok":9}}`,
+		`{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"an answer`,
+	} {
+		t.Run(garbage, func(t *testing.T) {
+			p := newPeer(t)
+			first := p.request(garbageCtx(t), "gw-1")
+			p.next()
+			second := p.request(garbageCtx(t), "gw-2")
+			p.next()
+			p.send(garbage)
+			for _, done := range []<-chan sent{first, second} {
+				if ce := wantGarbage(t, done, atOnce); !strings.Contains(ce.Error(), "2 requests waited") {
+					t.Fatalf("error %q does not say why it could not be attributed", ce)
+				}
+			}
+			third := p.request(garbageCtx(t), "gw-3")
+			p.next()
+			p.send(`{"jsonrpc":"2.0","id":"gw-2","result":{"late":2}}`, `{"jsonrpc":"2.0","id":"gw-1","result":{"late":1}}`,
+				`{"jsonrpc":"2.0","id":"gw-3","result":{"ok":3}}`)
+			if s := waitSent(t, third); s.err != nil || string(s.resp.Result) != `{"ok":3}` {
+				t.Fatalf("after the garbage: %+v, %v", s.resp, s.err)
+			}
+		})
+	}
+}
+
+// An invalid answer that names its request fails that request only: the
+// other one waiting is answered as usual.
+func TestLineTransportInvalidAnswerFailsOnlyItsRequest(t *testing.T) {
+	for _, invalid := range []string{
+		`{"jsonrpc":"2.0","id":"gw-1","error":17}`,
+		`{"jsonrpc":"2.0","id":"gw-1"}`,
+	} {
+		t.Run(invalid, func(t *testing.T) {
+			p := newPeer(t)
+			first := p.request(garbageCtx(t), "gw-1")
+			p.next()
+			second := p.request(garbageCtx(t), "gw-2")
+			p.next()
+			p.send(invalid)
+			wantGarbage(t, first, atOnce)
+			select {
+			case s := <-second:
+				t.Fatalf("the other request ended too: %+v, %v", s.resp, s.err)
+			default:
+			}
+			p.send(`{"jsonrpc":"2.0","id":"gw-2","result":{"ok":2}}`)
+			if s := waitSent(t, second); s.err != nil || string(s.resp.Result) != `{"ok":2}` {
+				t.Fatalf("the other request: %+v, %v", s.resp, s.err)
+			}
+		})
+	}
+}
+
+// The late answer to a request given up on (its deadline passed) is not
+// garbage: it fails no request waiting.
+func TestLineTransportLateAnswerIsNotGarbage(t *testing.T) {
+	p := newPeer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := p.request(ctx, "gw-1")
+	p.next()
+	cancel()
+	if s := waitSent(t, abandoned); !errors.Is(s.err, context.Canceled) {
+		t.Fatalf("cancelled request: %+v, %v", s.resp, s.err)
+	}
+	done := p.request(garbageCtx(t), "gw-2")
+	p.next()
+	p.send(`{"jsonrpc":"2.0","id":"gw-1","result":{"late":1}}`, `{"jsonrpc":"2.0","id":"gw-2","result":{"ok":2}}`)
+	if s := waitSent(t, done); s.err != nil || string(s.resp.Result) != `{"ok":2}` {
+		t.Fatalf("after a late answer: %+v, %v", s.resp, s.err)
 	}
 }

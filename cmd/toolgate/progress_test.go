@@ -102,10 +102,10 @@ func TestHostileUpstreamModesEndToEnd(t *testing.T) {
 	if _, env := callE2E(t, c, "hostile__drip", `{"bytes":2000,"chunk":64,"ms_per_chunk":1}`); env["ok"] != true {
 		t.Errorf("drip: %v", env)
 	}
-	if _, env := callE2E(t, c, "hostile__wrong_id", `{}`); env["error_code"] != "tool_timeout" {
+	if _, env := callE2E(t, c, "hostile__wrong_id", `{}`); env["error_code"] != "upstream_error" {
 		t.Errorf("wrong_id: %v", env)
 	}
-	before := len(cancelledIDs(t, c, 1)) // wrong_id's deadline was announced too
+	before := len(cancelledIDs(t, c, 1)) // wrong_id's garbage answer was announced too
 	if _, env := callE2E(t, c, "hostile__ignore_cancel", `{"ms":800}`); env["error_code"] != "tool_timeout" {
 		t.Errorf("ignore_cancel: %v", env)
 	}

@@ -23,6 +23,13 @@ const (
 	NoiseMarker   = "__TESTUPSTREAM_NOISE__"
 	DripMarker    = "__TESTUPSTREAM_DRIP__"
 	EndlessMarker = "__TESTUPSTREAM_ENDLESS__"
+	SplitMarker   = "__TESTUPSTREAM_SPLIT__"
+)
+
+// SplitAnswer is the text of split_line's answer, which a raw newline splits after SplitAt bytes.
+const (
+	SplitAnswer = "an answer split by a raw newline"
+	SplitAt     = len("an answer")
 )
 
 // NoiseLine is what stdout_noise writes before its answer.
@@ -248,6 +255,7 @@ func modeTools(srv *server.MCPServer, rt *runtimeState) []server.ServerTool {
 			Handler: progressTool},
 		{Tool: tool("wrong_id", "Answers under a JSON-RPC id that is not the request's.", noArgs), Handler: marker(WrongIDMarker)},
 		{Tool: tool("stdout_noise", "Writes a line that is not JSON to its output, then answers.", noArgs), Handler: marker(NoiseMarker)},
+		{Tool: tool("split_line", "Answers with a raw newline inside its answer line.", noArgs), Handler: marker(SplitMarker)},
 		{Tool: tool("drip", "Answers with a text of bytes bytes, written chunk bytes at a time, ms_per_chunk apart.",
 			`{"type":"object","properties":{"bytes":{"type":"integer","minimum":0,"maximum":`+strconv.Itoa(MaxDripBytes)+`},"chunk":{"type":"integer","minimum":1},"ms_per_chunk":{"type":"integer","minimum":0}},"required":["bytes"],"additionalProperties":false}`),
 			Handler: drip},

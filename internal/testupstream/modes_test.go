@@ -205,6 +205,13 @@ func TestProtocolAbuseModesOverStdio(t *testing.T) {
 		t.Fatalf("wrong_id (string): %s", line)
 	}
 
+	s.call(`"s-1"`, "split_line", `{}`)
+	first, second := s.recv(), s.recv()
+	if !strings.HasPrefix(first, `{"jsonrpc":"2.0","id":"s-1","result":`) || !strings.HasSuffix(first, SplitAnswer[:SplitAt]) ||
+		!strings.HasPrefix(second, SplitAnswer[SplitAt:]+`"}]`) {
+		t.Fatalf("split_line: %q then %q", first, second)
+	}
+
 	s.call("8", "stdout_noise", `{}`)
 	if line := s.recv(); line != NoiseLine {
 		t.Fatalf("noise: %q", line)

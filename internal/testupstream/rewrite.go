@@ -27,6 +27,9 @@ func crafted(marker string, id json.RawMessage, prefix []byte) []byte {
 		id = wrongID(id)
 	case NoiseMarker:
 		result = `{"content":[{"type":"text","text":"` + NoiseAnswer + `"}]}`
+	case SplitMarker:
+		// A raw newline inside the text: the line ends there, neither part is JSON.
+		result = `{"content":[{"type":"text","text":"` + SplitAnswer[:SplitAt] + "\n" + SplitAnswer[SplitAt:] + `"}]}`
 	default:
 		return nil
 	}

@@ -38,6 +38,8 @@
 //	                (none without one), then answers "done <steps> steps"
 //	wrong_id        answered under another id: a string id gets "-wrong" appended, a number +1000003
 //	stdout_noise    writes NoiseLine (not JSON) to the output, then answers NoiseAnswer
+//	split_line      answered with SplitAnswer, its line split by a raw newline inside the text (over
+//	                HTTP: a body that is not JSON)
 //	drip {bytes, chunk?, ms_per_chunk?} answers a text of bytes 'x', the response written chunk bytes
 //	                (default 16) at a time, ms_per_chunk (default 10) apart (stdio: one line in pieces)
 //	ignore_cancel {ms} runs ms whatever happens, then answers; a call whose context ended meanwhile
@@ -50,7 +52,7 @@
 //	extra_N         (Options.ExtraTools) text "extra N"
 //	remote_ref, file_ref, self_ref, deep_allof   (Options.HostileSchemas) hostile input schemas
 //
-// garbage, unknown_content, wrong_id, stdout_noise, drip and endless need control of the raw bytes,
+// garbage, unknown_content, wrong_id, stdout_noise, split_line, drip and endless need control of the raw bytes,
 // which an mcp-go handler does not have:
 // the handler answers a marker text, and a writer wrapped around the transport's output replaces the
 // whole response line that carries it. That wrapper is in place for Main over stdio, and for

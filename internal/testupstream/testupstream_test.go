@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 var baseTools = []string{
 	"ansi", "bad_output", "big", "cancelled_requests", "crash", "drip", "echo", "endless", "env", "fail",
 	"flip_tools", "garbage", "gather", "good_output", "headers", "ignore_cancel", "log", "meta", "progress", "rpc_error", "sleep",
-	"rug_pull", "stdout_noise", "stop_reading", "target", "tick", "unknown_content", "with_meta", "wrong_id",
+	"rug_pull", "split_line", "stdout_noise", "stop_reading", "target", "tick", "unknown_content", "with_meta", "wrong_id",
 }
 
 var hostileTools = []string{"deep_allof", "file_ref", "remote_ref", "self_ref"}
