@@ -7,12 +7,9 @@ import (
 )
 
 // TestMain fails the tests if a goroutine outlives them: the lean stdio
-// client's reader must end with its server.
+// client's reader must end with its server. Nothing is ignored, not even
+// net/http's keep-alive loops: each test closes its servers and clients, so
+// a goroutine blocked reading a connection is a connection left open.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// net/http keeps idle client connections' loops alive briefly after a test.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	goleak.VerifyTestMain(m)
 }
