@@ -6,7 +6,6 @@ import (
 
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -156,37 +155,22 @@ func TestKeysNew(t *testing.T) {
 	}
 }
 
-// SIGTERM stops the gateway and every upstream it started.
+// SIGINT stops the gateway and every upstream it started.
 func TestShutdownStopsUpstreams(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
-	raw, _ := os.ReadFile(cfg)
-	write(t, cfg, "listen: {http: \"127.0.0.1:0\"}\n"+string(raw))
-	cmd := exec.Command(self(t), "serve", "--config", cfg)
-	cmd.Env = append(os.Environ(), execRole+"=toolgate", "GORACE=atexit_sleep_ms=0")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logs := bufio.NewScanner(stderr)
-	for logs.Scan() && !strings.Contains(logs.Text(), "serving Streamable HTTP") {
-	}
-	children := childPIDs(t, cmd.Process.Pid)
+	write(t, cfg, portZero+mustRead(t, cfg))
+	gw := serveProcess(t, cfg)
+	children := childPIDs(t, gw.cmd.Process.Pid)
 	if len(children) == 0 {
 		t.Fatal("no upstream child found")
 	}
-	cmd.Process.Signal(os.Interrupt)
-	go io.Copy(io.Discard, stderr)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	gw.cmd.Process.Signal(os.Interrupt)
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("gateway exit: %v", err)
+	case <-gw.done:
+		if gw.err != nil {
+			t.Fatalf("gateway exit: %v", gw.err)
 		}
-	case <-ctx.Done():
-		cmd.Process.Kill()
+	case <-time.After(20 * time.Second):
 		t.Fatal("gateway did not stop after SIGINT")
 	}
 	for _, pid := range children {

@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/internal/conformanceserver"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
@@ -48,7 +52,9 @@ func TestMain(m *testing.M) {
 		// net/http keeps idle client connections' loops alive briefly after a test.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// Not internal/poll.runtime_pollWait: a goroutine blocked there is a
+		// connection someone left open (a server's, or an idle client's
+		// readLoop whose server was never closed).
 		// mcp-go v1.2.1: a GET stream that arrives while the HTTP endpoint
 		// shuts down can start a listening pump Shutdown has passed by (see
 		// internal/conformanceserver's TestMain); the race is in mcp-go.
@@ -93,6 +99,11 @@ var serverName = regexp.MustCompile(`(?m)^  ([A-Za-z0-9_-]+):$`)
 
 // writeConfig writes toolgate.yaml (with servers as YAML under
 // mcpServers), model.conf and policy.csv into a fresh directory.
+//
+// It leaves listen and admin out, for the tests to add (an in-process
+// gateway, httpGateway, never opens either listener: it serves through
+// httptest on a port the kernel picks). A test that opens them, running
+// `toolgate serve`, goes through serveProcess, which wants port 0 for both.
 func writeConfig(t testing.TB, servers string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -295,4 +306,70 @@ func notesOf(c *client.Client) *clientWithNotes {
 		}
 	})
 	return n
+}
+
+// portZero is a config's listeners on ports the kernel picks: a test never
+// opens a fixed port (the defaults 8080 and 8081 may be anyone's).
+const portZero = "listen: {http: \"127.0.0.1:0\"}\nadmin: {listen: \"127.0.0.1:0\"}\n"
+
+// gatewayProcess is `toolgate serve` (over HTTP) run as a real process.
+type gatewayProcess struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer // the gateway's log
+	done   chan struct{}
+	err    error // cmd.Wait's, once done is closed
+}
+
+// serveProcess runs `toolgate serve --config cfgPath` and returns once both
+// its listeners are open. The config must put both on port 0. If the
+// gateway exits first, the test fails with its log. On every path the
+// process is stopped (SIGTERM, then SIGKILL) and reaped when the test ends,
+// and a failed test prints the gateway's log.
+func serveProcess(t *testing.T, cfgPath string) *gatewayProcess {
+	t.Helper()
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, addr := range map[string]string{"listen.http": cfg.HTTPAddr(), "admin.listen": cfg.AdminAddr()} {
+		if _, port, _ := net.SplitHostPort(addr); port != "0" {
+			t.Fatalf("%s is %s: a test listens on port 0 only (add portZero to the config)", key, addr)
+		}
+	}
+	p := &gatewayProcess{stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(self(t), "serve", "--config", cfgPath)
+	p.cmd.Env = append(os.Environ(), execRole+"=toolgate", "GORACE=atexit_sleep_ms=0")
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("gateway log (exit: %v):\n%s", p.err, p.stderr)
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(p.stderr.String(), "serving the admin API") {
+		select {
+		case <-p.done:
+			t.Fatalf("gateway exited before serving (%v)", p.err)
+		case <-deadline:
+			t.Fatal("gateway not serving after 30s")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return p
+}
+
+// stop asks the gateway to stop, kills it after grace, and reaps it.
+func (p *gatewayProcess) stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill() // its upstreams die with it (Pdeathsig)
+		<-p.done
+	}
 }

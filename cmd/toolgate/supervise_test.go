@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -190,10 +192,17 @@ func TestCloseWhileRestartingEndToEnd(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "loop", "", "-exit-at-start", "3")+
 		stdioUpstream(t, "hang", "    init_timeout: 200ms\n", "-hang-init")+
 		stdioUpstream(t, "crashy", "", "-crash-after", "1"))
-	gw, code := startGateway(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	logs := &syncBuffer{}
+	gw, code := startGateway(context.Background(), cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if gw == nil {
-		t.Fatalf("gateway did not start: %d", code)
+		t.Fatalf("gateway did not start: %d\n%s", code, logs)
 	}
+	t.Cleanup(func() {
+		gw.Close() // on a failure path too: its upstreams are this process's children
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs)
+		}
+	})
 	status := watchStatus(gw.Upstreams())
 	if _, err := gw.Upstreams().CallTool(context.Background(), "crashy", "echo", []byte(`{}`)); err != nil {
 		t.Fatal(err)
@@ -206,6 +215,22 @@ func TestCloseWhileRestartingEndToEnd(t *testing.T) {
 		t.Errorf("close took %s", took)
 	}
 	if pids := childPIDs(t, os.Getpid()); len(pids) > 0 {
-		t.Errorf("child processes left: %v", pids)
+		t.Errorf("child processes left: %s", describePIDs(pids))
 	}
+}
+
+// describePIDs names each process by its command line and state, so a
+// child another test left behind is told from one of this test's.
+func describePIDs(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		comm, state := "", ""
+		if i, j := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')'); i >= 0 && j > i && j+2 < len(stat) {
+			comm, state = string(stat[i+1:j]), string(stat[j+2])
+		}
+		fmt.Fprintf(&b, "\n  %d %s (state %s): %s", pid, comm, state, bytes.ReplaceAll(bytes.TrimRight(cmdline, "\x00"), []byte{0}, []byte(" ")))
+	}
+	return b.String()
 }
