@@ -29,6 +29,9 @@ import (
 //	bidi        U+202A-U+202E, U+2066-U+2069 (text that reads differently than it shows)
 //	tag         U+E0000-U+E007F (invisible ASCII: the finding shows the hidden text)
 //
+// (zero_width, bidi and tag are sanitize.ZeroWidth, sanitize.Bidi and
+// sanitize.Tag: sanitize.Text removes the same characters from results.)
+//
 // Instructions aimed at the model rather than describing the tool, found by
 // the heuristics in instructionRules (case-insensitive, on the text with
 // hidden characters removed and whitespace collapsed, and on text hidden in
@@ -118,19 +121,20 @@ func hiddenClass(r rune) string {
 		return ""
 	case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f:
 		return FindingControl
-	case r >= 0x200b && r <= 0x200f, r == 0x2060, r == 0xfeff:
+	case sanitize.ZeroWidth(r):
 		return FindingZeroWidth
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+	case sanitize.Bidi(r):
 		return FindingBidi
-	case r >= 0xe0000 && r <= 0xe007f:
+	case sanitize.Tag(r):
 		return FindingTag
 	}
 	return ""
 }
 
 // stripHidden removes every hidden character: sanitize.Text (ANSI
-// sequences, controls, bidi, invalid UTF-8, CRLF) plus zero-width and tag
-// characters.
+// sequences, controls, bidi, zero-width and tag characters, invalid UTF-8,
+// CRLF) plus the zero-width joiners Text keeps between emoji: a tool's
+// title and description need no emoji sequences.
 func stripHidden(s string) string {
 	s = sanitize.Text(s)
 	return strings.Map(func(r rune) rune {
