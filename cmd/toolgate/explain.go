@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,7 +18,8 @@ import (
 
 // runExplain answers, offline from the config and policy files, whether a
 // principal may call a tool and which policy lines decided it. Exit status:
-// 0 allowed, 1 denied, 2 usage or file errors.
+// 0 allowed, 1 denied, 2 usage or file errors, or a principal that neither
+// the config nor the policy names (unless --role gives it roles).
 func runExplain(args []string) int { return explain(args, os.Stdout) }
 
 func explain(args []string, out io.Writer) int {
@@ -47,6 +49,11 @@ func explain(args []string, out io.Writer) int {
 		fmt.Fprintln(os.Stderr, "toolgate explain:", err)
 		return 2
 	}
+	known := knownPrincipal(cfg, policy, subject.Principal)
+	if !known && len(roles) == 0 {
+		fmt.Fprintln(os.Stderr, "toolgate explain:", unknownPrincipal(*configPath, subject.Principal))
+		return 2
+	}
 	req := authz.Request{Subject: subject, Object: obj, Action: authz.ActCall}
 	if fs.NArg() == 3 {
 		if !json.Valid([]byte(fs.Arg(2))) {
@@ -56,6 +63,9 @@ func explain(args []string, out io.Writer) int {
 		req.Args = json.RawMessage(fs.Arg(2))
 	}
 	x := authzexplain.Explain(policy, req)
+	if !known {
+		fmt.Fprintf(out, "note: no credential in the config and no policy line names %q: it has only the --role roles\n", subject.Principal)
+	}
 	printExplanation(out, x, req.Args != nil)
 	if x.Allowed {
 		return 0
@@ -100,6 +110,21 @@ func canonicalTool(cfg *config.Config, name string) (string, error) {
 		return "", fmt.Errorf("%q matches no server prefix; name the tool as <server>/<tool>", name)
 	}
 	return best + "/" + strings.TrimPrefix(name, bestPrefix), nil
+}
+
+// knownPrincipal reports whether the config names principal (an API key's, auth.stdio_principal,
+// auth.allow_anonymous) or the policy does (a g line gives it a role; a role's name counts too, and
+// the policy's own answer then says a principal may not be named so). Any other name has no rights
+// of its own: answering for it as if it were a principal would hide a misspelling.
+func knownPrincipal(cfg *config.Config, policy *authz.Policy, principal string) bool {
+	return slices.Contains(gateway.PolicyOptions(cfg).Principals, principal) ||
+		policy.IsRole(principal) || len(policy.RolesOf(authz.Subject{Principal: principal})) > 0
+}
+
+// unknownPrincipal is the error for a principal knownPrincipal does not know.
+func unknownPrincipal(configPath, principal string) error {
+	return fmt.Errorf("unknown principal %q: no API key, auth.stdio_principal or auth.allow_anonymous in %s and no g line of the policy names it, "+
+		"so it has no rights (check the spelling; for a principal whose token grants roles, name them with --role)", principal, configPath)
 }
 
 // offlineSubject is the subject explain reasons about: the principal, the

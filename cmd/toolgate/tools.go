@@ -33,6 +33,10 @@ func tools(args []string, out io.Writer) int {
 	if code != 0 {
 		return code
 	}
+	if *as != "" && len(roles) == 0 && !knownPrincipal(cfg, policy, *as) {
+		fmt.Fprintln(os.Stderr, "toolgate tools:", unknownPrincipal(*configPath, *as))
+		return 2
+	}
 	store, err := gateway.OpenPins(cfg, pins.WithoutRecording())
 	if err != nil {
 		printProblems(os.Stderr, "tool pins", err)
