@@ -28,7 +28,8 @@ const MaxBodyBytes = 64 << 10
 //
 // Errors are {"error": "…"}: 401 without a valid key, 400 for a bad body or state, 404 for an unknown
 // id, 409 for a request that is not pending (decided or expired), 503 while a shared store cannot be
-// reached (nothing was decided). No CORS headers are sent, so browsers
+// reached (nothing was decided, and nothing is listed: never an empty or old list), 500 when the store
+// fails otherwise (a damaged approvals file). No CORS headers are sent, so browsers
 // cannot read the answers of cross-origin requests.
 
 // ListResponse is the body of GET /v1/approvals.
@@ -119,7 +120,30 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			want = append(want, st)
 		}
 	}
-	writeJSON(w, http.StatusOK, ListResponse{Approvals: h.store.List(want...)})
+	list, err := h.store.List(want...)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		// Never an empty (or old) list: the approver would read that nothing waits.
+		h.unavailable(w, err, "the approvals store (the shared state store) is unavailable; what is waiting cannot be known, try again")
+		return
+	case err != nil:
+		h.failed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ListResponse{Approvals: list})
+}
+
+// unavailable answers 503 for a store that cannot be reached right now.
+func (h *handler) unavailable(w http.ResponseWriter, err error, msg string) {
+	h.log.Error("admin API: approvals store", "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, errorBody{msg})
+}
+
+// failed answers 500 for any other store failure; the log says what it was.
+func (h *handler) failed(w http.ResponseWriter, err error) {
+	h.log.Error("admin API: approvals store", "err", err)
+	writeJSON(w, http.StatusInternalServerError, errorBody{"the approvals store failed; see the gateway log"})
 }
 
 func (h *handler) decide(deny bool) http.HandlerFunc {
@@ -157,13 +181,10 @@ func (h *handler) decide(deny bool) http.HandlerFunc {
 			writeJSON(w, http.StatusConflict, errorBody{err.Error()})
 			return
 		case errors.Is(err, ErrUnavailable):
-			h.log.Error("admin API: approvals store", "err", err)
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{"the approvals store (the shared state store) is unavailable; nothing was decided, try again"})
+			h.unavailable(w, err, "the approvals store (the shared state store) is unavailable; nothing was decided, try again")
 			return
 		case err != nil:
-			h.log.Error("admin API: approvals store", "err", err)
-			writeJSON(w, http.StatusInternalServerError, errorBody{"the approvals store failed; see the gateway log"})
+			h.failed(w, err)
 			return
 		}
 		h.log.Info("approval decided", "id", req.ID, "state", req.State, "by", req.DecidedBy,

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -129,5 +131,49 @@ func TestAdminBadRequests(t *testing.T) {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
 			}
 		})
+	}
+}
+
+// unreachable is a Store whose List fails as a shared store that cannot be reached does.
+type unreachable struct{ Store }
+
+func (unreachable) List(...State) ([]Request, error) {
+	return nil, fmt.Errorf("%w: dial tcp 127.0.0.1:6379: connect: connection refused", ErrUnavailable)
+}
+
+// A list the store cannot answer is never an empty list: 503 with Retry-After while a shared store
+// is unreachable (as for approve and deny), 500 for a damaged approvals file, and the client reports
+// the error, never a list.
+func TestAdminListStoreFailures(t *testing.T) {
+	s, _, path := open(t)
+	check(t, s, "h1", Pending)
+	sum := sha256.Sum256([]byte(adminKey))
+	srv := httptest.NewServer(Handler(unreachable{s}, hex.EncodeToString(sum[:]), nil))
+	defer srv.Close()
+	c := &Client{URL: srv.URL, Key: adminKey, HTTP: srv.Client()}
+	var apiErr *APIError
+	if list, err := c.List(context.Background(), StatePending); !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable ||
+		!strings.Contains(apiErr.Msg, "unavailable") || list != nil {
+		t.Errorf("list from an unreachable store: %+v, %v", list, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/approvals", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("GET /v1/approvals from an unreachable store: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	fileSrv := httptest.NewServer(Handler(s, hex.EncodeToString(sum[:]), nil))
+	defer fileSrv.Close()
+	c.URL = fileSrv.URL
+	if err := os.WriteFile(path, []byte(`{"version": 1, "requests": [`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := c.List(context.Background()); !errors.As(err, &apiErr) || apiErr.Status != http.StatusInternalServerError || list != nil {
+		t.Errorf("list from a damaged file: %+v, %v", list, err)
 	}
 }

@@ -146,3 +146,13 @@ func (l *fakeLease) Release(context.Context) error {
 	close(l.e.done)
 	return nil
 }
+
+// listed is s.List, failing the test when the store cannot be read.
+func listed(t *testing.T, s Store, states ...State) []Request {
+	t.Helper()
+	reqs, err := s.List(states...)
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	return reqs
+}

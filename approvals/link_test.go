@@ -45,7 +45,7 @@ func withApprovals(t *testing.T, p *pipelinetest.Builder) (*FileStore, *Guard) {
 func approve(t *testing.T, p *pipelinetest.Builder, store Store, call pipeline.Call) string {
 	t.Helper()
 	env := pipelinetest.Envelope(t, p.Handle(context.Background(), call))
-	pending := store.List(StatePending)
+	pending := listed(t, store, StatePending)
 	if pipelinetest.Code(env) != "approval_required" || len(pending) != 1 {
 		t.Fatalf("first call: %+v, pending %v", env, pending)
 	}

@@ -93,8 +93,8 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// Errors of Approve and Deny; the admin API maps ErrNotFound to 404, ErrUnavailable to 503 and the others
-// to 409.
+// Errors of Approve, Deny and List; the admin API maps ErrNotFound to 404, ErrUnavailable to 503 and the
+// others to 409.
 var (
 	ErrNotFound   = errors.New("no such approval request")
 	ErrNotPending = errors.New("approval request is not pending")
@@ -131,8 +131,10 @@ type Store interface {
 	// to OnDecision with Reason saying it was restored.
 	Restore(ctx context.Context, used Request) (Request, error)
 	// List returns the requests in the given states (all when none is given), oldest first, with expiry
-	// applied. When the store cannot be read it answers from the last copy it read.
-	List(states ...State) []Request
+	// applied. When the store cannot be read it fails (with ErrUnavailable for a shared store that cannot
+	// be reached), never answering an empty or an old list: an approver must not be told that nothing
+	// waits when the gateway cannot know.
+	List(states ...State) ([]Request, error)
 	// Get returns the request with that id, with expiry applied, or ErrNotFound.
 	Get(id string) (Request, error)
 	// Approve lets the next identical call run once. Only a pending request can be approved; the approval
@@ -296,16 +298,20 @@ func (s *FileStore) Restore(_ context.Context, used Request) (Request, error) {
 
 // List returns the requests in the given states (all when none is given), oldest first, with expiry
 // applied as of now. It reads the file again so that it sees other processes' changes; when that fails
-// it answers from the last copy read.
-func (s *FileStore) List(states ...State) []Request {
+// (the lock, or a damaged file) it fails too, rather than answer from an old copy.
+func (s *FileStore) List(states ...State) ([]Request, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if unlock, err := statefile.Lock(s.path, 0o600); err == nil {
-		if reqs, err := readFile(s.path); err == nil {
-			s.reqs = reqs
-		}
-		unlock()
+	unlock, err := statefile.Lock(s.path, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("approvals %w", err)
 	}
+	reqs, err := readFile(s.path)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.reqs = reqs
 	now := s.now()
 	out := []Request{}
 	for _, r := range s.reqs {
@@ -314,12 +320,16 @@ func (s *FileStore) List(states ...State) []Request {
 			out = append(out, r)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Get returns the request with that id, with expiry applied, or ErrNotFound.
 func (s *FileStore) Get(id string) (Request, error) {
-	for _, r := range s.List() {
+	reqs, err := s.List()
+	if err != nil {
+		return Request{}, err
+	}
+	for _, r := range reqs {
 		if r.ID == id {
 			return r, nil
 		}

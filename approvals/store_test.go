@@ -69,7 +69,7 @@ func TestPendingCreatedOncePerTriple(t *testing.T) {
 	if b.ID != a.ID {
 		t.Errorf("repeat created %s, want the same %s", b.ID, a.ID)
 	}
-	if n := len(s.List(StatePending)); n != 1 {
+	if n := len(listed(t, s, StatePending)); n != 1 {
 		t.Errorf("%d pending, want 1", n)
 	}
 	// Changed arguments, another principal or another tool: separate requests.
@@ -159,7 +159,7 @@ func TestExpiry(t *testing.T) {
 	clk.add(ttl - time.Second)
 	check(t, s, "h1", Pending)
 	clk.add(time.Second)
-	if got := s.List(StateExpired); len(got) != 1 || got[0].ID != p.ID {
+	if got := listed(t, s, StateExpired); len(got) != 1 || got[0].ID != p.ID {
 		t.Fatalf("expired = %+v", got)
 	}
 	if _, err := s.Approve(p.ID, "carol"); !errors.Is(err, ErrExpired) {
@@ -258,7 +258,7 @@ func TestPrune(t *testing.T) {
 	check(t, s, "h1", Proceed)
 	clk.add(FinishedRetention + time.Second)
 	check(t, s, "h2", Pending) // a write prunes
-	for _, r := range s.List() {
+	for _, r := range listed(t, s) {
 		if r.ID == p.ID {
 			t.Errorf("used request older than a day kept: %+v", r)
 		}
@@ -356,5 +356,24 @@ func TestRestore(t *testing.T) {
 	}
 	if got := check(t, s, "h4", Pending); got.ID != newer.ID {
 		t.Fatalf("the newer request no longer decides: %+v", got)
+	}
+}
+
+// List reads the file again each time; when it cannot (here: a damaged file), it fails rather than
+// answer the copy it read last.
+func TestListFailsOnDamagedFile(t *testing.T) {
+	s, _, path := open(t)
+	check(t, s, "h1", Pending)
+	if got := listed(t, s, StatePending); len(got) != 1 {
+		t.Fatalf("pending: %+v", got)
+	}
+	if err := os.WriteFile(path, []byte("not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.List(StatePending); err == nil || got != nil {
+		t.Fatalf("list of a damaged file: %+v, %v", got, err)
+	}
+	if _, err := s.Get("apr_anything"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("get from a damaged file: %v, want the file's error", err)
 	}
 }

@@ -72,8 +72,11 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.Handle("GET /healthz", g.health.Healthz())
 	mux.Handle("GET /readyz", g.health.Readyz())
 	scrape := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Approvals expire lazily: count them when asked.
-		g.metrics.ApprovalsPending(len(g.approvals.List(approvals.StatePending)))
+		// Approvals expire lazily: count them when asked. A store that cannot be read leaves the gauge
+		// as it was (its failures are counted on their own), never drops it to zero.
+		if pending, err := g.approvals.List(approvals.StatePending); err == nil {
+			g.metrics.ApprovalsPending(len(pending))
+		}
 		g.metrics.Handler().ServeHTTP(w, r)
 	})
 	mux.Handle("GET /metrics", approvals.RequireAdminKey(g.cfg.AdminKeySHA256(), g.log, scrape))

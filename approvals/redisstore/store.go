@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,9 +135,6 @@ type Store struct {
 	ttl time.Duration
 
 	onDecision atomic.Pointer[func(approvals.Request)]
-
-	mu   sync.Mutex
-	last []approvals.Request // List's last answer, for when the store cannot be read
 }
 
 var _ approvals.Store = (*Store)(nil)
@@ -323,16 +319,13 @@ func (a *Store) Get(id string) (approvals.Request, error) {
 }
 
 // List implements approvals.Store: every request kept, oldest first, read in one round trip after
-// the index. When the store cannot be read it answers its last list.
-func (a *Store) List(states ...approvals.State) []approvals.Request {
+// the index. When the store cannot be read it fails with approvals.ErrUnavailable: an old copy could
+// show a request as pending that another replica decided, or none at all.
+func (a *Store) List(states ...approvals.State) ([]approvals.Request, error) {
 	all, err := a.list()
-	a.mu.Lock()
-	if err == nil {
-		a.last = all
-	} else {
-		all = a.last
+	if err != nil {
+		return nil, err
 	}
-	a.mu.Unlock()
 	now := time.Now()
 	out := []approvals.Request{}
 	for _, r := range all {
@@ -341,12 +334,13 @@ func (a *Store) List(states ...approvals.State) []approvals.Request {
 			out = append(out, r)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (a *Store) list() ([]approvals.Request, error) {
-	var out []approvals.Request
+	var records []map[string]string
 	err := a.c.Do(context.Background(), state.FeatureApprovals, func(ctx context.Context) error {
+		records = records[:0]
 		ids, err := a.c.Redis().ZRange(ctx, a.c.Key("apr:all"), 0, -1).Result()
 		if err != nil {
 			return err
@@ -365,18 +359,26 @@ func (a *Store) list() ([]approvals.Request, error) {
 				gone = append(gone, ids[i]) // expired past its retention
 				continue
 			}
-			r, err := requestFromMap(cmd.Val())
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
+			records = append(records, cmd.Val())
 		}
 		if len(gone) > 0 {
 			a.c.Redis().ZRem(ctx, a.c.Key("apr:all"), gone...)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	// A record that cannot be read is the store's content, not its reachability: a plain error.
+	out := make([]approvals.Request, 0, len(records))
+	for _, m := range records {
+		r, err := requestFromMap(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // expire shows a pending or approved request past its expiry as expired, as the file store does.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/config"
 )
 
 const approvalsUsage = `usage:
@@ -20,9 +22,11 @@ const approvalsUsage = `usage:
   toolgate approvals approve ID                   let that exact call run once
   toolgate approvals deny ID [--reason TEXT]      refuse it; the agent sees the reason
 flags:
-  --url URL   the running gateway's admin API (default http://127.0.0.1:8081)
-  --key KEY   the admin key (default $TOOLGATE_ADMIN_KEY; prefer the variable: flags show in ps)
-  --by NAME   recorded as the approver (default $USER)`
+  --url URL       the running gateway's admin API (default: http://<admin.listen> of --config)
+  --config FILE   the gateway's configuration, read for admin.listen when --url is not given
+                  (default toolgate.yaml; without that file, http://127.0.0.1:8081)
+  --key KEY       the admin key (default $TOOLGATE_ADMIN_KEY; prefer the variable: flags show in ps)
+  --by NAME       recorded as the approver (default $USER)`
 
 // runApprovals lists, approves and denies calls that policy holds for a human approval, through the
 // running gateway's admin API.
@@ -36,7 +40,8 @@ func approvalsCommand(args []string, out, errOut io.Writer, now func() time.Time
 	cmd := args[0]
 	fs := flag.NewFlagSet("approvals "+cmd, flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	url := fs.String("url", "http://127.0.0.1:8081", "the gateway's admin API")
+	url := fs.String("url", "", "the gateway's admin API (default: http://<admin.listen> of --config)")
+	configPath := fs.String("config", "toolgate.yaml", "the gateway's configuration, for admin.listen")
 	key := fs.String("key", os.Getenv("TOOLGATE_ADMIN_KEY"), "the admin key (default $TOOLGATE_ADMIN_KEY)")
 	by := fs.String("by", os.Getenv("USER"), "who is deciding")
 	all := fs.Bool("all", false, "list: every state, not only pending")
@@ -57,7 +62,19 @@ func approvalsCommand(args []string, out, errOut io.Writer, now func() time.Time
 		fmt.Fprintln(errOut, "toolgate approvals: no admin key: set TOOLGATE_ADMIN_KEY (or --key)")
 		return 2
 	}
-	c := &approvals.Client{URL: *url, Key: *key}
+	configSet := false
+	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+	base, err := adminURL(*url, *configPath, configSet)
+	var probs *config.Problems
+	switch {
+	case errors.As(err, &probs):
+		printProblems(errOut, "cannot read admin.listen from "+*configPath+" (or name the admin API with --url)", err)
+		return 2
+	case err != nil:
+		fmt.Fprintln(errOut, "toolgate approvals:", err)
+		return 2
+	}
+	c := &approvals.Client{URL: base, Key: *key}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var req approvals.Request
@@ -69,7 +86,7 @@ func approvalsCommand(args []string, out, errOut io.Writer, now func() time.Time
 		}
 		list, err := c.List(ctx, states...)
 		if err != nil {
-			return approvalsFail(errOut, err)
+			return approvalsFail(errOut, cmd, err)
 		}
 		printApprovals(out, list, *all, now())
 		return 0
@@ -79,7 +96,7 @@ func approvalsCommand(args []string, out, errOut io.Writer, now func() time.Time
 		req, err = c.Deny(ctx, pos[0], *by, *reason)
 	}
 	if err != nil {
-		return approvalsFail(errOut, err)
+		return approvalsFail(errOut, cmd, err)
 	}
 	fmt.Fprintf(out, "%s %s: %s calling %s %s\n", req.ID, req.State, terminalSafe(req.Principal), terminalSafe(req.Tool),
 		terminalSafe(clipText(string(req.Args), 200)))
@@ -105,7 +122,39 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func approvalsFail(errOut io.Writer, err error) int {
+// adminURL is the admin API to talk to: --url when given, else http://<admin.listen> of the config.
+// Without --config and without a toolgate.yaml here, it is the default admin address; a config that
+// is there but cannot be read is an error, never a silent fallback to another gateway's address.
+func adminURL(flagURL, configPath string, configSet bool) (string, error) {
+	if flagURL != "" {
+		return flagURL, nil
+	}
+	addr := config.DefaultAdminAddr
+	if _, statErr := os.Stat(configPath); configSet || !errors.Is(statErr, os.ErrNotExist) {
+		cfg, err := config.Load(configPath)
+		if err != nil {
+			return "", err
+		}
+		addr = cfg.AdminAddr()
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("admin.listen %q: %v (name the admin API with --url)", addr, err)
+	}
+	if port == "0" {
+		return "", fmt.Errorf("admin.listen %q of %s picks a free port at each start, so it does not say where the gateway listens; name the admin API with --url", addr, configPath)
+	}
+	// A wildcard listener is reached on loopback from the same host.
+	switch ip := net.ParseIP(host); {
+	case host == "" || (ip != nil && ip.IsUnspecified() && ip.To4() != nil):
+		host = "127.0.0.1"
+	case ip != nil && ip.IsUnspecified():
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+func approvalsFail(errOut io.Writer, cmd string, err error) int {
 	var apiErr *approvals.APIError
 	if errors.As(err, &apiErr) && apiErr.Status == 401 {
 		fmt.Fprintln(errOut, "toolgate approvals: the admin API refused the key (check TOOLGATE_ADMIN_KEY against admin.key_sha256)")
@@ -114,6 +163,10 @@ func approvalsFail(errOut io.Writer, err error) int {
 	if errors.As(err, &apiErr) && apiErr.Status == 503 {
 		// Replicas keep approvals in their shared store (state.redis); any replica's admin API will do
 		// once it is back.
+		if cmd == "list" {
+			fmt.Fprintln(errOut, "toolgate approvals: the gateway cannot reach its shared state store right now, so it cannot tell which calls are waiting for an approval; try again")
+			return 1
+		}
 		fmt.Fprintln(errOut, "toolgate approvals: the gateway cannot reach its shared state store right now; nothing was decided, try again")
 		return 1
 	}

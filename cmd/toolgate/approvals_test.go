@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -112,7 +114,7 @@ func TestPendingApprovalsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reqs := reopened.List(approvals.StatePending); len(reqs) != 1 || reqs[0].Principal != "alice" || reqs[0].Tool != "hostile/tick" {
+	if reqs := listed(t, reopened, approvals.StatePending); len(reqs) != 1 || reqs[0].Principal != "alice" || reqs[0].Tool != "hostile/tick" {
 		t.Fatalf("after reopening: %+v", reqs)
 	}
 }
@@ -235,5 +237,113 @@ func TestApprovalRestoredAfterOpenBreaker(t *testing.T) {
 	}
 	if restores == 0 {
 		t.Error("no restore in the audit trail")
+	}
+}
+
+// listed is s.List, failing the test when the store cannot be read.
+func listed(t *testing.T, s approvals.Store, states ...approvals.State) []approvals.Request {
+	t.Helper()
+	reqs, err := s.List(states...)
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	return reqs
+}
+
+// unreachableStore is an approvals store whose List fails as a shared store that cannot be reached
+// does (approvals/redisstore with Redis down).
+type unreachableStore struct{ approvals.Store }
+
+func (unreachableStore) List(...approvals.State) ([]approvals.Request, error) {
+	return nil, fmt.Errorf("%w: dial tcp 127.0.0.1:6379: connect: connection refused", approvals.ErrUnavailable)
+}
+
+// `toolgate approvals list` while the store cannot be read, with a request pending: the admin API
+// answers 503 and the CLI says that it cannot tell what is waiting, exits 1 and prints no table,
+// never "no approval requests".
+func TestApprovalsListStoreDown(t *testing.T) {
+	store, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.json"), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Check(context.Background(), "alice", "orders/refund_order", "h1", json.RawMessage(`{}`), "policy.csv:1"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(approvals.Handler(unreachableStore{store}, authn.HashKey(adminKey), slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	for _, args := range [][]string{{"list"}, {"list", "--all"}} {
+		var out, errOut bytes.Buffer
+		code := approvalsCommand(append(args, "--url", srv.URL, "--key", adminKey), &out, &errOut, time.Now)
+		if code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "cannot reach its shared state store") ||
+			!strings.Contains(errOut.String(), "cannot tell which calls are waiting") {
+			t.Errorf("%v with the store down: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+		}
+	}
+}
+
+// Without --url, `toolgate approvals` talks to the admin.listen of --config (default toolgate.yaml);
+// --url wins over it; a config that cannot be read, or whose admin.listen is port 0, is an error naming
+// --url, and only a missing default toolgate.yaml falls back to the default admin address.
+func TestApprovalsAdminURLFromConfig(t *testing.T) {
+	store, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.json"), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pending, err := store.Check(context.Background(), "alice", "orders/refund_order", "h1", json.RawMessage(`{}`), "policy.csv:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(approvals.Handler(store, authn.HashKey(adminKey), slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	configWith := func(listen string) string {
+		cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+		write(t, cfg, mustRead(t, cfg)+fmt.Sprintf("admin: {listen: %q, key_sha256: %q}\n", listen, authn.HashKey(adminKey)))
+		return cfg
+	}
+	cfg := configWith(srv.Listener.Addr().String())
+	closed, port0 := configWith("127.0.0.1:1"), configWith("127.0.0.1:0")
+	wildcards := []struct{ listen, want string }{
+		{"0.0.0.0:9001", "http://127.0.0.1:9001"},
+		{":9001", "http://127.0.0.1:9001"},
+		{"[::]:9001", "http://[::1]:9001"},
+		{"[::1]:9001", "http://[::1]:9001"},
+		{"10.1.2.3:9001", "http://10.1.2.3:9001"},
+	}
+	wildcardConfigs := map[string]string{}
+	for _, c := range wildcards {
+		wildcardConfigs[c.listen] = configWith(c.listen) // before t.Chdir: writeConfig reads ../../model.conf
+	}
+	cli := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := approvalsCommand(append(args, "--key", adminKey), &out, &errOut, time.Now)
+		return code, out.String(), errOut.String()
+	}
+	if code, out, errOut := cli("list", "--config", cfg); code != 0 || !strings.Contains(out, pending.ID) {
+		t.Fatalf("list with admin.listen from --config: exit %d: %s%s", code, out, errOut)
+	}
+	t.Chdir(filepath.Dir(cfg)) // toolgate.yaml, the default --config
+	if code, out, errOut := cli("list"); code != 0 || !strings.Contains(out, pending.ID) {
+		t.Fatalf("list with admin.listen from ./toolgate.yaml: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := cli("list", "--config", closed, "--url", srv.URL); code != 0 || !strings.Contains(out, pending.ID) {
+		t.Fatalf("--url over admin.listen: exit %d: %s%s", code, out, errOut)
+	}
+	if code, _, errOut := cli("list", "--config", closed); code != 1 || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Fatalf("list against admin.listen 127.0.0.1:1: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := cli("list", "--config", port0); code != 2 || !strings.Contains(errOut, "--url") {
+		t.Fatalf("admin.listen on port 0: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := cli("list", "--config", filepath.Join(t.TempDir(), "missing.yaml")); code != 2 || !strings.Contains(errOut, "--url") {
+		t.Fatalf("a missing --config: exit %d: %s", code, errOut)
+	}
+	for _, c := range wildcards {
+		if got, err := adminURL("", wildcardConfigs[c.listen], true); got != c.want || err != nil {
+			t.Errorf("admin.listen %q: %q, %v, want %q", c.listen, got, err, c.want)
+		}
+	}
+	t.Chdir(t.TempDir()) // no toolgate.yaml here
+	if got, err := adminURL("", "toolgate.yaml", false); got != "http://127.0.0.1:8081" || err != nil {
+		t.Errorf("without a config: %q, %v", got, err)
 	}
 }

@@ -82,7 +82,7 @@ func TestEveryCallOutcomeIsAudited(t *testing.T) {
 		}
 	}
 	// The approver denies the held call: its repeat answers approval_denied.
-	pending := gw.Approvals().List(approvals.StatePending)
+	pending := listed(t, gw.Approvals(), approvals.StatePending)
 	if len(pending) != 1 {
 		t.Fatalf("pending approvals: %v", pending)
 	}

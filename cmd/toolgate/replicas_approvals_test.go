@@ -127,7 +127,8 @@ func TestReplicasShareApprovals(t *testing.T) {
 
 // Redis killed: a call that needs an approval is refused before it runs,
 // even one that was approved (rate_limited, retryable, saying why), the
-// admin API cannot decide (503, and the CLI says why), and the error
+// admin API can neither decide nor list (503, and the CLI says why, never
+// "no approval requests"), and the error
 // metric counts it; after Redis restarts (empty: the approval is gone with
 // it) the flow works again without restarting a gateway. Nothing runs
 // twice.
@@ -155,6 +156,18 @@ func TestReplicasApprovalsRedisDown(t *testing.T) {
 	}
 	if code, out := rs.approveWithCLI(t, 2, id); code != 1 || !strings.Contains(out, "cannot reach its shared state store") {
 		t.Fatalf("the CLI with Redis down: exit %d: %s", code, out)
+	}
+	// Listing cannot know what is waiting either: every replica answers 503 (never an empty or stale
+	// list), and `toolgate approvals list` says why and exits non-zero, printing no table.
+	for i := range rs.gws {
+		if reqs, err := rs.adminOf(i).List(context.Background(), approvals.StatePending); !errors.As(err, &apiErr) || apiErr.Status != 503 {
+			t.Fatalf("list on replica %d with Redis down: %+v, %v", i, reqs, err)
+		}
+		var out, errOut bytes.Buffer
+		code := approvalsCommand([]string{"list", "--url", rs.admins[i].URL, "--key", adminKey}, &out, &errOut, time.Now)
+		if code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "cannot reach its shared state store") {
+			t.Fatalf("`toolgate approvals list` on replica %d with Redis down: exit %d: %s%s", i, code, out.String(), errOut.String())
+		}
 	}
 	if _, m := scrape(t, rs.admins[0], "/metrics", adminKey); strings.Contains(m, `toolgate_state_errors_total{feature="approvals"} 0`+"\n") ||
 		!strings.Contains(m, `toolgate_state_errors_total{feature="approvals"}`) {
