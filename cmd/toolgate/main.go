@@ -24,7 +24,8 @@ Usage:
   toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
   toolgate pins diff | approve <tool>|--all          review and approve tools whose definition changed
-  toolgate approvals list | approve ID | deny ID     decide calls that wait for a human approval
+  toolgate approvals [--config F | --url URL] list | approve ID | deny ID
+                                                     decide calls that wait for a human approval
   toolgate audit verify FILE...                      check an audit trail's hash chain (oldest file first)
   toolgate keys new <principal>                      mint an API key and print its config line
   toolgate keys new --admin                          mint the admin API key (admin.key_sha256)
