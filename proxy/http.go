@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -71,7 +74,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	if o.NoFastPath {
 		h = mcpHTTP
 	}
-	h = http.MaxBytesHandler(h, o.MaxBodyBytes)
+	h = limitBody(h, o.MaxBodyBytes)
 	h = s.bindSession(h, o.Log)
 	h = authenticate(h, o)
 	h = checkOrigin(h, o.AllowedOrigins)
@@ -83,6 +86,44 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		}
 	}
 	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP, fast: fast}
+}
+
+// limitBody answers 413 Request Entity Too Large, with a JSON-RPC error,
+// for a body over max bytes, before the fast path or mcp-go read any of it
+// (both would answer a cut-off body as a parse error, 400). A declared
+// Content-Length over the cap is refused without reading a byte; a body of
+// unknown length (chunked) is read up to the cap here, and refused as soon
+// as it passes it. A body within a declared length is bounded by it (the
+// server stops at Content-Length), and keeps a MaxBytesReader besides.
+func limitBody(next http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.ContentLength > max:
+			tooLarge(w, max)
+			return
+		case r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody:
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				tooLarge(w, max)
+				return
+			}
+			r.Body = replayBody(body, err)
+		default:
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tooLarge is the 413 answer: a JSON-RPC error with a null id (the request
+// was not read, so its id is unknown) that names the limit.
+func tooLarge(w http.ResponseWriter, max int64) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Connection", "close") // the rest of the body is not worth reading
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":"request body is over the %d byte limit (listen.max_body_bytes)"}}`+"\n",
+		mcp.INVALID_REQUEST, max)
 }
 
 // authenticate resolves the credential to a subject or answers 401 with
