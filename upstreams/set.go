@@ -355,10 +355,36 @@ func (s *Set) Close() {
 	})
 }
 
-// boundErr says when an attempt failed because init_timeout passed.
+// boundErr says when an attempt failed because init_timeout passed: which
+// request went unanswered, within how long, and the keys an operator
+// raises it with. upstreams does not read the config, but those keys are
+// what gets edited: the server's own mcpServers.<name>.init_timeout, or
+// limits.init_timeout for every server. For a command that fetches the
+// server on its first start (npx, uvx) it adds that a cold cache is the
+// likely cause. connect prefixes a failed tools/list with "tools/list: ";
+// anything else failed in the dial, that is in initialize.
 func boundErr(ctx context.Context, srv *Server, err error) error {
-	if srv.InitTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("no answer within init_timeout %s: %w", srv.InitTimeout, err)
+	if srv.InitTimeout <= 0 || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
 	}
-	return err
+	what, both := "did not answer initialize", ""
+	if msg := err.Error(); len(msg) >= len("tools/list:") && msg[:len("tools/list:")] == "tools/list:" {
+		what, both = "answered initialize but not tools/list", ", which bounds the two together"
+	}
+	hint := ""
+	base := srv.Command // the program's name: npx, npx.cmd, /usr/local/bin/uvx
+	for i := len(base) - 1; i >= 0; i-- {
+		if base[i] == '/' || base[i] == '\\' {
+			base = base[i+1:]
+			break
+		}
+	}
+	if n := len(base); n > 4 && (base[n-4:] == ".cmd" || base[n-4:] == ".exe") {
+		base = base[:n-4]
+	}
+	if srv.Transport == TransportStdio && slices.Contains([]string{"npx", "uvx"}, base) {
+		hint = fmt.Sprintf("; %s downloads the server's packages on its first start, which on a cold cache can take longer than that", base)
+	}
+	return fmt.Errorf("%s within init_timeout %s%s: %w; raise it with mcpServers.%s.init_timeout (this server) or limits.init_timeout (every server)%s",
+		what, srv.InitTimeout, both, err, srv.Name, hint)
 }
