@@ -42,12 +42,31 @@ type ReloadStats struct {
 // What remains is a file cut exactly at a line boundary, by a writer that then stays silent
 // for the debounce and the whole load: it loses its last lines. A reload that drops every deny
 // line the previous policy had, or that removes more than half of its rules, is logged at Warn
-// with the numbers before and after, and then applied. It is not refused, because (1) most
-// shrinkage removes allow lines, and refusing it would keep revoked access alive, which is
-// worse than the risk it avoids; (2) a file watch has no "yes, I mean it" channel, so a refusal
-// would force a restart for every deliberate cleanup. The policy file's own advice to admins is
-// to keep deny lines at the top of the file, so that a file cut short at a line boundary loses
-// permissions before it loses restrictions.
+// with the numbers before and after, and then applied. It is not refused by default, because
+// most shrinkage removes allow lines, and refusing it would keep revoked access alive, which is
+// worse than the risk it avoids. The policy file's own advice to admins is to keep deny lines at
+// the top of the file, so that a file cut short at a line boundary loses permissions before it
+// loses restrictions.
+//
+// # Deny lines removed
+//
+// A deny line is removed by a reload when the new policy has no p line with the same fields
+// (subject, object, action, effect, condition); moving a line does not remove it, editing its
+// condition does. Every reload attempt that loaded a new policy tells its [OnReloadEvent] hooks
+// the deny counts before and after and the removed lines ("file:line: text" of the policy they
+// were in), which the gateway writes into the reload's audit record and its metrics, and logs
+// them at Warn. With [Store.RefuseDenyRemoval] on, such a reload is refused like a broken file
+// (the last good policy stays, the failure is logged, counted and reported) unless the new
+// policy file carries the marker line
+//
+//	# toolgate: allow-deny-removal <version>
+//
+// naming the version of the policy in force (the 12 hex digits of [Policy.Version], which the
+// refusal's error names). The marker is a plain comment to the policy loader. It is one-shot by
+// construction: once the reload it permits is applied, the policy in force has another version,
+// so the marker no longer matches and the next reload that removes a deny line is refused again;
+// it need not be removed (a stale marker permits nothing), though removing it at the next edit
+// keeps the file tidy.
 type Store struct {
 	modelPath, policyPath string
 	opts                  Options
@@ -57,7 +76,9 @@ type Store struct {
 
 	mu       sync.Mutex // serialises Reload
 	subs     []func(old, new *Policy)
-	reloaded []func(p *Policy, err error) // OnReload hooks
+	reloaded []func(ev ReloadEvent) // OnReload and OnReloadEvent hooks
+
+	refuseDenyRemoval bool // see RefuseDenyRemoval; guarded by mu
 
 	statsMu sync.Mutex
 	stats   ReloadStats
@@ -120,9 +141,71 @@ func (s *Store) Subscribe(fn func(old, new *Policy)) {
 // in force afterwards and the attempt's error (nil for a swap or byte-identical files). It runs like
 // a subscriber: synchronously, quick, never calling Reload. Metrics and the audit trail use it.
 func (s *Store) OnReload(fn func(p *Policy, err error)) {
+	s.OnReloadEvent(func(ev ReloadEvent) { fn(ev.Policy, ev.Err) })
+}
+
+// OnReloadEvent is [Store.OnReload] with the whole attempt: what was in force before, the policy
+// the files loaded into, and the deny lines it removes.
+func (s *Store) OnReloadEvent(fn func(ev ReloadEvent)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reloaded = append(s.reloaded, fn)
+}
+
+// RefuseDenyRemoval turns on (or off) the refusal of reloads that remove a deny line without the
+// marker the Store doc describes (config: authz.refuse_deny_removal). It applies from the next
+// reload on.
+func (s *Store) RefuseDenyRemoval(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseDenyRemoval = on
+}
+
+// ReloadEvent is one reload attempt, as [Store.OnReloadEvent] hooks see it.
+type ReloadEvent struct {
+	Policy   *Policy // in force after the attempt (never nil)
+	Previous *Policy // in force before it (never nil)
+	// Candidate is what the files loaded into: nil when they could not be loaded (Err says why) or
+	// were byte-identical to the policy in force. When the reload was refused for removing deny
+	// lines, it is the refused policy (and Policy is Previous).
+	Candidate *Policy
+	Err       error // nil for a swap or byte-identical files
+	// RemovedDenies are Previous's deny lines that Candidate does not have, each "file:line: text"
+	// in Previous's file order; nil when none were removed (or nothing was loaded).
+	RemovedDenies []string
+	// Marker reports that Candidate's file carried "# toolgate: allow-deny-removal <version>" for
+	// Previous's version, which lets a reload that removes deny lines through RefuseDenyRemoval.
+	Marker bool
+}
+
+// Applied reports whether the attempt swapped in a new policy.
+func (ev ReloadEvent) Applied() bool {
+	return ev.Err == nil && ev.Candidate != nil && ev.Policy == ev.Candidate
+}
+
+// DenyRemovalMarker is the policy-file comment that permits one reload removing deny lines while
+// [Store.RefuseDenyRemoval] is on: "# " + DenyRemovalMarker + " " + the version in force.
+const DenyRemovalMarker = "toolgate: allow-deny-removal"
+
+// DenyRemovalError is the error of a reload refused because it removes deny lines without the marker.
+type DenyRemovalError struct {
+	Policy  string   // the policy file
+	InForce string   // the version of the policy in force, which the marker must name
+	Removed []string // the removed deny lines, "file:line: text"
+	Marker  string   // what is wrong with a marker the file has, "" when it has none
+}
+
+func (e *DenyRemovalError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "authz: the reload removes %d deny line(s) and authz.refuse_deny_removal is on; refusing it (the policy in force, version %s, stays):", len(e.Removed), e.InForce)
+	for _, r := range e.Removed {
+		b.WriteString("\nremoved: " + r)
+	}
+	if e.Marker != "" {
+		b.WriteString("\n" + e.Marker)
+	}
+	fmt.Fprintf(&b, "\nif the removal is intended, add the line \"# %s %s\" to %s and save it again", DenyRemovalMarker, e.InForce, e.Policy)
+	return b.String()
 }
 
 // Stats returns a copy of the reload counters.
@@ -146,12 +229,14 @@ func (s *Store) loadScratch() (*Policy, error) {
 func (s *Store) Reload() (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old := s.cur.Load()
+	ev := ReloadEvent{Previous: old}
 	defer func() {
+		ev.Policy, ev.Err = s.cur.Load(), err
 		for _, fn := range s.reloaded {
-			s.notifyReload(fn, err)
+			s.notifyReload(fn, ev)
 		}
 	}()
-	old := s.cur.Load()
 	next, err := s.loadScratch()
 	if err != nil {
 		s.fail(old, err)
@@ -164,7 +249,22 @@ func (s *Store) Reload() (err error) {
 		s.log.Info("policy unchanged", "policy", s.policyPath, "version", old.Version())
 		return nil
 	}
-	s.warnShrinkage(old, next)
+	ev.Candidate = next
+	ev.RemovedDenies = removedDenies(old, next)
+	if len(ev.RemovedDenies) > 0 {
+		var markerProblem string
+		ev.Marker, markerProblem, err = s.hasMarker(next, old.Version())
+		if err != nil {
+			s.fail(old, err)
+			return err
+		}
+		if s.refuseDenyRemoval && !ev.Marker {
+			err = &DenyRemovalError{Policy: s.policyPath, InForce: old.Version(), Removed: ev.RemovedDenies, Marker: markerProblem}
+			s.fail(old, err)
+			return err
+		}
+	}
+	s.warnShrinkage(old, next, ev)
 	s.cur.Store(next)
 
 	s.statsMu.Lock()
@@ -182,13 +282,64 @@ func (s *Store) Reload() (err error) {
 	return nil
 }
 
-func (s *Store) notifyReload(fn func(p *Policy, err error), err error) {
+func (s *Store) notifyReload(fn func(ev ReloadEvent), ev ReloadEvent) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("policy reload hook panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
-	fn(s.cur.Load(), err)
+	fn(ev)
+}
+
+// removedDenies are old's deny lines that next has no line for (same fields), "file:line: text".
+func removedDenies(old, next *Policy) []string {
+	var out []string
+	for _, r := range old.prules {
+		if r.eft != effectDeny {
+			continue
+		}
+		if nr, ok := next.byKey[ruleKey(r.ptype, r.fields)]; ok && nr.ptype == "p" && nr.eft == effectDeny {
+			continue
+		}
+		out = append(out, old.ref(r)+": "+r.text)
+	}
+	return out
+}
+
+// hasMarker reports whether next's policy file carries the deny-removal marker for version inForce.
+// It reads the files again, and only trusts them if they are the bytes next was loaded from (same
+// version); otherwise the files changed since the load, and the reload is refused as any file
+// that changes while it is read. problem describes a marker line that is present but does not
+// permit this reload.
+func (s *Store) hasMarker(next *Policy, inForce string) (ok bool, problem string, err error) {
+	modelText, policyText, err := readBoth(s.modelPath, s.policyPath)
+	if err != nil {
+		return false, "", err
+	}
+	if contentVersion(modelText, policyText) != next.Version() {
+		return false, "", &LoadErrors{Problems: []*LoadError{{File: s.policyPath,
+			Reason: fmt.Sprintf("%s or %s changed while being read (a save in progress?); write the files completely, then reload", s.modelPath, s.policyPath)}}}
+	}
+	for _, line := range strings.Split(string(policyText), "\n") {
+		line = strings.TrimSpace(line)
+		rest, isComment := strings.CutPrefix(line, "#")
+		if !isComment {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[0]+" "+f[1] != DenyRemovalMarker {
+			continue
+		}
+		switch {
+		case len(f) == 3 && f[2] == inForce:
+			return true, "", nil
+		case len(f) == 3:
+			problem = fmt.Sprintf("the file's marker %q names version %s, but the policy in force is version %s (a marker permits one reload only)", line, f[2], inForce)
+		default:
+			problem = fmt.Sprintf("the file's marker %q must name the version of the policy in force", line)
+		}
+	}
+	return false, problem, nil
 }
 
 func (s *Store) notify(fn func(old, new *Policy), old, next *Policy) {
@@ -225,11 +376,16 @@ func problemLines(err error) []string {
 	return strings.Split(err.Error(), "\n")
 }
 
-func (s *Store) warnShrinkage(old, next *Policy) {
+func (s *Store) warnShrinkage(old, next *Policy, ev ReloadEvent) {
 	if old.Denies() > 0 && next.Denies() == 0 {
 		s.log.Warn("policy reload removes every deny line; applying it (check the file was not cut short)",
 			"policy", s.policyPath, "deny_lines_before", old.Denies(), "deny_lines_after", 0,
 			"rules_before", old.Rules(), "rules_after", next.Rules())
+	}
+	if len(ev.RemovedDenies) > 0 {
+		s.log.Warn("policy reload removes deny lines; applying it",
+			"policy", s.policyPath, "removed", ev.RemovedDenies, "marker", ev.Marker,
+			"deny_lines_before", old.Denies(), "deny_lines_after", next.Denies())
 	}
 	if next.Rules()*2 < old.Rules() {
 		s.log.Warn("policy reload removes more than half of the rules; applying it (check the file was not cut short)",

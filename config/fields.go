@@ -72,8 +72,9 @@ func (l *loader) listenFields(x *Listen) fields {
 
 func (l *loader) authzFields(x *Authz) fields {
 	return fields{
-		"model":  set(&x.Model, l.str),
-		"policy": set(&x.Policy, l.str),
+		"model":               set(&x.Model, l.str),
+		"policy":              set(&x.Policy, l.str),
+		"refuse_deny_removal": set(&x.RefuseDenyRemoval, l.boolean),
 	}
 }
 

@@ -108,6 +108,10 @@ type Listen struct {
 type Authz struct {
 	Model  string `yaml:"model"`
 	Policy string `yaml:"policy"`
+	// RefuseDenyRemoval refuses a policy reload that removes a deny line unless the new policy file
+	// carries the one-shot marker (see docs/policy.md, Reloading, checking, explaining). False, the
+	// default, applies such a reload, audited and counted.
+	RefuseDenyRemoval bool `yaml:"refuse_deny_removal"`
 }
 
 // Auth maps credentials to principals.

@@ -42,7 +42,7 @@ func (g *Gateway) auditDecisions() {
 			log.Error("audit record not written", "kind", r.Kind, "err", err)
 		}
 	}
-	g.policy.OnReload(func(p *authz.Policy, err error) { appendOrLog(reloadRecord(p, err)) })
+	g.policy.OnReloadEvent(func(ev authz.ReloadEvent) { appendOrLog(reloadRecord(ev)) })
 	g.approvals.OnDecision(func(req approvals.Request) { appendOrLog(approvalRecord(req)) })
 	var seen sync.Map // "<id> <hash>" of blocked definitions already recorded
 	blocked := func(cat *upstreams.Catalog) {
@@ -56,13 +56,28 @@ func (g *Gateway) auditDecisions() {
 	g.set.OnCatalogChange(blocked)
 }
 
-func reloadRecord(p *authz.Policy, err error) audit.Record {
+// reloadRecord is the audit record of one reload attempt. Details: the rules and deny lines of the
+// policy in force afterwards; when the files loaded into a new policy, its deny-line count
+// (deny_lines_before / deny_lines_after); and when that policy removes deny lines, the removed lines
+// as "file:line: text" (they are policy, not secrets) and whether the file carried the marker that
+// permits it (authz.refuse_deny_removal). A removal refused by the switch is rejected, like any
+// reload that failed, with the removed lines still listed.
+func reloadRecord(ev authz.ReloadEvent) audit.Record {
+	p := ev.Policy
 	r := audit.Record{Kind: audit.KindPolicyReload, Decision: audit.DecisionApplied, PolicyVersion: p.Version(),
-		Details: map[string]any{"rules": p.Rules()}}
-	if err != nil {
+		Details: map[string]any{"rules": p.Rules(), "deny_lines": p.Denies()}}
+	if ev.Candidate != nil {
+		r.Details["deny_lines_before"] = ev.Previous.Denies()
+		r.Details["deny_lines_after"] = ev.Candidate.Denies()
+	}
+	if len(ev.RemovedDenies) > 0 {
+		r.Details["removed_deny_lines"] = ev.RemovedDenies
+		r.Details["deny_removal_marker"] = ev.Marker
+	}
+	if ev.Err != nil {
 		// The previous policy stays in force; why the new one was refused
 		// (file:line of every problem) is for the operator.
-		r.Decision, r.Reason = audit.DecisionRejected, err.Error()
+		r.Decision, r.Reason = audit.DecisionRejected, ev.Err.Error()
 	}
 	return r
 }

@@ -33,10 +33,17 @@ func (g *Gateway) observe() {
 	})
 	m.CatalogSize(len(g.set.Catalog().Tools()))
 	g.set.OnCatalogChange(func(cat *upstreams.Catalog) { m.CatalogSize(len(cat.Tools())) })
+	// Set before anything can reload the policy (Watch, SIGHUP and the shared store start later).
+	g.policy.RefuseDenyRemoval(g.cfg.RefuseDenyRemoval())
 	m.PolicyInfo(g.policy.Current().Version())
-	g.policy.OnReload(func(p *authz.Policy, err error) {
-		m.PolicyReload(err == nil)
-		m.PolicyInfo(p.Version())
+	m.PolicyDenyLines(g.policy.Current().Denies())
+	g.policy.OnReloadEvent(func(ev authz.ReloadEvent) {
+		m.PolicyReload(ev.Err == nil)
+		m.PolicyInfo(ev.Policy.Version())
+		m.PolicyDenyLines(ev.Policy.Denies())
+		if len(ev.RemovedDenies) > 0 {
+			m.PolicyDenyRemoval(ev.Applied())
+		}
 	})
 	g.health.AddReadiness("policy", func() error {
 		if g.policy.Current() == nil {

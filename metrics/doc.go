@@ -55,7 +55,8 @@
 //   - breaker state changes: BreakerState; upstreams.Set.OnStatusChange: UpstreamUp, and
 //     UpstreamRestart when a connection that was up went down; OnCatalogChange and startup:
 //     CatalogSize;
-//   - every policy reload attempt: PolicyReload, and PolicyInfo with the version in force;
+//   - every policy reload attempt: PolicyReload, and PolicyInfo and PolicyDenyLines for the policy in
+//     force; one whose new policy removes deny lines (applied or refused): PolicyDenyRemoval;
 //   - the approval store after each change: ApprovalsPending;
 //   - the audit writer on a failed write: AuditWriteError;
 //   - forward (resources/read, prompts/get, completion/complete, ...): ForwardedRequest;

@@ -44,7 +44,9 @@ type Metrics struct {
 	catalogTools   prometheus.Gauge
 	policyReloads  *prometheus.CounterVec
 	policyInfo     *prometheus.GaugeVec
-	policyMu       sync.Mutex // makes PolicyInfo's reset and set one step
+	policyDenies   prometheus.Gauge
+	denyRemovals   *prometheus.CounterVec // by result
+	policyMu       sync.Mutex             // makes PolicyInfo's reset and set one step
 	approvals      prometheus.Gauge
 	duplicates     *prometheus.CounterVec
 	auditErrors    prometheus.Counter
@@ -66,6 +68,8 @@ func New() *Metrics {
 	m.catalogTools = m.gauge("toolgate_catalog_tools", "Tools in the current catalog.")
 	m.policyReloads = m.counterVec("toolgate_policy_reloads_total", "Policy reload attempts by result (ok|error); on error the last good policy stays in force.", "result")
 	m.policyInfo = m.gaugeVec("toolgate_policy_info", "1 for the version of the policy in force; no other version has a series.", "version")
+	m.policyDenies = m.gauge("toolgate_policy_deny_lines", "Deny lines in the policy in force.")
+	m.denyRemovals = m.counterVec("toolgate_policy_reloads_removing_denies_total", "Policy reloads whose new policy removes deny lines, by result: applied, or refused (authz.refuse_deny_removal without the marker).", "result")
 	m.approvals = m.gauge("toolgate_approvals_pending", "Approval requests waiting for an approver.")
 	m.duplicates = m.counterVec("toolgate_duplicates_suppressed_total", "Calls answered without running upstream because an identical call ran: how is joined (in flight) or replayed (recorded).", "tool", "how")
 	m.auditErrors = m.counter("toolgate_audit_write_errors_total", "Audit records that could not be written.")
@@ -75,6 +79,8 @@ func New() *Metrics {
 	// Both results exist from the start, so rate() and alerts see 0 rather than no data.
 	m.policyReloads.WithLabelValues("ok")
 	m.policyReloads.WithLabelValues("error")
+	m.denyRemovals.WithLabelValues("applied")
+	m.denyRemovals.WithLabelValues("refused")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = m.newHandler()
 	return m

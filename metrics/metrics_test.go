@@ -134,6 +134,11 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.PolicyReload(true)
 	m.PolicyInfo("a1b2c3d4e5f6")
 	m.PolicyInfo("0123456789ab")
+	m.PolicyDenyLines(3)
+	m.PolicyDenyLines(1)
+	m.PolicyDenyRemoval(true)
+	m.PolicyDenyRemoval(false)
+	m.PolicyDenyRemoval(false)
 	m.ApprovalsPending(2)
 	m.ApprovalsPending(1)
 	m.DuplicateSuppressed(refund, "joined")
@@ -174,6 +179,9 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 		`toolgate_policy_reloads_total{result="ok"}`:                                                              2,
 		`toolgate_policy_reloads_total{result="error"}`:                                                           1,
 		`toolgate_policy_info{version="0123456789ab"}`:                                                            1,
+		`toolgate_policy_deny_lines`:                                                                              1,
+		`toolgate_policy_reloads_removing_denies_total{result="applied"}`:                                         1,
+		`toolgate_policy_reloads_removing_denies_total{result="refused"}`:                                         2,
 		`toolgate_approvals_pending`:                                                                              1,
 		`toolgate_duplicates_suppressed_total{how="joined",tool="orders/refund_order"}`:                           1,
 		`toolgate_duplicates_suppressed_total{how="replayed",tool="orders/refund_order"}`:                         2,
@@ -397,6 +405,8 @@ func TestNilMetrics(t *testing.T) {
 	m.CatalogSize(1)
 	m.PolicyReload(true)
 	m.PolicyInfo("v")
+	m.PolicyDenyLines(1)
+	m.PolicyDenyRemoval(true)
 	m.ApprovalsPending(1)
 	m.AuditWriteError()
 	m.StateUp(true)
@@ -406,5 +416,32 @@ func TestNilMetrics(t *testing.T) {
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("nil Handler: %d, want 404", rec.Code)
+	}
+}
+
+// TestPolicyDenyRemovalMetrics: the deny-line gauge follows the policy in force, and reloads that
+// remove deny lines are counted by result, both results present at 0 from the start.
+func TestPolicyDenyRemovalMetrics(t *testing.T) {
+	m := New()
+	got := samples(scrape(t, m.Handler()))
+	for _, k := range []string{`toolgate_policy_reloads_removing_denies_total{result="applied"}`, `toolgate_policy_reloads_removing_denies_total{result="refused"}`} {
+		if v, ok := got[k]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0 from the start", k, v, ok)
+		}
+	}
+	m.PolicyDenyLines(4)
+	m.PolicyDenyRemoval(false)
+	m.PolicyDenyLines(0)
+	m.PolicyDenyRemoval(true)
+	got = samples(scrape(t, m.Handler()))
+	want := map[string]float64{
+		`toolgate_policy_deny_lines`:                                      0,
+		`toolgate_policy_reloads_removing_denies_total{result="applied"}`: 1,
+		`toolgate_policy_reloads_removing_denies_total{result="refused"}`: 1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
 	}
 }

@@ -66,6 +66,27 @@ func (m *Metrics) PolicyInfo(version string) {
 	m.policyInfo.WithLabelValues(labels(version)...).Set(1)
 }
 
+// PolicyDenyLines sets toolgate_policy_deny_lines, the deny lines of the policy in force.
+func (m *Metrics) PolicyDenyLines(n int) {
+	if m == nil {
+		return
+	}
+	m.policyDenies.Set(float64(n))
+}
+
+// PolicyDenyRemoval counts one reload whose new policy removes deny lines: applied, or refused and the
+// last good policy kept (authz.refuse_deny_removal).
+func (m *Metrics) PolicyDenyRemoval(applied bool) {
+	if m == nil {
+		return
+	}
+	result := "refused"
+	if applied {
+		result = "applied"
+	}
+	m.denyRemovals.WithLabelValues(result).Inc()
+}
+
 // ApprovalsPending sets the number of approval requests waiting for an approver.
 func (m *Metrics) ApprovalsPending(n int) {
 	if m == nil {
