@@ -136,6 +136,7 @@ func TestProblems(t *testing.T) {
 	tests = append(tests, approvalsProblems...)
 	tests = append(tests, auditProblems...)
 	tests = append(tests, stateProblems...)
+	tests = append(tests, argumentProblems...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			probs := parseProblems(t, tt.src, tt.env)

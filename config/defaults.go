@@ -27,6 +27,15 @@ const (
 	DefaultCallTimeout = 8 * time.Second
 	// DefaultMaxResultBytes caps one call's result: 1 MiB.
 	DefaultMaxResultBytes int64 = 1 << 20
+	// DefaultMaxArgumentBytes caps a call's arguments: 1 MiB. A tool's arguments are what a model writes;
+	// a megabyte is far beyond any real call, and each call's arguments are held, checked against the schema,
+	// hashed for duplicate suppression and written to the audit trail, so a larger object costs every one
+	// of those. It is also well below listen.max_body_bytes (4 MiB), so it is this limit that speaks.
+	DefaultMaxArgumentBytes int64 = 1 << 20
+	// DefaultMaxArgumentDepth caps how deep a call's arguments nest: 64 levels, the arguments object being
+	// the first. Real tool schemas nest a handful of levels; deep nesting only serves to make recursive
+	// decoders and schema validators (the gateway's and the upstream's) work or overflow.
+	DefaultMaxArgumentDepth = 64
 	// DefaultInitTimeout bounds an upstream's initialize + tools/list: 10 seconds.
 	DefaultInitTimeout = 10 * time.Second
 	// DefaultModelFile and DefaultPolicyFile are looked for beside the config file.
@@ -125,6 +134,8 @@ var (
 	clockSkewRange   = durRange{min: 0, max: 5 * time.Minute}                      // auth.jwt.clock_skew (0 is allowed)
 
 	maxInFlightRange    = countRange{min: 1, max: 10000}                         // max_in_flight
+	maxArgumentRange    = byteRange{min: 1 << 10, max: 64 << 20}                 // limits.max_argument_bytes
+	argumentDepthRange  = countRange{min: 1, max: 1000}                          // limits.max_argument_depth
 	failuresRange       = countRange{min: 1, max: 1000}                          // breaker.failures
 	openForRange        = durRange{min: time.Second, max: time.Hour}             // breaker.open_for
 	halfOpenProbesRange = countRange{min: 1, max: 100}                           // breaker.half_open_probes
@@ -224,6 +235,18 @@ func (c *Config) CallTimeout(server, tool string) time.Duration {
 func (c *Config) MaxResultBytes(server, tool string) int64 {
 	s, t := c.overrides(server, tool)
 	return cmp.Or(t.MaxResultBytes, s.MaxResultBytes, c.Limits.MaxResultBytes, DefaultMaxResultBytes)
+}
+
+// MaxArgumentBytes caps the arguments of a call, in bytes: limits.max_argument_bytes, else 1 MiB.
+// Gateway-wide only.
+func (c *Config) MaxArgumentBytes() int64 {
+	return cmp.Or(c.Limits.MaxArgumentBytes, DefaultMaxArgumentBytes)
+}
+
+// MaxArgumentDepth caps how deep the arguments of a call nest (the arguments object is level 1):
+// limits.max_argument_depth, else 64. Gateway-wide only.
+func (c *Config) MaxArgumentDepth() int {
+	return cmp.Or(c.Limits.MaxArgumentDepth, DefaultMaxArgumentDepth)
 }
 
 // InitTimeout bounds initialize + tools/list of server: its override, else limits.init_timeout, else 10s.

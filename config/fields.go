@@ -161,14 +161,16 @@ func (l *loader) optDuration(n ast.Node, path string) *Duration {
 
 func (l *loader) limitsFields(x *Limits) fields {
 	return fields{
-		"timeout":          set(&x.Timeout, l.duration),
-		"max_result_bytes": set(&x.MaxResultBytes, l.bytes),
-		"init_timeout":     set(&x.InitTimeout, l.duration),
-		"max_in_flight":    set(&x.MaxInFlight, l.count),
-		"breaker":          func(n ast.Node, p string) { l.object(n, p, l.breakerFields(&x.Breaker)) },
-		"retry":            func(n ast.Node, p string) { l.object(n, p, l.retryFields(&x.Retry)) },
-		"retry_budget":     func(n ast.Node, p string) { l.object(n, p, l.retryBudgetFields(&x.RetryBudget)) },
-		"dedup":            func(n ast.Node, p string) { l.object(n, p, l.dedupFields(&x.Dedup)) },
+		"timeout":            set(&x.Timeout, l.duration),
+		"max_result_bytes":   set(&x.MaxResultBytes, l.bytes),
+		"init_timeout":       set(&x.InitTimeout, l.duration),
+		"max_in_flight":      set(&x.MaxInFlight, l.count),
+		"breaker":            func(n ast.Node, p string) { l.object(n, p, l.breakerFields(&x.Breaker)) },
+		"retry":              func(n ast.Node, p string) { l.object(n, p, l.retryFields(&x.Retry)) },
+		"retry_budget":       func(n ast.Node, p string) { l.object(n, p, l.retryBudgetFields(&x.RetryBudget)) },
+		"dedup":              func(n ast.Node, p string) { l.object(n, p, l.dedupFields(&x.Dedup)) },
+		"max_argument_bytes": set(&x.MaxArgumentBytes, l.bytes),
+		"max_argument_depth": set(&x.MaxArgumentDepth, l.count),
 	}
 }
 

@@ -171,6 +171,10 @@ type Limits struct {
 	RetryBudget RetryBudget `yaml:"retry_budget"`
 	// Dedup configures duplicate suppression. Gateway-wide only.
 	Dedup Dedup `yaml:"dedup"`
+	// MaxArgumentBytes and MaxArgumentDepth cap a call's arguments, checked before the input schema.
+	// Gateway-wide only; read them through MaxArgumentBytes and MaxArgumentDepth.
+	MaxArgumentBytes int64 `yaml:"max_argument_bytes"` // size of the arguments object as sent
+	MaxArgumentDepth int   `yaml:"max_argument_depth"` // nesting of objects and arrays, the arguments object itself is 1
 }
 
 // Dedup configures duplicate suppression of calls to tools that are not retry-safe; read it through

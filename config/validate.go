@@ -78,6 +78,8 @@ func (l *loader) checkLimits(path string, x, inherited Limits) {
 	l.checkBytes(child(path, "max_result_bytes"), x.MaxResultBytes, maxResultRange)
 	l.checkDuration(child(path, "init_timeout"), x.InitTimeout, initTimeoutRange)
 	l.checkCount(child(path, "max_in_flight"), x.MaxInFlight, maxInFlightRange)
+	l.checkBytes(child(path, "max_argument_bytes"), x.MaxArgumentBytes, maxArgumentRange) // limits only: no server has them
+	l.checkCount(child(path, "max_argument_depth"), x.MaxArgumentDepth, argumentDepthRange)
 	bp := child(path, "breaker")
 	l.checkCount(child(bp, "failures"), x.Breaker.Failures, failuresRange)
 	l.checkDuration(child(bp, "open_for"), x.Breaker.OpenFor, openForRange)

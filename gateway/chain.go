@@ -15,6 +15,7 @@ type Links struct {
 	Record     *pipeline.Recorder
 	Catalog    func() *upstreams.Catalog
 	RetrySafe  func(*upstreams.Tool) bool // may the tool be repeated after an unknown outcome
+	Arguments  pipeline.ArgumentLimits    // size and nesting caps on arguments; zero: none
 	RateLimits *ratelimit.Guard
 	Approvals  *approvals.Guard
 	Dedup      *dedup.Guard
@@ -31,7 +32,7 @@ func Chain(opts pipeline.Options, l Links) *pipeline.Chain {
 		pipeline.Authenticate(),                  // the principal the transport authenticated (HTTP 401 before any MCP)
 		pipeline.Resolve(l.Catalog, l.RetrySafe), // client-facing name -> catalog entry: tool_not_found
 		pipeline.Authorize(),                     // Casbin on <server>/<tool>: tool_not_allowed
-		pipeline.Validate(),                      // arguments against the input schema: invalid_arguments, tool_changed
+		pipeline.Validate(l.Arguments),           // argument size and depth caps, then the input schema: invalid_arguments, tool_changed
 		pipeline.Conditions(),                    // policy conditions on the validated arguments: tool_not_allowed
 		l.RateLimits.Link(),                      // token buckets per principal, role, tool: rate_limited
 		l.Record.Gate(),                          // audit.fail_closed: a call that cannot be recorded does not run

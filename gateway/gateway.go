@@ -195,7 +195,7 @@ func (g *Gateway) links() Links {
 	}
 	resilience := resilienceFrom(g.cfg, g.breakers)
 	return Links{
-		Record: recorder, Catalog: g.set.Catalog, RetrySafe: retrySafe(g.cfg),
+		Record: recorder, Catalog: g.set.Catalog, RetrySafe: retrySafe(g.cfg), Arguments: argumentLimits(g.cfg),
 		RateLimits: rateLimitsFrom(g.cfg, g.state, g.log),
 		Approvals:  &approvals.Guard{Store: g.approvals, Log: g.log},
 		Dedup:      dedupFrom(g.cfg, g.state, g.metrics, g.log),

@@ -78,6 +78,12 @@ func retrySafe(cfg *config.Config) func(*upstreams.Tool) bool {
 	}
 }
 
+// argumentLimits are the gateway-wide caps on a call's arguments
+// (limits.max_argument_bytes, limits.max_argument_depth), defaults applied.
+func argumentLimits(cfg *config.Config) pipeline.ArgumentLimits {
+	return pipeline.ArgumentLimits{MaxBytes: cfg.MaxArgumentBytes(), MaxDepth: cfg.MaxArgumentDepth()}
+}
+
 // resilienceFrom builds the per-upstream breakers, retry settings and
 // budgets, and in-flight limits from config (docs/design.md, "Failure
 // semantics").

@@ -8,18 +8,35 @@ import (
 	"github.com/toolgate/toolgate/toolschema"
 )
 
+// ArgumentLimits cap a call's arguments before they are checked against the
+// schema: MaxBytes their size as sent, MaxDepth how deep objects and arrays
+// nest (the arguments object itself is level 1). Zero means no cap.
+type ArgumentLimits struct {
+	MaxBytes int64
+	MaxDepth int
+}
+
 // Validate checks the exact argument bytes against the tool's compiled
 // input schema, so the upstream only ever sees arguments it declared. A
 // tool whose definition changed since it was pinned, or whose server is
 // not connected, stops here too: nothing after this link could run it.
-func Validate() Link { return Step("validate", validate) }
+// Arguments over the limits are refused before the schema sees them.
+func Validate(limits ArgumentLimits) Link {
+	return Step("validate", func(ctx context.Context, x *Exchange) *envelope.Error { return validate(ctx, x, limits) })
+}
 
-func validate(_ context.Context, x *Exchange) *envelope.Error {
+func validate(_ context.Context, x *Exchange, limits ArgumentLimits) *envelope.Error {
 	if x.Tool.Changed {
 		return &envelope.Error{Code: envelope.ToolChanged, Message: x.Tool.ChangeReason}
 	}
 	if x.Tool.Unreachable {
 		return envelope.Errorf(envelope.UpstreamUnavailable, "the server behind %q is not connected; try again later", x.Tool.Name)
+	}
+	if n := int64(len(x.Call.Args)); limits.MaxBytes > 0 && n > limits.MaxBytes {
+		return envelope.Errorf(envelope.InvalidArguments, "arguments are %d bytes, over the %d byte limit", n, limits.MaxBytes)
+	}
+	if limits.MaxDepth > 0 && TooDeep(x.Call.Args, limits.MaxDepth) {
+		return envelope.Errorf(envelope.InvalidArguments, "arguments nest deeper than %d levels", limits.MaxDepth)
 	}
 	err := x.Tool.Input.ValidateArguments(x.Call.Args)
 	if err == nil {
@@ -30,4 +47,35 @@ func validate(_ context.Context, x *Exchange) *envelope.Error {
 		return envelope.Errorf(envelope.InvalidArguments, "%s", v.Message).WithDetail("schema path " + v.Path)
 	}
 	return envelope.Errorf(envelope.InvalidArguments, "arguments could not be checked against the tool's schema").WithDetail(err.Error())
+}
+
+// TooDeep reports whether the JSON in b nests objects and arrays deeper
+// than max levels (a top-level object or array is level 1). It scans the
+// bytes once, counting brackets outside strings, and decodes nothing: it
+// runs on every call, before the schema. It assumes b is JSON (the
+// transport parsed it); on anything else it still returns without error,
+// and the schema check that follows refuses it.
+func TooDeep(b []byte, max int) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+			if depth > max {
+				return true
+			}
+		case '}', ']':
+			depth--
+		case '"':
+			// Skip the string: up to the next quote that no backslash escapes.
+			for i++; i < len(b); i++ {
+				if b[i] == '\\' {
+					i++
+				} else if b[i] == '"' {
+					break
+				}
+			}
+		}
+	}
+	return false
 }

@@ -168,10 +168,13 @@ type Parts struct {
 	Recorder     *pipeline.Recorder // default: records nothing
 	// Guards run between conditions and execute, in the order given, as
 	// the gateway's guards do.
-	Guards  []pipeline.Link
-	Metrics *metrics.Metrics
-	Tracing *tracing.Tracing
-	Now     func() time.Time
+	Guards []pipeline.Link
+	// Arguments caps the arguments in validate; default: the config's
+	// defaults (limits.max_argument_bytes, limits.max_argument_depth).
+	Arguments pipeline.ArgumentLimits
+	Metrics   *metrics.Metrics
+	Tracing   *tracing.Tracing
+	Now       func() time.Time
 }
 
 // New builds a chain of the parts in the gateway's order.
@@ -189,6 +192,9 @@ func New(t testing.TB, p Parts) *pipeline.Chain {
 	if p.Recorder == nil {
 		p.Recorder = &pipeline.Recorder{}
 	}
+	if p.Arguments == (pipeline.ArgumentLimits{}) {
+		p.Arguments = pipeline.ArgumentLimits{MaxBytes: config.DefaultMaxArgumentBytes, MaxDepth: config.DefaultMaxArgumentDepth}
+	}
 	cat, policy := p.Catalog, p.PolicySource
 	if policy == nil {
 		fixed := p.Policy
@@ -199,7 +205,7 @@ func New(t testing.TB, p Parts) *pipeline.Chain {
 		pipeline.Authenticate(),
 		pipeline.Resolve(func() *upstreams.Catalog { return cat }, p.RetrySafe),
 		pipeline.Authorize(),
-		pipeline.Validate(),
+		pipeline.Validate(p.Arguments),
 		pipeline.Conditions(),
 	}
 	links = append(links, p.Guards...)
