@@ -64,10 +64,13 @@ func (s *Set) OnStateChange(fn func(server, state string)) { s.onChange.Store(&f
 // upstream is the breaker of one server and what gobreaker does not tell: when it last opened, the
 // open state shared by other replicas, and the state last reported.
 type upstream struct {
-	name    string
-	openFor time.Duration
-	probes  uint32
-	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
+	name     string
+	openFor  time.Duration
+	probes   uint32
+	settings Settings // with defaults, to build a fresh local breaker (Reconnected)
+	// cb is the local gobreaker. Reconnected replaces it with a fresh one; outcomes reported to the one
+	// it replaced are ignored.
+	cb atomic.Pointer[gobreaker.TwoStepCircuitBreaker[struct{}]]
 
 	// peerUntil is nonzero while a shared open (or the half-open that follows it) is in force: the
 	// end of the open, as an offset from Set.epoch. Allow reads only this while nothing is shared.
@@ -87,21 +90,69 @@ func NewSet(servers map[string]Settings, log *slog.Logger) *Set {
 	s := &Set{log: cmp.Or(log, slog.Default()), breakers: make(map[string]*upstream, len(servers)), epoch: time.Now()}
 	for name, st := range servers {
 		st = st.WithDefaults()
-		u := &upstream{name: name, openFor: st.OpenFor, probes: st.HalfOpenProbes}
-		u.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:        name,
-			MaxRequests: st.HalfOpenProbes,
-			// Interval 0: counts are never cleared while closed, so only a success resets the failure run.
-			Timeout:      st.OpenFor,
-			ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= st.Failures },
-			IsSuccessful: func(err error) bool { return verdictOf(err) == healthy },
-			IsExcluded:   func(err error) bool { return verdictOf(err) == excluded },
-			// Called with gobreaker's lock held: it must not call back into u.cb.
-			OnStateChange: func(_ string, from, to gobreaker.State) { s.changed(u, from, to) },
-		})
+		u := &upstream{name: name, openFor: st.OpenFor, probes: st.HalfOpenProbes, settings: st}
+		u.cb.Store(s.newLocal(u))
 		s.breakers[name] = u
 	}
 	return s
+}
+
+// newLocal builds a closed local gobreaker for u. Its state changes are recorded only while it is u's
+// current one.
+func (s *Set) newLocal(u *upstream) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	st := u.settings
+	var cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        u.name,
+		MaxRequests: st.HalfOpenProbes,
+		// Interval 0: counts are never cleared while closed, so only a success resets the failure run.
+		Timeout:      st.OpenFor,
+		ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= st.Failures },
+		IsSuccessful: func(err error) bool { return verdictOf(err) == healthy },
+		IsExcluded:   func(err error) bool { return verdictOf(err) == excluded },
+		// Called with gobreaker's lock held: it must not call back into cb. A breaker Reconnected
+		// replaced may still see late outcomes (and turn half-open when asked): it is no longer u's.
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if u.cb.Load() == cb {
+				s.changed(u, from, to)
+			}
+		},
+	})
+	return cb
+}
+
+// Reconnected tells the Set that server's connection came back up: its supervisor restarted or
+// reconnected it, and the upstream answered initialize and tools/list. An open breaker (local, or
+// shared by another replica) turns half-open at once instead of waiting out OpenFor, so the next call
+// probes the upstream that is back: HalfOpenProbes successes close it, a failure opens it again for
+// OpenFor (and is shared as this replica's opening). A breaker that is closed or half-open already is
+// left as it is. A server without a breaker is ignored.
+//
+// gobreaker cannot be moved to half-open from outside, so the local breaker is replaced by a fresh
+// closed one, and the half-open state is the one the Set keeps for shared openings (see shared.go):
+// a call is admitted only as its probe. Outcomes of calls admitted before are ignored.
+func (s *Set) Reconnected(server string) {
+	u := s.breaker(server)
+	if u == nil {
+		return
+	}
+	u.cb.Load().State() // an open whose OpenFor has passed turns half-open first (and u.local follows)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s.advanceShared(u)
+	if u.local != gobreaker.StateOpen && u.shared.state != gobreaker.StateOpen {
+		return
+	}
+	if u.local == gobreaker.StateOpen {
+		u.cb.Store(s.newLocal(u))
+		u.local = gobreaker.StateClosed
+	}
+	// A shared half-open state whose open ended "before the epoch": Allow takes its slow path, where
+	// allowShared admits the probes.
+	u.shared = shared{state: gobreaker.StateHalfOpen, until: -1, gen: u.shared.gen + 1}
+	u.peerUntil.Store(-1)
+	s.log.Info("upstream reconnected; its circuit breaker admits a probe now", "server", server)
+	s.report(u, 0, false)
 }
 
 // OpenError is Allow's refusal: the breaker of Server is open, or half-open with its probes taken. The
@@ -157,7 +208,7 @@ func (s *Set) Allow(server string) (done func(Outcome), err error) {
 			return func(Outcome) {}, err
 		}
 	}
-	report, err := u.cb.Allow()
+	report, err := u.cb.Load().Allow()
 	if err != nil {
 		if probe != nil {
 			probe(Cancelled) // not sent: the probe slot goes back
@@ -184,7 +235,7 @@ func (s *Set) State(server string) string {
 	if u == nil {
 		return gobreaker.StateClosed.String()
 	}
-	local := u.cb.State() // may report open -> half-open
+	local := u.cb.Load().State() // may report open -> half-open
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s.advanceShared(u)

@@ -24,6 +24,13 @@ func (g *Gateway) observe() {
 		m.UpstreamUp(server, up)
 	}
 	g.breakers.OnStateChange(m.BreakerState)
+	// A server back up (initialize and tools/list answered): an open breaker
+	// probes it now instead of refusing it until open_for ends.
+	g.set.OnStatusChange(func(server string, up bool, _ string) {
+		if up {
+			g.breakers.Reconnected(server)
+		}
+	})
 	var wasUp sync.Map
 	g.set.OnStatusChange(func(server string, up bool, _ string) {
 		m.UpstreamUp(server, up)

@@ -55,7 +55,11 @@ func newOutbound(x *Exchange) outbound {
 // takes a slot under the server's in-flight limit, then makes attempts
 // through the server's circuit breaker, repeating one only when the
 // outcome allows it for this tool, the retry budget has room, and the
-// backoff fits before the deadline.
+// backoff fits before the deadline. An attempt the upstreams refused
+// because the server is known to be down (its supervisor is restarting or
+// reconnecting it) is not repeated: the supervisor's backoff decides when
+// the server is tried again, and the call fails at once as
+// upstream_unavailable.
 func (e *Executor) execute(ctx context.Context, x *Exchange) *envelope.Error {
 	r := &e.Resilience
 	out := newOutbound(x)
@@ -87,6 +91,12 @@ func (e *Executor) execute(ctx context.Context, x *Exchange) *envelope.Error {
 		case x.Outcome == breaker.Succeeded:
 			x.Raw = raw
 			return nil
+		case upstreams.KnownDown(err):
+			// Not repeated: the supervisor's backoff decides when the server
+			// is tried again. After an attempt that was sent, as when retries
+			// run out on attempts not sent, the caller hears the last one
+			// (Exchange.SentNothing still knows an earlier one may have run).
+			return attemptError(x, err)
 		}
 		last = attemptError(x, err)
 		if !r.mayRepeat(ctx, x, n, retry, budget, err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,6 +22,9 @@ func (e errString) Error() string { return string(e) }
 var (
 	broken, notSent, getOrder = pipelinetest.Broken, pipelinetest.NotSent, pipelinetest.GetOrder
 	resilient                 = pipelinetest.Resilient
+	// dialRefused is a request that never left on a connection thought to
+	// be up, unlike notSent (the server is known to be down).
+	dialRefused = &upstreams.CallError{Where: upstreams.NotSent, Err: syscall.ECONNREFUSED}
 )
 
 type countingUpstream = pipelinetest.Counting
@@ -39,7 +43,8 @@ func TestRetriesOnlyWhereSafe(t *testing.T) {
 		{"broken, not retry-safe: once", false, broken, 0, 1, "upstream_error", false},
 		{"broken, retry-safe: retried and succeeds", true, broken, 2, 2, "", false},
 		{"broken, retry-safe: gives up after max attempts", true, broken, 0, 3, "upstream_error", true},
-		{"never sent: always retried", false, notSent, 3, 3, "", false},
+		{"never sent: always retried", false, dialRefused, 3, 3, "", false},
+		{"known down: not retried, the supervisor's backoff governs", true, notSent, 0, 1, "upstream_unavailable", true},
 		{"tool error: never retried", true, &upstreams.CallError{Where: upstreams.Answered, RPC: nil, Err: errString("x")}, 0, 1, "tool_failed", false},
 	}
 	for _, c := range cases {

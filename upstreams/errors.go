@@ -66,6 +66,18 @@ func (e *CallError) TooLarge() bool { return e.Oversize }
 // ErrNotConnected is the cause when a server has no live connection.
 var ErrNotConnected = errors.New("upstream not connected")
 
+// KnownDown reports whether err is a call the gateway refused itself
+// because it already knew the server's connection was down (not started
+// yet, restarting after a crash, reconnecting): a NotSent CallError caused
+// by ErrNotConnected. Such a refusal is no news about the upstream: its
+// supervisor saw the connection go down and governs when it is tried
+// again (its backoff). A request that failed on a connection thought to be
+// up (a dial refused, a session the server forgot) is not KnownDown.
+func KnownDown(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.Where == NotSent && errors.Is(ce.Err, ErrNotConnected)
+}
+
 // neverLeft reports whether err proves the request was not delivered:
 // the connection could not be made, or the server no longer knows the
 // session (HTTP 404) and so did not process it.
