@@ -237,7 +237,7 @@ func TestUpstreamThatStopsReadingIsStopped(t *testing.T) {
 	if _, env := callE2E(t, c, "stuck__stop_reading", `{}`); env["ok"] != true {
 		t.Fatalf("stop_reading: %v", env)
 	}
-	big := `{"pad":"` + strings.Repeat("x", 1<<20) + `"}` // far more than a pipe buffer
+	big := `{"pad":"` + strings.Repeat("x", 1<<19) + `"}` // far more than a 64 KiB pipe buffer, under limits.max_argument_bytes
 	if _, env := callE2E(t, c, "stuck__echo", big); env["error_code"] != "tool_timeout" {
 		t.Fatalf("blocked write: %v, want tool_timeout", env)
 	}
