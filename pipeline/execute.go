@@ -121,7 +121,7 @@ func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json
 	actx, span := e.Tracing.StartUpstream(ctx, out.server, "tools/call", x.Attempts)
 	raw, err := e.Upstreams.CallToolProgress(actx, out.server, out.tool, out.args, x.Call.Progress)
 	x.Outcome = breaker.Classify(ctx, err)
-	done(x.Outcome)
+	done(breakerOutcome(x.Outcome, err))
 	e.Metrics.UpstreamAttempt(out.server, x.Outcome.String(), e.now().Sub(start))
 	if err != nil {
 		tracing.End(span, string(attemptError(x, err).Code))
@@ -129,6 +129,19 @@ func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json
 		tracing.End(span, "")
 	}
 	return raw, err, nil
+}
+
+// breakerOutcome is what the breaker is told of an attempt: its outcome,
+// except that a refusal because the server is known to be down
+// (upstreams.KnownDown) counts neither way, as a cancelled attempt does:
+// the server's supervisor already knows and retries it with its own
+// backoff. A request that failed on a connection thought to be up (a dial
+// refused, say) still counts.
+func breakerOutcome(o breaker.Outcome, err error) breaker.Outcome {
+	if o == breaker.NeverSent && upstreams.KnownDown(err) {
+		return breaker.Cancelled
+	}
+	return o
 }
 
 func nextProbe(open *breaker.OpenError) string {

@@ -120,7 +120,7 @@ func TestRetryBudgetBoundsAttempts(t *testing.T) {
 // upstream sees no call.
 func TestOpenBreakerShieldsUpstream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, notSent }}
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, dialRefused }}
 		p := resilient(t, up, false)
 		p.Resilience.Retry = nil
 		for range 5 {
@@ -133,6 +133,24 @@ func TestOpenBreakerShieldsUpstream(t *testing.T) {
 		}
 		if up.Calls.Load() != before {
 			t.Fatal("the upstream was called through an open breaker")
+		}
+	})
+}
+
+// Calls refused because the upstream is known to be down are no breaker
+// failures, however many (issue 16, item 3).
+func TestKnownDownDoesNotOpenBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) { return nil, notSent }}
+		p := resilient(t, up, true)
+		for range 20 {
+			env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
+			if pipelinetest.Code(env) != "upstream_unavailable" || !env.Retryable || strings.Contains(*env.Message, "circuit") {
+				t.Fatalf("while down: %s %v %s", pipelinetest.Code(env), env.Retryable, *env.Message)
+			}
+		}
+		if st := p.Resilience.Breakers.State("orders"); st != "closed" {
+			t.Fatalf("breaker %s after refusals while known down", st)
 		}
 	})
 }

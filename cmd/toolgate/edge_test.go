@@ -204,16 +204,16 @@ func TestBreakerOpensEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// echo on dead is declared retry-safe so that duplicate suppression
-	// leaves it alone: a recorded "outcome unknown" would otherwise be
-	// replayed and the breaker would never see the later calls.
-	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", liveURL, deadURL)
+	defer stopDead()
+	// dead hangs (sleep past its 100ms timeout): every attempt is a
+	// counted failure on a connection that is up. sleep is declared
+	// retry-safe so that duplicate suppression leaves it alone.
+	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}}\n", liveURL, deadURL)
 	url, logs := httpGateway(t, writeConfig(t, servers))
 	c := connectHTTP(t, url, aliceKey)
-	stopDead()
 	var env map[string]any
 	for range 20 {
-		if _, env = callE2E(t, c, "dead__echo", `{}`); strings.Contains(fmt.Sprint(env["message"]), "circuit open") {
+		if _, env = callE2E(t, c, "dead__sleep", `{"ms":5000}`); strings.Contains(fmt.Sprint(env["message"]), "circuit open") {
 			break
 		}
 	}
@@ -225,6 +225,27 @@ func TestBreakerOpensEndToEnd(t *testing.T) {
 	}
 	if _, env := callE2E(t, c, "live__echo", `{}`); env["ok"] != true {
 		t.Fatalf("live upstream hurt: %v", env)
+	}
+}
+
+// An HTTP upstream that is gone is refused at once as upstream_unavailable
+// while its supervisor reconnects: those refusals are no breaker failures
+// (issue 16, item 3), the supervisor's backoff is the protection.
+func TestDeadUpstreamRefusedWithoutBreakerEndToEnd(t *testing.T) {
+	deadURL, stopDead, err := testupstream.StartHTTP(testupstream.Options{Name: "dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, logs := httpGateway(t, writeConfig(t, fmt.Sprintf("  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", deadURL)))
+	c := connectHTTP(t, url, aliceKey)
+	stopDead()
+	for i := range 10 {
+		if _, env := callE2E(t, c, "dead__echo", `{}`); env["error_code"] != "upstream_unavailable" || env["retryable"] != true || strings.Contains(fmt.Sprint(env["message"]), "circuit") {
+			t.Fatalf("call %d: %v", i, env)
+		}
+	}
+	if strings.Contains(logs.String(), `"to":"open"`) {
+		t.Errorf("the breaker opened on refusals while the upstream was known down:\n%s", logs)
 	}
 }
 
