@@ -28,7 +28,7 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 	servers := fmt.Sprintf("  live:\n    url: %q\n    tools: {echo: {retry_safe: true}}\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", liveURL, deadURL)
 	url, _ := httpGateway(b, writeConfig(b, servers))
 	c := connectHTTP(b, url, aliceKey)
-	stopDead() // from now on every call to dead fails until the breaker opens
+	stopDead() // from now on every call to dead is refused: the first counted, the rest known down
 	for range 20 {
 		callE2E(b, c, "dead__echo", `{}`)
 	}
