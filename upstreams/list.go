@@ -3,6 +3,8 @@ package upstreams
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -47,4 +49,19 @@ func (l Listed) annotations() mcp.ToolAnnotation {
 		}
 	}
 	return a
+}
+
+// listOverCap explains a tools/list answer (or one page of it) refused as
+// over the transport cap, maxMessage bytes: which cap it passed and the
+// keys that raise it. Any other error is returned as it is. The answer's
+// own size is not known: an oversize message is streamed past unread.
+func listOverCap(srv *Server, maxMessage int, err error) error {
+	var ce *CallError
+	if !errors.As(err, &ce) || !ce.Oversize || maxMessage < frameSlack {
+		return err
+	}
+	return fmt.Errorf("%w: the answer is over the %d byte limit on one upstream message "+
+		"(max_result_bytes %d, the largest of this server and its tools, plus %d for framing); "+
+		"raise it with mcpServers.%s.max_result_bytes (this server) or limits.max_result_bytes "+
+		"(every server without its own)", err, maxMessage, maxMessage-frameSlack, frameSlack, srv.Name)
 }

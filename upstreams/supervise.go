@@ -232,7 +232,7 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *Serv
 	tools, err := conn.ListTools(ctx)
 	if err != nil {
 		conn.Close()
-		return nil, nil, nil, boundErr(ctx, srv, fmt.Errorf("tools/list: %w", err))
+		return nil, nil, nil, boundErr(ctx, srv, fmt.Errorf("tools/list: %w", listOverCap(srv, sv.maxMessage, err)))
 	}
 	feats := conn.listFeatures(ctx)
 	sv.applyLogLevel(conn)
@@ -312,6 +312,7 @@ func (sv *supervisor) relist(life context.Context, conn *Conn) {
 	tools, err := conn.ListTools(ctx)
 	if err != nil {
 		if life.Err() == nil {
+			err = listOverCap(sv.srv, sv.maxMessage, err)
 			sv.log.Warn("tools/list failed; keeping the last list", "err", sanitize.Text(err.Error()))
 		}
 		return

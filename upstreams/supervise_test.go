@@ -379,3 +379,24 @@ func TestCallsRacingRestartsNeverHang(t *testing.T) {
 		t.Errorf("no call answered, or no restart happened under load")
 	}
 }
+
+// TestToolsListOverSizeCapNamesTheLimit: an upstream whose tools/list
+// answer is over the transport cap (max_result_bytes plus framing) is down,
+// and its status reason and log say which cap it passed and which keys
+// raise it (issue 16, item 15).
+func TestToolsListOverSizeCapNamesTheLimit(t *testing.T) {
+	srv := stdioServer(t, "big", "-extra-tools", "1000")
+	srv.MaxResultBytes = 1024
+	h := start(t, servers(srv))
+	why := h.set.Catalog().Down()["big"]
+	for _, want := range []string{"tools/list", "66560 byte", "max_result_bytes 1024",
+		"mcpServers.big.max_result_bytes", "limits.max_result_bytes"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("down reason %q does not say %q", why, want)
+		}
+	}
+	fails := h.logs.Records("upstream unavailable")
+	if len(fails) == 0 || !strings.Contains(fails[0]["err"].(string), "limits.max_result_bytes") {
+		t.Errorf("log: %v", fails)
+	}
+}
