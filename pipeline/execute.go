@@ -169,6 +169,10 @@ func attemptError(x *Exchange, err error) *envelope.Error {
 	case breaker.Oversize:
 		return envelope.Errorf(envelope.ResultTooLarge, "the result is larger than the %d byte limit", x.Tool.MaxResultBytes).WithDetail(detail)
 	case breaker.RateLimited:
+		if after, _ := breaker.RetryAfter(err); after > 0 {
+			return envelope.Errorf(envelope.RateLimited, "server %q is rate limiting calls; it asked to wait %s before trying again",
+				x.Tool.Server, after.Round(time.Millisecond)).WithDetail(detail)
+		}
 		return envelope.Errorf(envelope.RateLimited, "server %q is rate limiting calls; try again later", x.Tool.Server).WithDetail(detail)
 	case breaker.Cancelled:
 		return envelope.Errorf(envelope.UpstreamError, "the call was cancelled before the tool answered; its outcome is unknown").WithDetail(detail)

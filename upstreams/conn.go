@@ -370,7 +370,9 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 			}
 			return nil, located
 		}
-		if neverLeft(err) {
+		if neverLeft(err) || errors.As(err, new(*RateLimitedError)) {
+			// A 429 (or 503 with Retry-After) says the request was not
+			// processed; breaker.Classify still calls it rate limited.
 			return nil, &CallError{Where: NotSent, Err: err}
 		}
 		return nil, &CallError{Where: Sent, Err: err}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"syscall"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -62,6 +64,27 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (e *CallError) NotSent() bool  { return e.Where == NotSent }
 func (e *CallError) Answered() bool { return e.Where == Answered }
 func (e *CallError) TooLarge() bool { return e.Oversize }
+
+// RateLimitedError is an HTTP upstream's refusal of a request for its rate
+// limit or load: HTTP 429, or 503 with a Retry-After. The upstream did not
+// process the request. It implements breaker.RateLimitError, so the attempt
+// is classified rate_limited (no breaker failure), and a retry-safe tool is
+// repeated only after After.
+type RateLimitedError struct {
+	Status int           // 429 or 503
+	After  time.Duration // the upstream's Retry-After; 0 when it named none
+}
+
+func (e *RateLimitedError) Error() string {
+	msg := fmt.Sprintf("upstream answered HTTP %d %s", e.Status, http.StatusText(e.Status))
+	if e.After > 0 {
+		msg += fmt.Sprintf(" (Retry-After %s)", e.After)
+	}
+	return msg
+}
+
+// RetryAfter is the wait the upstream asked for (breaker.RateLimitError).
+func (e *RateLimitedError) RetryAfter() time.Duration { return e.After }
 
 // ErrNotConnected is the cause when a server has no live connection.
 var ErrNotConnected = errors.New("upstream not connected")
