@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/jsonscan"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
 )
@@ -102,7 +103,7 @@ func TestArgumentLimitsBeforeSchema(t *testing.T) {
 	}
 }
 
-func TestTooDeep(t *testing.T) {
+func TestNestsDeeperThan(t *testing.T) {
 	cases := []struct {
 		json string
 		max  int
@@ -121,18 +122,18 @@ func TestTooDeep(t *testing.T) {
 		{`{"\u005b":[]}`, 1, true},
 	}
 	for _, c := range cases {
-		if got := pipeline.TooDeep([]byte(c.json), c.max); got != c.want {
-			t.Errorf("TooDeep(%s, %d) = %v, want %v", c.json, c.max, got, c.want)
+		if got := jsonscan.NestsDeeperThan([]byte(c.json), c.max); got != c.want {
+			t.Errorf("NestsDeeperThan(%s, %d) = %v, want %v", c.json, c.max, got, c.want)
 		}
 	}
-	if !pipeline.TooDeep(nested(100), 64) || pipeline.TooDeep(nested(64), 64) {
+	if !jsonscan.NestsDeeperThan(nested(100), 64) || jsonscan.NestsDeeperThan(nested(64), 64) {
 		t.Error("nested(n) does not nest n levels")
 	}
 }
 
-// BenchmarkTooDeep measures the depth scan on a typical small argument
+// BenchmarkNestsDeeperThan measures the depth scan on a typical small argument
 // object and on a 1 MiB one (the default size cap): it runs on every call.
-func BenchmarkTooDeep(b *testing.B) {
+func BenchmarkNestsDeeperThan(b *testing.B) {
 	small := []byte(`{"order_id":1234,"status":"shipped","note":"left at the door \"back\"","items":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}]}`)
 	var big bytes.Buffer
 	big.WriteString(`{"rows":[`)
@@ -148,7 +149,7 @@ func BenchmarkTooDeep(b *testing.B) {
 			b.SetBytes(int64(len(c.b)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if pipeline.TooDeep(c.b, 64) {
+				if jsonscan.NestsDeeperThan(c.b, 64) {
 					b.Fatal("too deep")
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/internal/jsonscan"
 	"github.com/toolgate/toolgate/toolschema"
 )
 
@@ -35,7 +36,7 @@ func validate(_ context.Context, x *Exchange, limits ArgumentLimits) *envelope.E
 	if n := int64(len(x.Call.Args)); limits.MaxBytes > 0 && n > limits.MaxBytes {
 		return envelope.Errorf(envelope.InvalidArguments, "arguments are %d bytes, over the %d byte limit", n, limits.MaxBytes)
 	}
-	if limits.MaxDepth > 0 && TooDeep(x.Call.Args, limits.MaxDepth) {
+	if limits.MaxDepth > 0 && jsonscan.NestsDeeperThan(x.Call.Args, limits.MaxDepth) {
 		return envelope.Errorf(envelope.InvalidArguments, "arguments nest deeper than %d levels", limits.MaxDepth)
 	}
 	err := x.Tool.Input.ValidateArguments(x.Call.Args)
@@ -47,35 +48,4 @@ func validate(_ context.Context, x *Exchange, limits ArgumentLimits) *envelope.E
 		return envelope.Errorf(envelope.InvalidArguments, "%s", v.Message).WithDetail("schema path " + v.Path)
 	}
 	return envelope.Errorf(envelope.InvalidArguments, "arguments could not be checked against the tool's schema").WithDetail(err.Error())
-}
-
-// TooDeep reports whether the JSON in b nests objects and arrays deeper
-// than max levels (a top-level object or array is level 1). It scans the
-// bytes once, counting brackets outside strings, and decodes nothing: it
-// runs on every call, before the schema. It assumes b is JSON (the
-// transport parsed it); on anything else it still returns without error,
-// and the schema check that follows refuses it.
-func TooDeep(b []byte, max int) bool {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '{', '[':
-			depth++
-			if depth > max {
-				return true
-			}
-		case '}', ']':
-			depth--
-		case '"':
-			// Skip the string: up to the next quote that no backslash escapes.
-			for i++; i < len(b); i++ {
-				if b[i] == '\\' {
-					i++
-				} else if b[i] == '"' {
-					break
-				}
-			}
-		}
-	}
-	return false
 }
