@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"strings"
 )
 
@@ -74,4 +75,58 @@ func (m apiKeys) lookup(presented string) (apiKey, bool) {
 	}
 	k, ok := m[HashKey(presented)]
 	return k, ok
+}
+
+// KeyChange is what [Authenticator.ReplaceAPIKeys] changed, for the log and the audit trail: counts and
+// principals only, never a key nor a key's hash. A key is identified by its hash, so a key that now
+// authenticates as another principal counts as removed (the old principal) and added (the new one),
+// and a principal whose key was rotated appears in both Added and Removed.
+type KeyChange struct {
+	Before, After int      // keys accepted before and after the swap
+	Added         []string // the principal of each key accepted now and not before, sorted
+	Removed       []string // the principal of each key accepted before and not now, sorted
+	Changed       []string // the principal of each kept key whose attributes changed, sorted
+}
+
+// Unchanged reports whether the swap changed nothing a request could notice.
+func (c KeyChange) Unchanged() bool {
+	return len(c.Added) == 0 && len(c.Removed) == 0 && len(c.Changed) == 0
+}
+
+// ReplaceAPIKeys makes keys the accepted API keys, in place of the ones [Options].APIKeys or an earlier
+// call gave, and returns what changed. The swap is one atomic store: a request being authenticated
+// uses either the old set or the new one, never a mix, and every request that starts after
+// ReplaceAPIKeys returns uses the new set, so a removed key is refused from the next request on. keys
+// are copied, as New copies Options.APIKeys; the rest of the Authenticator (JWT, anonymous, resource)
+// is not changed. Safe to call concurrently with Authenticate and with itself.
+func (a *Authenticator) ReplaceAPIKeys(keys []APIKey) KeyChange {
+	next := newAPIKeys(keys)
+	prev := *a.keys.Swap(&next)
+	return diffAPIKeys(prev, next)
+}
+
+// diffAPIKeys compares two key sets by hash.
+func diffAPIKeys(prev, next apiKeys) KeyChange {
+	c := KeyChange{Before: len(prev), After: len(next)}
+	for h, k := range next {
+		old, ok := prev[h]
+		switch {
+		case !ok:
+			c.Added = append(c.Added, k.principal)
+		case old.principal != k.principal:
+			c.Removed = append(c.Removed, old.principal)
+			c.Added = append(c.Added, k.principal)
+		case !maps.Equal(old.attrs, k.attrs):
+			c.Changed = append(c.Changed, k.principal)
+		}
+	}
+	for h, k := range prev {
+		if _, ok := next[h]; !ok {
+			c.Removed = append(c.Removed, k.principal)
+		}
+	}
+	slices.Sort(c.Added)
+	slices.Sort(c.Removed)
+	slices.Sort(c.Changed)
+	return c
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/authz"
@@ -19,10 +20,10 @@ const realm = "toolgate"
 // Authenticator maps HTTP requests to subjects. It is safe for concurrent use; Close stops its key
 // refreshing.
 type Authenticator struct {
-	keys      apiKeys      // by hash
-	anonymous string       // Options.AllowAnonymous
-	jwt       *jwtVerifier // nil unless Options.JWT
-	meta      *metadata    // nil unless Options.Resource
+	keys      atomic.Pointer[apiKeys] // by hash; ReplaceAPIKeys swaps the whole set
+	anonymous string                  // Options.AllowAnonymous
+	jwt       *jwtVerifier            // nil unless Options.JWT
+	meta      *metadata               // nil unless Options.Resource
 
 	// The three WWW-Authenticate values, built once.
 	missing, invalid, badRequest string
@@ -52,7 +53,9 @@ func New(ctx context.Context, o Options, log *slog.Logger, opts ...Option) (*Aut
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Authenticator{anonymous: o.AllowAnonymous, keys: newAPIKeys(o.APIKeys)}
+	a := &Authenticator{anonymous: o.AllowAnonymous}
+	keys := newAPIKeys(o.APIKeys)
+	a.keys.Store(&keys)
 
 	if o.Resource != "" {
 		var issuer string
@@ -143,7 +146,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		}
 		return sub, nil
 	}
-	key, ok := a.keys.lookup(token)
+	key, ok := a.keys.Load().lookup(token) // one load: the request sees one set, whatever a reload does
 	if !ok {
 		reason := "unknown API key"
 		if looksLikeJWT(token) {

@@ -37,6 +37,16 @@
 // and the attributes the key authenticates as. A presented key is hashed once and looked up by that hash,
 // so its own bytes are never compared.
 //
+// # Reloading API keys
+//
+// [Authenticator.ReplaceAPIKeys] swaps the whole key set in one atomic store (the gateway calls it when
+// its config file changes, or on SIGHUP). Authenticate loads the set once per request, so a request
+// sees the old set or the new one, never a mix, and a key removed by a swap is refused from the next
+// request on. There is no session state here: an HTTP client's MCP session authenticates every request
+// by its bearer token, so a session opened with a key that is later revoked gets 401 on its next
+// request. What changed ([KeyChange]) is counts and principals, never a key or a key's hash. Only the
+// keys are swapped; JWT settings, the anonymous principal and the resource are fixed at New.
+//
 // # JWT rules
 //
 // A JWT is accepted only if all of these hold (the names are fields of [JWTOptions]): its alg is in
