@@ -31,7 +31,25 @@
 // when Path is missing or empty, as after a crash mid-rotation), and
 // refuses to start on a last line it cannot parse: continuing would chain
 // new records to a line nobody can check. One process writes a trail at a
-// time (an flock on Path.lock).
+// time (an flock on Path.lock, held for the Log's life).
+//
+// # A trail per process
+//
+// Two writers would fork the chain, so a second process on the same file
+// (the Claude Desktop stdio gateway beside a running HTTP one, on one
+// config) does not share it: Open takes the first slot no live process
+// holds, SlotPath(Path, n) = Path with "-n" before its extension
+// (toolgate.audit-2.log, toolgate.audit-3.log, …), up to Options.Slots
+// trails in all (DefaultSlots, 8; 1 means no fallback). Each slot is a
+// trail like Path: its own single-writer chain, its own lock
+// (toolgate.audit-2.log.lock), its own rotation (toolgate.audit-2.log.1).
+// Slots are reused: the flock dies with its process, and the next process
+// that needs a slot takes the lowest free one and continues that slot's
+// chain, so no file is left behind per process. With every slot held Open
+// fails, naming the file and the number of slots. Log.Path says which
+// trail a Log writes; Trails lists the trails of a file that exist, Files
+// the files of one trail, oldest first, for Verify, which checks one
+// trail (one chain) at a time.
 //
 // The file holds argument digests and, if configured, arguments: it is
 // created 0600. A digest is an unkeyed SHA-256, so whoever can read the

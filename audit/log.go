@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/toolgate/toolgate/internal/statefile"
 )
 
 // FsyncPolicy says when written records are flushed to disk.
@@ -49,6 +47,11 @@ type Options struct {
 	MaxFiles      int           // rotated files kept besides Path; older ones are deleted
 	IncludeArgs   bool          // write Record.Args (redacted), not only their digest
 	Redact        []string      // argument fields written as "[redacted]": "password", "card.number"
+	// Slots is how many trails Path may have, one per process writing at
+	// once: when another process holds Path, Open takes the first free of
+	// SlotPath(Path, 2) … SlotPath(Path, Slots) instead. 1 means no
+	// fallback; zero means DefaultSlots.
+	Slots int
 	// FailClosed is carried for the caller, which refuses calls while
 	// Append fails (or Err is not nil) when it is set. The Log behaves the
 	// same either way: it never drops a record without returning an error.
@@ -108,6 +111,7 @@ type Log struct {
 	enc    encoder
 	hooks  hooks
 	unlock func() // releases Path.lock
+	slot   int    // opts.Path is SlotPath(Options.Path as given, slot)
 
 	mu   sync.Mutex
 	cond *sync.Cond // broadcast when an fsync outside mu ends
@@ -140,9 +144,12 @@ type batch struct {
 
 // Open opens (or creates) the trail at o.Path and continues its chain from
 // the last record there. It takes an flock on o.Path + ".lock" for the
-// Log's lifetime, and fails at once when another process holds it: two
-// writers would fork the chain, and the other one holds it for its whole
-// life, so waiting would not help.
+// Log's lifetime: two writers would fork the chain, and the other one
+// holds it for its whole life, so waiting would not help. When another
+// process holds it, Open takes the first slot no process holds
+// (SlotPath(o.Path, 2), 3, … up to o.Slots) the same way, and continues
+// that slot's own chain; Path and Slot say which trail it took. It fails
+// when every slot is held.
 func Open(o Options) (*Log, error) { return open(o, realHooks) }
 
 func open(o Options, h hooks) (*Log, error) {
@@ -150,14 +157,12 @@ func open(o Options, h hooks) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := statefile.TryLock(o.Path, 0o600)
-	if errors.Is(err, statefile.ErrLocked) {
-		return nil, fmt.Errorf("audit: %s is written by another toolgate process; give each gateway process its own audit.file", o.Path)
-	}
+	path, slot, unlock, err := lockSlot(o)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
-	l := &Log{opts: o, enc: newEncoder(o), hooks: h, unlock: unlock}
+	o.Path = path
+	l := &Log{opts: o, enc: newEncoder(o), hooks: h, unlock: unlock, slot: slot}
 	l.cond = sync.NewCond(&l.mu)
 	if l.seq, l.prev, err = chainHead(o.Path); err == nil {
 		err = l.openCurrent()
@@ -184,6 +189,10 @@ func withDefaults(o Options) (Options, error) {
 	default:
 		return o, fmt.Errorf("audit: fsync policy %q: expected always, interval or never", o.Fsync)
 	}
+	if o.Slots < 0 {
+		return o, fmt.Errorf("audit: %d slots: expected at least 1", o.Slots)
+	}
+	o.Slots = cmp.Or(o.Slots, DefaultSlots)
 	o.FsyncInterval = cmp.Or(o.FsyncInterval, DefaultFsyncInterval)
 	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultMaxBytes)
 	o.MaxFiles = cmp.Or(o.MaxFiles, DefaultMaxFiles)
@@ -192,6 +201,14 @@ func withDefaults(o Options) (Options, error) {
 	}
 	return o, nil
 }
+
+// Path is the trail this Log writes: Options.Path, or the slot of it
+// Open took because another process holds Options.Path.
+func (l *Log) Path() string { return l.opts.Path }
+
+// Slot is the number of the trail Path is: 1 for Options.Path itself, n
+// for SlotPath(Options.Path, n).
+func (l *Log) Slot() int { return l.slot }
 
 // FailClosed reports Options.FailClosed: whether the caller should refuse
 // calls while the trail cannot be written.
