@@ -154,7 +154,7 @@ func TestTrailsAndFiles(t *testing.T) {
 	for _, name := range []string{
 		"toolgate.audit.log", "toolgate.audit.log.1", "toolgate.audit.log.2", "toolgate.audit.log.10", "toolgate.audit.log.lock",
 		"toolgate.audit-2.log", "toolgate.audit-2.log.lock",
-		"toolgate.audit-4.log.1", // slot 4: only a rotated file
+		"toolgate.audit-4.log.1",    // slot 4: only a rotated file
 		"toolgate.audit-3.log.lock", // slot 3: a lock file but no trail
 		"toolgate.audit-02.log", "toolgate.audit-x.log", "toolgate.audit-1.log", "toolgate.audit-5.logx", "other.log",
 		"toolgate.audit.log.01",
