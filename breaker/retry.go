@@ -60,18 +60,25 @@ func (r RetrySettings) Backoff(n int, rnd func() float64) time.Duration {
 }
 
 // Budget bounds retries across all calls to one upstream, so that a failing upstream is not sent more
-// than (1 + ratio) times its first attempts: the gRPC and Finagle retry budget, as a token bucket.
+// than (1 + ratio) times its first attempts, plus the floor: the gRPC and Finagle retry budget, as a
+// token bucket.
 //
 //   - Every first attempt earns ratio tokens (Attempt).
 //   - Tokens also accrue at minPerSecond, so an upstream with little traffic can still retry.
 //   - A retry spends one whole token (TryRetry); without one, the call gives up instead.
 //   - The bucket starts with one second of the floor (minPerSecond tokens), so the first failure after
-//     startup may be retried. It holds at most budgetFloorWindow of the floor plus what
-//     budgetRatioAttempts first attempts earn, at least one token: a quiet hour banks no retry storm.
+//     startup may be retried. It holds at most its capacity, max(1, minPerSecond·budgetFloorWindow +
+//     ratio·budgetRatioAttempts): 3 tokens with the defaults (ratio 0.2, minPerSecond 1). A quiet spell
+//     banks that small burst and no more.
 //
-// Over any stretch of time T that includes n first attempts, the budget allows at most
-// ratio·n + minPerSecond·T retries plus what the bucket held at its start. A Budget is safe for
-// concurrent use; it starts no goroutine.
+// The bound: over any stretch of time of T seconds that includes n first attempts, the budget allows at
+// most
+//
+//	retries ≤ ratio·n + minPerSecond·T + capacity
+//
+// (the capacity is the most the bucket can hold when the stretch starts). With the defaults, a failing
+// upstream sees at most 1.2 attempts per call, plus one a second, plus 3. A Budget is safe for concurrent
+// use; it starts no goroutine.
 type Budget struct {
 	ratio, perSecond, capacity float64
 	now                        func() time.Time
@@ -81,9 +88,21 @@ type Budget struct {
 	last   time.Time // when tokens were last refilled
 }
 
+// The capacity is kept small on purpose: whatever the bucket can bank is a burst on top of the stated
+// rate, spent by the first calls after a quiet spell. With 10 s of floor and 100 attempts' earnings it was
+// 30 tokens, and 30 failing calls after two idle minutes could make up to 73 attempts (issue 16, item 4);
+// with 3 tokens they make at most about 40.
+//
+//   - One second of the floor is what the bucket starts with, so a rarely used upstream, whose bucket is
+//     full when its next call comes, always gets at least that: with the default floor, one retry.
+//   - Ten first attempts' earnings (2 tokens at ratio 0.2) let calls that fail together spend what they
+//     themselves earned, instead of their earnings overflowing a bucket that is already full; together
+//     with the second of floor they give a rarely used upstream (3 tokens with the defaults) the full
+//     two retries of a call with the default max_attempts of 3.
+//   - At least one token, so that a budget with any rate at all can ever retry.
 const (
-	budgetFloorWindow   = 10 * time.Second // seconds of minPerSecond the bucket can hold
-	budgetRatioAttempts = 100              // first attempts whose earnings the bucket can hold
+	budgetFloorWindow   = time.Second // how long of minPerSecond the bucket can hold
+	budgetRatioAttempts = 10          // first attempts whose earnings the bucket can hold
 	// tokenSlack absorbs float rounding (5 × 0.2 is 1 in decimal, not always in binary).
 	tokenSlack = 1e-9
 )
