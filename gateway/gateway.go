@@ -53,6 +53,7 @@ type Gateway struct {
 	replica   string        // this process among the replicas
 	version   string
 	pins      *pins.Store
+	keys      liveKeys // the admin key in force and the reload counts; the API keys are in auth
 
 	cleanup cleanup
 	serving serving // the listeners Start opened
@@ -135,6 +136,7 @@ func (g *Gateway) steps(o Options) []step {
 		{"invalid authentication settings", func(ctx context.Context) (err error) {
 			if g.auth, err = authn.New(ctx, AuthnOptions(g.cfg), g.log); err == nil {
 				g.cleanup.add(g.auth.Close)
+				g.keys.adminKey = g.cfg.AdminKeySHA256() // ReloadKeys changes both
 			}
 			return err
 		}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -93,9 +94,29 @@ func (g *Gateway) AdminHandler() http.Handler {
 		}
 		g.metrics.Handler().ServeHTTP(w, r)
 	})
-	mux.Handle("GET /metrics", approvals.RequireAdminKey(g.cfg.AdminKeySHA256(), g.log, scrape))
-	mux.Handle("GET /v1/policy", approvals.RequireAdminKey(g.cfg.AdminKeySHA256(), g.log, policyHandler(g)))
-	mux.Handle("/", approvals.Handler(g.approvals, g.cfg.AdminKeySHA256(), g.log))
+	// Everything behind the admin key is built for the key in force, and built again when a reload
+	// changes it (ReloadKeys): a request checks against the key in force when it arrives.
+	build := func(key string) http.Handler {
+		keyed := http.NewServeMux()
+		keyed.Handle("GET /metrics", approvals.RequireAdminKey(key, g.log, scrape))
+		keyed.Handle("GET /v1/policy", approvals.RequireAdminKey(key, g.log, policyHandler(g)))
+		keyed.Handle("/", approvals.Handler(g.approvals, key, g.log))
+		return keyed
+	}
+	type keyedRoutes struct {
+		key string
+		h   http.Handler
+	}
+	var routes atomic.Pointer[keyedRoutes]
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := g.adminKeySHA256()
+		cur := routes.Load()
+		if cur == nil || cur.key != key {
+			cur = &keyedRoutes{key: key, h: build(key)}
+			routes.Store(cur)
+		}
+		cur.h.ServeHTTP(w, r)
+	}))
 	return mux
 }
 

@@ -83,9 +83,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	return err
 }
 
-// Watch reloads the policy when its files change, and the tool pins when
-// an admin approves a tool, until ctx ends or Close. A failed reload keeps
-// the last good policy (authz.Store logs and counts it).
+// Watch reloads the policy when its files change, the API keys and the
+// admin key when the config file changes (ReloadKeys), and the tool pins
+// when an admin approves a tool, until ctx ends or Close. A failed reload
+// keeps the last good policy (authz.Store logs and counts it), or the last
+// good keys.
 func (g *Gateway) Watch(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	var watching sync.WaitGroup
@@ -96,18 +98,26 @@ func (g *Gateway) Watch(ctx context.Context) {
 		}
 	})
 	watching.Go(func() {
+		if err := g.watchConfig(ctx); err != nil && ctx.Err() == nil {
+			g.log.Error("the config file is not watched; SIGHUP still reloads the API keys", "err", err)
+		}
+	})
+	watching.Go(func() {
 		if err := g.set.WatchPins(ctx); err != nil && ctx.Err() == nil {
 			g.log.Error("the tool pin file is not watched; SIGHUP still reloads it", "err", err)
 		}
 	})
 }
 
-// Reload reads the policy and the tool pins again (SIGHUP).
+// Reload reads the policy, the tool pins, and the API keys and admin key
+// of the config file again (SIGHUP). Each failure is logged by its part,
+// which keeps what it had.
 func (g *Gateway) Reload() {
 	_ = g.policy.Reload()
 	if err := g.set.ReloadPins(); err != nil {
 		g.log.Error("tool pins not reloaded", "err", err)
 	}
+	_ = g.ReloadKeys()
 }
 
 // HTTPOptions are the MCP endpoint's settings from config.

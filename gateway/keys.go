@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/dirwatch"
+)
+
+// Reloading the credentials in the config file (issue 16, item 11).
+//
+// auth.api_keys and admin.key_sha256 are the parts of toolgate.yaml that change while the gateway
+// runs: on SIGHUP (Reload) and when the file changes on disk (Watch), the whole file is read again
+// with config.Load, so a reload is held to the same checks and messages as a start. When it loads,
+// the API keys are swapped in authn (one atomic store: a request in flight keeps the set it loaded,
+// the next request uses the new one) and the admin key is swapped here (the admin API reads it per
+// request). When it does not load, nothing changes: the last good keys stay in force, and the
+// problems (file:line: key: what was expected) are logged and audited.
+//
+// Everything else in the file is read once, at New. A reload that finds other settings changed
+// applies none of them and logs one warning naming them ("restart to apply"): half a new listener
+// or half a new upstream is worse than the old one.
+//
+// Sessions: an MCP session over HTTP has no credential of its own. Every request carries the
+// bearer token and is authenticated again (proxy's authenticate wraps the whole endpoint), so a
+// session opened with a key that is then revoked gets 401 on its next request, and nothing it
+// sends runs. A listening GET stream it already holds is not cut: it carries notifications only
+// (list changes, the progress of calls it started before), ends when the client goes, the session
+// idles out (listen.session_idle_ttl) or the gateway stops, and cannot be reopened with the
+// revoked key.
+
+// KindKeysReload is the audit record of one reload of the credentials (auth.api_keys and the
+// admin key). It holds counts and principals, never a key nor a key's hash. (audit.Kind is an
+// open set; this one is written by the gateway.)
+const KindKeysReload audit.Kind = "keys_reload"
+
+// configDebounce is how long the config file must be quiet before a change is reloaded, as for
+// the policy files: an editor's save is a burst of events.
+const configDebounce = 250 * time.Millisecond
+
+// liveKeys are the credentials in force and their reload counts. mu serialises reloads (SIGHUP and
+// the watcher may race); readers of the admin key take the read lock for one string.
+type liveKeys struct {
+	mu       sync.RWMutex
+	adminKey string // admin.key_sha256 in force; "" when the admin API takes no key
+	stats    KeyReloadStats
+}
+
+// KeyReloadStats count reloads of the credentials since New.
+type KeyReloadStats struct {
+	Successes int // the file loaded and its keys are in force (changed or not)
+	Failures  int // the file did not load; the last good keys stayed
+	LastError string
+}
+
+// KeyReloads is what the credential reloads did so far.
+func (g *Gateway) KeyReloads() KeyReloadStats {
+	g.keys.mu.RLock()
+	defer g.keys.mu.RUnlock()
+	return g.keys.stats
+}
+
+// adminKeySHA256 is the admin key in force.
+func (g *Gateway) adminKeySHA256() string {
+	g.keys.mu.RLock()
+	defer g.keys.mu.RUnlock()
+	return g.keys.adminKey
+}
+
+// ReloadKeys reads the config file again and applies auth.api_keys and admin.key_sha256 from it,
+// atomically, or, if the file does not load, keeps the keys in force and returns the problems. See
+// the comment at the top of this file.
+func (g *Gateway) ReloadKeys() error {
+	g.keys.mu.Lock()
+	defer g.keys.mu.Unlock()
+	file := g.cfg.File
+	next, err := config.Load(file)
+	if err != nil {
+		g.keys.stats.Failures++
+		g.keys.stats.LastError = err.Error()
+		g.log.Error("config reload refused; the last good API keys and admin key stay in force",
+			"config", file, "problems", configProblems(err), "failures", g.keys.stats.Failures)
+		g.appendAudit(audit.Record{Kind: KindKeysReload, Decision: audit.DecisionRejected, Reason: err.Error(),
+			Details: map[string]any{"config": file}})
+		return err
+	}
+	restart := restartFields(g.cfg, next)
+	if len(restart) > 0 {
+		g.log.Warn("restart to apply: "+strings.Join(restart, ", "), "config", file,
+			"why", "only auth.api_keys and admin.key_sha256 are applied without a restart; the other changes are not applied at all")
+	}
+	change := g.auth.ReplaceAPIKeys(AuthnOptions(next).APIKeys)
+	admin := adminKeyChange(g.keys.adminKey, next.AdminKeySHA256())
+	g.keys.adminKey = next.AdminKeySHA256()
+	g.keys.stats.Successes++
+
+	msg := "API keys reloaded"
+	if change.Unchanged() && admin == "unchanged" {
+		msg = "API keys unchanged"
+	}
+	g.log.Info(msg, "config", file, "keys_before", change.Before, "keys_after", change.After,
+		"principals_added", change.Added, "principals_removed", change.Removed, "principals_changed", change.Changed,
+		"admin_key", admin)
+	g.warnRolePrincipals(change.Added)
+	details := map[string]any{"config": file, "keys_before": change.Before, "keys_after": change.After, "admin_key": admin}
+	for k, v := range map[string][]string{"principals_added": change.Added, "principals_removed": change.Removed,
+		"principals_changed": change.Changed, "restart_required": restart} {
+		if len(v) > 0 {
+			details[k] = v
+		}
+	}
+	g.appendAudit(audit.Record{Kind: KindKeysReload, Decision: audit.DecisionApplied, Details: details})
+	return nil
+}
+
+// adminKeyChange says what happened to the admin key, without the key's hash: unchanged, set (there
+// was none), changed, or removed (the admin API now refuses every request but /healthz and /readyz).
+func adminKeyChange(prev, next string) string {
+	switch {
+	case prev == next:
+		return "unchanged"
+	case prev == "":
+		return "set"
+	case next == "":
+		return "removed"
+	}
+	return "changed"
+}
+
+// warnRolePrincipals warns about new principals the policy takes for roles. The policy learns the
+// configured principals when it is built (gateway.PolicyOptions), which a key reload does not
+// change: a principal that no g line gives a role, and that p lines name directly, is a role to
+// the policy, and its calls are denied until a restart. A g line for it ("g, carol, <role>")
+// makes it a principal at once.
+func (g *Gateway) warnRolePrincipals(added []string) {
+	p := g.policy.Current()
+	for _, principal := range slices.Compact(added) {
+		if p.IsRole(principal) {
+			g.log.Warn("a reloaded API key's principal is a role in the policy, so its calls are denied until a restart; "+
+				"give it a role with a g line instead of naming it in p lines", "principal", principal)
+		}
+	}
+}
+
+// appendAudit writes r to the audit trail, when there is one; a failure is logged.
+func (g *Gateway) appendAudit(r audit.Record) {
+	if g.audit == nil {
+		return
+	}
+	if err := g.audit.Append(r); err != nil {
+		g.log.Error("audit record not written", "kind", r.Kind, "err", err)
+	}
+}
+
+// configProblems is one string per problem, for a structured log attribute.
+func configProblems(err error) []string {
+	var ps *config.Problems
+	if errors.As(err, &ps) {
+		out := make([]string, len(ps.List))
+		for i, p := range ps.List {
+			out[i] = p.String()
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// watchConfig reloads the keys when the config file changes, until ctx ends; then it returns nil
+// with its watcher closed. Like the policy watcher, it watches the file's directory (editors
+// replace files by rename; Kubernetes swaps a "..data" symlink) and waits for configDebounce of
+// quiet before reloading.
+func (g *Gateway) watchConfig(ctx context.Context) error {
+	abs, err := filepath.Abs(g.cfg.File)
+	if err != nil {
+		return err
+	}
+	w, err := dirwatch.New()
+	if err != nil {
+		return fmt.Errorf("cannot watch the config file: %w", err)
+	}
+	defer w.Close()
+	dir := filepath.Dir(abs)
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("cannot watch directory %s: %w", dir, err)
+	}
+	names := map[string]bool{abs: true, filepath.Join(dir, "..data"): true}
+	g.log.Info("watching the config file for changes to auth.api_keys and admin.key_sha256", "config", abs)
+	var quiet <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("the config file watcher stopped")
+			}
+			if ev.Op != fsnotify.Chmod && names[ev.Name] {
+				quiet = time.After(configDebounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("the config file watcher stopped")
+			}
+			g.log.Warn("config file watcher error; a change may have been missed (SIGHUP reloads)", "error", err.Error())
+		case <-quiet:
+			quiet = nil
+			_ = g.ReloadKeys() // logged, counted and audited by ReloadKeys
+		}
+	}
+}
+
+// keysReloadable are the settings ReloadKeys applies; restartFields leaves them out.
+var keysReloadable = []string{"auth.api_keys", "admin.key_sha256"}
+
+// restartFields names the settings that differ between the config in force and next and are not
+// applied without a restart: everything but keysReloadable, named as in the file (listen.http,
+// mcpServers.orders, rate_limits.roles.viewer), sorted.
+func restartFields(cur, next *config.Config) []string {
+	out := configDiff(cur, next)
+	return slices.DeleteFunc(out, func(k string) bool { return slices.Contains(keysReloadable, k) })
+}
