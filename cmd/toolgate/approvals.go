@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -86,7 +87,7 @@ func approvalsCommand(args []string, out, errOut io.Writer, now func() time.Time
 		}
 		list, err := c.List(ctx, states...)
 		if err != nil {
-			return approvalsFail(errOut, cmd, err)
+			return approvalsFail(errOut, cmd, base, err)
 		}
 		printApprovals(out, list, *all, now())
 		return 0
@@ -96,7 +97,7 @@ func approvalsCommand(args []string, out, errOut io.Writer, now func() time.Time
 		req, err = c.Deny(ctx, pos[0], *by, *reason)
 	}
 	if err != nil {
-		return approvalsFail(errOut, cmd, err)
+		return approvalsFail(errOut, cmd, base, err)
 	}
 	fmt.Fprintf(out, "%s %s: %s calling %s %s\n", req.ID, req.State, terminalSafe(req.Principal), terminalSafe(req.Tool),
 		terminalSafe(clipText(string(req.Args), 200)))
@@ -154,10 +155,16 @@ func adminURL(flagURL, configPath string, configSet bool) (string, error) {
 	return "http://" + net.JoinHostPort(host, port), nil
 }
 
-func approvalsFail(errOut io.Writer, cmd string, err error) int {
+// approvalsFail prints why a request to the admin API at base failed and chooses the exit code: the
+// key refused (401, 403) is exitKeyRefused; anything else is 1, a gateway that cannot be reached
+// included (with a message of its own).
+func approvalsFail(errOut io.Writer, cmd, base string, err error) int {
 	var apiErr *approvals.APIError
-	if errors.As(err, &apiErr) && apiErr.Status == 401 {
-		fmt.Fprintln(errOut, "toolgate approvals: the admin API refused the key (check TOOLGATE_ADMIN_KEY against admin.key_sha256)")
+	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden) {
+		return keyRefused(errOut, "toolgate approvals", base, apiErr.Status, false, "TOOLGATE_ADMIN_KEY or --key against admin.key_sha256")
+	}
+	if unreachable(err) {
+		cannotReach(errOut, "toolgate approvals", base, err)
 		return 1
 	}
 	if errors.As(err, &apiErr) && apiErr.Status == 503 {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 
 // runCall is a small MCP client for admins and scripts: it calls one tool
 // through a running gateway and prints the envelope. Exit status: 0 when
-// ok, 1 when the envelope says ok:false, 2 on usage or connection errors.
+// ok, 1 when the envelope says ok:false, 2 on usage and other errors,
+// exitUnreachable (3) when nothing answers at --url, exitKeyRefused (4)
+// when the gateway refuses the key (gatewayerr.go).
 func runCall(args []string) int {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080/mcp", "the gateway's Streamable HTTP endpoint")
@@ -29,14 +32,15 @@ func runCall(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := dialGateway(ctx, *url, *key)
+	seen := &authStatus{base: http.DefaultTransport}
+	fail := func(err error) int { return callFailure(os.Stderr, *url, *key, seen, err) }
+	c, err := dialGateway(ctx, *url, *key, transport.WithHTTPBasicClient(&http.Client{Transport: seen}))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "toolgate call:", err)
-		return 2
+		return fail(err)
 	}
 	defer c.Close()
 	if *list {
-		return listTools(ctx, c, os.Stdout)
+		return listTools(ctx, c, os.Stdout, fail)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fmt.Fprintln(os.Stderr, "usage: toolgate call [--url URL] [--key KEY] <tool> [json-args]")
@@ -46,11 +50,10 @@ func runCall(args []string) int {
 	if fs.NArg() == 2 {
 		argsJSON = fs.Arg(1)
 	}
-	return callTool(ctx, c, fs.Arg(0), argsJSON, os.Stdout)
+	return callTool(ctx, c, fs.Arg(0), argsJSON, os.Stdout, fail)
 }
 
-func dialGateway(ctx context.Context, url, key string) (*client.Client, error) {
-	var opts []transport.StreamableHTTPCOption
+func dialGateway(ctx context.Context, url, key string, opts ...transport.StreamableHTTPCOption) (*client.Client, error) {
 	if key != "" {
 		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
 	}
@@ -72,11 +75,10 @@ func dialGateway(ctx context.Context, url, key string) (*client.Client, error) {
 	return c, nil
 }
 
-func listTools(ctx context.Context, c *client.Client, out io.Writer) int {
+func listTools(ctx context.Context, c *client.Client, out io.Writer, fail func(error) int) int {
 	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "toolgate call:", err)
-		return 2
+		return fail(err)
 	}
 	for _, t := range res.Tools {
 		fmt.Fprintf(out, "%-40s %s\n", t.Name, t.Description)
@@ -84,7 +86,7 @@ func listTools(ctx context.Context, c *client.Client, out io.Writer) int {
 	return 0
 }
 
-func callTool(ctx context.Context, c *client.Client, name, argsJSON string, out io.Writer) int {
+func callTool(ctx context.Context, c *client.Client, name, argsJSON string, out io.Writer, fail func(error) int) int {
 	if !json.Valid([]byte(argsJSON)) {
 		fmt.Fprintf(os.Stderr, "toolgate call: arguments are not valid JSON: %s\n", argsJSON)
 		return 2
@@ -94,8 +96,7 @@ func callTool(ctx context.Context, c *client.Client, name, argsJSON string, out 
 	req.Params.Arguments = json.RawMessage(argsJSON)
 	res, err := c.CallTool(ctx, req)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "toolgate call:", err)
-		return 2
+		return fail(err)
 	}
 	// The raw bytes keep big integers exact; the decoded value would not.
 	env := []byte(res.RawStructuredContent)
