@@ -13,12 +13,16 @@ import (
 )
 
 // openAudit opens the audit trail the config asks for (nil when it is
-// disabled). Write failures are counted and logged as they happen.
+// disabled). Write failures are counted and logged as they happen. When
+// another live toolgate process writes audit.file (an HTTP gateway and the
+// stdio one a desktop client starts, on one config), this process writes a
+// slot of its own beside it (audit.SlotPath, audit.DefaultSlots in all) and
+// says so at startup.
 func openAudit(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*audit.Log, error) {
 	if !cfg.AuditEnabled() {
 		return nil, nil
 	}
-	return audit.Open(audit.Options{
+	l, err := audit.Open(audit.Options{
 		Path: cfg.AuditPath(), Fsync: audit.FsyncPolicy(cfg.AuditFsync()), FsyncInterval: cfg.AuditFsyncInterval(),
 		MaxBytes: cfg.AuditMaxBytes(), MaxFiles: cfg.AuditMaxFiles(),
 		IncludeArgs: cfg.AuditIncludeArgs(), Redact: cfg.AuditRedact(), FailClosed: cfg.AuditFailClosed(),
@@ -27,6 +31,16 @@ func openAudit(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*audit
 			log.Error("audit trail write failed", "err", err)
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	if l.Slot() == 1 {
+		log.Info("writing the audit trail", "file", l.Path())
+	} else {
+		log.Info("writing the audit trail in a slot of its own: another live toolgate process writes audit.file",
+			"file", l.Path(), "slot", l.Slot(), "audit.file", cfg.AuditPath())
+	}
+	return l, nil
 }
 
 // auditDecisions records what is decided outside calls: policy reloads,

@@ -119,3 +119,67 @@ func TestAuditSeriesOrder(t *testing.T) {
 		}
 	}
 }
+
+// verify --config checks every trail of the config's audit file, each its
+// own chain: the file and the slots other processes wrote beside it.
+// A tampered slot fails the whole check (exit 1) and is named.
+func TestAuditVerifyConfigTrails(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	trail := filepath.Join(filepath.Dir(cfg), "toolgate.audit.log")
+	var logs []*audit.Log
+	for range 3 { // three processes on one config: the file and slots 2 and 3
+		l, err := audit.Open(audit.Options{Path: trail, Fsync: audit.FsyncNever, MaxBytes: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+	}
+	for i := range 12 {
+		if err := logs[i%3].Append(audit.Record{Kind: audit.KindCall, Principal: "alice", Tool: "orders/get_order",
+			Decision: audit.DecisionAllowed, Args: []byte(fmt.Sprintf(`{"order_id":%d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range logs {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runAudit("verify", "--config", cfg)
+	if code != 0 || strings.Count(out, "intact: 4 record(s), seq 1..4, in 2 file(s)") != 3 || !strings.Contains(out, "3 trail(s) of "+trail) {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, n := range []int{1, 2, 3} {
+		if !strings.Contains(out, "trail "+audit.SlotPath(trail, n)+"\n") {
+			t.Errorf("trail %s not reported:\n%s", audit.SlotPath(trail, n), out)
+		}
+	}
+	// The main trail named alone: intact, and the slots are pointed out.
+	if code, out, _ := runAudit("verify", trail); code != 0 || !strings.Contains(out, "other trails of "+trail) ||
+		!strings.Contains(out, audit.SlotPath(trail, 3)) {
+		t.Errorf("verify FILE: exit %d, stdout %q", code, out)
+	}
+
+	slot := audit.SlotPath(trail, 2) + ".1" // slots rotate like the file itself
+	lines := strings.SplitAfter(mustRead(t, slot), "\n")
+	lines[0], lines[1] = lines[1], lines[0]
+	write(t, slot, strings.Join(lines, ""))
+	code, out, errOut = runAudit("verify", "--config", cfg)
+	if code != 1 || strings.Count(out, "intact: ") != 2 || !strings.Contains(errOut, slot+":1: lines 1 and 2 are swapped") {
+		t.Fatalf("a tampered slot: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"config and files", []string{"verify", "--config", cfg, trail}, "usage:"},
+		{"missing config", []string{"verify", "--config", cfg + ".nope"}, "invalid configuration"},
+		{"no trail yet", []string{"verify", "--config", writeConfig(t, stdioUpstream(t, "hostile", ""))}, "no audit trail at"},
+	} {
+		if code, _, errOut := runAudit(tc.args...); code != 2 || !strings.Contains(errOut, tc.err) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tc.name, code, errOut, tc.err)
+		}
+	}
+}
