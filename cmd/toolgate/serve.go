@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/toolgate/toolgate/gateway"
@@ -24,16 +25,15 @@ func runServe(args []string) int {
 		return 2
 	}
 	tuneGC()
-	log, err := newLogger(*level)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "toolgate:", err)
-		return 2
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	gw, code := startGateway(ctx, *configPath, log)
+	log, err := newLogger(*level)
+	if err != nil {
+		return startFailed(ctx, *stdio, fmt.Sprintf("toolgate: %v\n", err))
+	}
+	gw, problem := newGateway(ctx, *configPath, log)
 	if gw == nil {
-		return code
+		return startFailed(ctx, *stdio, problem)
 	}
 	defer gw.Close()
 	hup := make(chan os.Signal, 1)
@@ -60,19 +60,46 @@ func runServe(args []string) int {
 	}
 }
 
+// startFailed prints why the gateway cannot start (problem, as
+// printProblems wrote it) and returns exit code 2. Under --stdio it first
+// answers the client's requests with that text (see stdiofail.go), so the
+// client shows why instead of "Connection closed".
+func startFailed(ctx context.Context, stdio bool, problem string) int {
+	fmt.Fprint(os.Stderr, problem)
+	if stdio {
+		fmt.Fprintf(os.Stderr, "toolgate: not serving: answering every stdio request with the error above until stdin closes (at most %v)\n", stdioFailLinger)
+		why := answerStartupError(ctx, os.Stdin, os.Stdout, strings.TrimRight(problem, "\n"), stdioFailLinger)
+		fmt.Fprintf(os.Stderr, "toolgate: exiting: %s\n", why)
+	}
+	return 2
+}
+
 // startGateway builds the gateway, printing why it cannot (exit code 2).
 func startGateway(ctx context.Context, path string, log *slog.Logger) (*gateway.Gateway, int) {
-	gw, err := gateway.New(ctx, gateway.Options{ConfigPath: path, Log: log, Version: version, Tracing: setupTracing})
-	var se *gateway.StartError
-	switch {
-	case errors.As(err, &se):
-		printProblems(os.Stderr, se.What, se.Err)
-		return nil, 2
-	case err != nil:
-		printProblems(os.Stderr, "cannot start", err)
+	gw, problem := newGateway(ctx, path, log)
+	if gw == nil {
+		fmt.Fprint(os.Stderr, problem)
 		return nil, 2
 	}
 	return gw, 0
+}
+
+// newGateway builds the gateway, or says why it cannot: the text an
+// operator reads on stderr, what failed and every problem in it (file,
+// line, key), one per line.
+func newGateway(ctx context.Context, path string, log *slog.Logger) (*gateway.Gateway, string) {
+	gw, err := gateway.New(ctx, gateway.Options{ConfigPath: path, Log: log, Version: version, Tracing: setupTracing})
+	var se *gateway.StartError
+	var b strings.Builder
+	switch {
+	case errors.As(err, &se):
+		printProblems(&b, se.What, se.Err)
+		return nil, b.String()
+	case err != nil:
+		printProblems(&b, "cannot start", err)
+		return nil, b.String()
+	}
+	return gw, ""
 }
 
 // reloadOnHangUp reloads the policy and the tool pins on SIGHUP, until ctx
