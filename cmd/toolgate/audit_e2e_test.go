@@ -93,7 +93,7 @@ func TestEveryCallOutcomeIsAudited(t *testing.T) {
 		t.Fatalf("after the denial: %v", env)
 	}
 
-	records := auditRecords(t, gw.Config().AuditPath())
+	records := auditRecords(t, gw.Audit().Path())
 	var calls []audit.Record
 	var approvalsSeen int
 	for _, r := range records {
@@ -125,7 +125,7 @@ func TestEveryCallOutcomeIsAudited(t *testing.T) {
 	if d := audit.Digest(json.RawMessage(`{"secret":"s3cr3t"}`)); calls[0].ArgsDigest != d {
 		t.Errorf("digest %s, want %s", calls[0].ArgsDigest, d)
 	}
-	raw := mustRead(t, gw.Config().AuditPath())
+	raw := mustRead(t, gw.Audit().Path())
 	if strings.Contains(raw, "s3cr3t") {
 		t.Error("the arguments reached the trail although include_args is off")
 	}
@@ -141,7 +141,7 @@ func TestAuditFailClosed(t *testing.T) {
 	admin := httptest.NewServer(gw.AdminHandler())
 	defer admin.Close()
 	c := connectHTTP(t, url, aliceKey)
-	trail := gw.Config().AuditPath()
+	trail := gw.Audit().Path()
 
 	if _, env := callE2E(t, c, "hostile__tick", `{"label":"before"}`); env["ok"] != true {
 		t.Fatalf("with a working trail: %v", env)
@@ -193,7 +193,7 @@ func TestPolicyReloadsAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range auditRecords(t, gw.Config().AuditPath()) {
+	for _, r := range auditRecords(t, gw.Audit().Path()) {
 		if r.Kind == audit.KindPolicyReload {
 			got = append(got, string(r.Decision)+" "+r.PolicyVersion)
 			if r.Decision == audit.DecisionRejected && !strings.Contains(r.Reason, "policy.csv:") {
