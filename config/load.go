@@ -2,9 +2,12 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -47,6 +50,13 @@ func Parse(path string, data []byte, env func(string) (string, bool)) (*Config, 
 	l := &loader{file: path, env: env, lines: map[string]int{}, bad: map[string]bool{}}
 	l.load(c, data)
 	if len(l.probs) > 0 {
+		if kind := clientFileKind(data); kind != "" {
+			// Its problems as a toolgate config (preferences: unknown key, ...) would only say how far
+			// the two formats are apart; what helps is the command that converts it.
+			return nil, &Problems{List: []Problem{{File: path, Msg: fmt.Sprintf(
+				"this looks like a %s MCP config, not a toolgate config; run `toolgate import %s` to write a toolgate config and a starter policy from it",
+				kind, path)}}}
+		}
 		sortProblems(l.probs)
 		return nil, &Problems{List: l.probs}
 	}
@@ -128,4 +138,88 @@ func (l *loader) syntaxError(err error) {
 		return
 	}
 	l.report(0, "", "invalid YAML: %v", err)
+}
+
+// clientFileKind says which client's MCP config data looks like ("" for none), for a file that failed to
+// load: a client's file is JSON that toolgate's YAML parser reads, so without this its problems read as
+// typos ("preferences: unknown key") rather than as the wrong kind of file. It looks for what only a
+// client writes: VS Code's servers, inputs or mcp (settings.json) at the top; mcpServers beside keys
+// toolgate does not have and that are not misspellings of its keys (Claude Desktop's preferences), and
+// none of toolgate's own; a server field only clients have (envFile,
+// autoApprove); a client's own variables (${env:NAME}, ${input:id}, ${userHome}, ${workspaceFolder}); and,
+// when the YAML parser gave up or glued a comment to a key, JSON with // or /* comments around a server
+// list.
+func clientFileKind(data []byte) string {
+	const vscode, desktop = "VS Code", "Claude Desktop or Cursor"
+	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	var top *ast.MappingNode
+	if err == nil && len(f.Docs) == 1 {
+		top, _ = f.Docs[0].Body.(*ast.MappingNode)
+	}
+	if top == nil {
+		return jsoncClientKind(data)
+	}
+	own := (&loader{}).configFields(&Config{})
+	var servers ast.Node
+	otherKeys, ownKeys := false, false
+	for _, kv := range top.Values {
+		key := kv.Key.GetToken().Value
+		switch {
+		case key == "servers" || key == "inputs" || key == "mcp":
+			return vscode
+		case strings.HasPrefix(key, "//") || strings.HasPrefix(key, "/*"):
+			return jsoncClientKind(data)
+		case key == "mcpServers":
+			servers = kv.Value
+		case own[key] != nil:
+			ownKeys = true
+		case suggest(key, own) == "": // not a misspelt toolgate key
+			otherKeys = true
+		}
+	}
+	if servers == nil || ownKeys { // a client's file has none of listen, authz, auth, limits...
+		return ""
+	}
+	if otherKeys {
+		return desktop
+	}
+	kind := ""
+	ast.Walk(visitor(func(n ast.Node) {
+		switch v := n.(type) {
+		case *ast.MappingValueNode:
+			if k := v.Key.GetToken().Value; clientOnlyServerKeys[k] {
+				kind = desktop
+			}
+		case *ast.StringNode:
+			if clientVariable.MatchString(v.Value) {
+				kind = desktop
+			}
+		}
+	}), servers)
+	return kind
+}
+
+var (
+	// clientOnlyServerKeys are server settings of clients (VS Code, Cursor, Cline) that toolgate does not have.
+	clientOnlyServerKeys = map[string]bool{"envFile": true, "autoApprove": true, "alwaysAllow": true, "disabledTools": true, "transportType": true}
+	// clientVariable is a variable of the clients' own, which toolgate's ${NAME} does not read.
+	clientVariable = regexp.MustCompile(`\$\{(env:|input:|userHome\}|workspaceFolder)`)
+	jsonServerList = regexp.MustCompile(`"(mcpServers|servers)"\s*:`)
+	jsonComment    = regexp.MustCompile(`(?m)^\s*(//|/\*)`)
+)
+
+// jsoncClientKind recognises a client file by its text, for JSON with comments that YAML cannot read.
+func jsoncClientKind(data []byte) string {
+	trimmed := strings.TrimSpace(string(data))
+	if !strings.HasPrefix(trimmed, "{") && !strings.HasPrefix(trimmed, "//") && !strings.HasPrefix(trimmed, "/*") {
+		return ""
+	}
+	m := jsonServerList.FindStringSubmatch(trimmed)
+	switch {
+	case m == nil || !jsonComment.MatchString(trimmed) && m[1] == "mcpServers":
+		return ""
+	case m[1] == "servers":
+		return "VS Code"
+	}
+	return "Claude Desktop, Cursor or VS Code"
 }
