@@ -44,6 +44,8 @@ func TestNoClientFileHintForToolgateConfigs(t *testing.T) {
 		{"misspelt key beside mcpServers", "mcpServers:\n  a: {command: x}\nlimts: {}\n", `limts: unknown key`},
 		{"unknown key beside toolgate's own", `{"authz": {"policy": "p.csv"}, "mcpServers": {"a": {"command": "x"}}, "extra": 1}`, `extra: unknown key`},
 		{"server typo", "mcpServers:\n  a: {command: x, timout: 5s}\n", `timout: unknown key`},
+		{"YAML with servers", "servers:\n  a: {command: x}\n", `servers: unknown key`},
+		{"YAML anchor holder beside mcpServers", "x-node: &n {command: x}\nmcpServers:\n  a: *n\n", `x-node: unknown key`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("toolgate.yaml", []byte(tc.data), env)

@@ -140,8 +140,8 @@ func (l *loader) syntaxError(err error) {
 	l.report(0, "", "invalid YAML: %v", err)
 }
 
-// clientFileKind says which client's MCP config data looks like ("" for none), for a file that failed to
-// load: a client's file is JSON that toolgate's YAML parser reads, so without this its problems read as
+// clientFileKind says which client's MCP config data looks like ("" for none), for a JSON file that
+// failed to load: a client's file is JSON that toolgate's YAML parser reads, so without this its problems read as
 // typos ("preferences: unknown key") rather than as the wrong kind of file. It looks for what only a
 // client writes: VS Code's servers, inputs or mcp (settings.json) at the top; mcpServers beside keys
 // toolgate does not have and that are not misspellings of its keys (Claude Desktop's preferences), and
@@ -151,6 +151,9 @@ func (l *loader) syntaxError(err error) {
 // list.
 func clientFileKind(data []byte) string {
 	const vscode, desktop = "VS Code", "Claude Desktop or Cursor"
+	if !looksJSON(data) {
+		return "" // clients write JSON; a YAML file is toolgate's own, whose problems say what to fix
+	}
 	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
 	var top *ast.MappingNode
 	if err == nil && len(f.Docs) == 1 {
@@ -208,12 +211,15 @@ var (
 	jsonComment    = regexp.MustCompile(`(?m)^\s*(//|/\*)`)
 )
 
+// looksJSON: the file starts with {, or with a comment as JSONC may.
+func looksJSON(data []byte) bool {
+	trimmed := strings.TrimSpace(strings.TrimPrefix(string(data), "\ufeff"))
+	return strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "//") || strings.HasPrefix(trimmed, "/*")
+}
+
 // jsoncClientKind recognises a client file by its text, for JSON with comments that YAML cannot read.
 func jsoncClientKind(data []byte) string {
 	trimmed := strings.TrimSpace(string(data))
-	if !strings.HasPrefix(trimmed, "{") && !strings.HasPrefix(trimmed, "//") && !strings.HasPrefix(trimmed, "/*") {
-		return ""
-	}
 	m := jsonServerList.FindStringSubmatch(trimmed)
 	switch {
 	case m == nil || !jsonComment.MatchString(trimmed) && m[1] == "mcpServers":
