@@ -38,6 +38,11 @@ func serveHTTP(ln net.Listener, transport string, o Options, hang bool, logw io.
 		}
 		o.rt = newRuntime(exit, o.CrashAfter)
 	}
+	var faults *faultPicker
+	if o.Faults != nil {
+		faults = newFaultPicker(*o.Faults, transport)
+		o.httpFaults = true
+	}
 	mcpSrv := NewServer(o)
 	var h http.Handler
 	switch transport {
@@ -56,6 +61,9 @@ func serveHTTP(ln net.Listener, transport string, o Options, hang bool, logw io.
 		return nil, fmt.Errorf("unknown HTTP transport %q (want http or sse)", transport)
 	}
 	h = recordingHandler(rewriting(h, o.rt.afterLine), o.rt)
+	if faults != nil {
+		h = faultHandler(h, faults, u.hang)
+	}
 	if hang {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)

@@ -31,6 +31,13 @@ import (
 //	-fail-once PATH            if PATH does not exist: create it and exit 3 at startup (after
 //	                           -stderr-line); if it exists, run normally. The first run of a restarted
 //	                           upstream fails, the next one comes up.
+//	-fault-rate F              add the tool flaky (echo) and inject a fault into a fraction F (0..1)
+//	                           of its calls (see Faults); off at 0
+//	-fault-seed N              seed of the fault draws (default 1); over stdio the pid is mixed in,
+//	                           so a child restarted after a crash does not repeat its predecessor
+//	-faults LIST               the faults drawn from, comma-separated: crash, hang, garbage, 429
+//	                           (HTTP only); default all the transport supports
+//	-fault-log PATH            append one line per injected fault to PATH
 //
 // Over stdio nothing but JSON-RPC is written to stdout. Over http/sse exactly one line is written to
 // stdout, "LISTENING <url>" (http://HOST:PORT/mcp or http://HOST:PORT/sse), once the port accepts
@@ -76,6 +83,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	hang := fs.Bool("hang-init", false, "read requests but never answer any")
 	crashAfter := fs.Int("crash-after", 0, "exit right after answering `N` tool calls (0: never)")
 	failOnce := fs.String("fail-once", "", "exit 3 at startup unless this marker `file` exists (creating it)")
+	faultRate := fs.Float64("fault-rate", 0, "inject a fault into this `fraction` of the tool flaky's calls (0: no flaky tool)")
+	faultSeed := fs.Uint64("fault-seed", 1, "`seed` of the fault draws")
+	faultList := fs.String("faults", "", "comma-separated `faults` to draw from: crash, hang, garbage, 429 (default: all the transport supports)")
+	faultLog := fs.String("fault-log", "", "append one line per injected fault to this `file`")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,6 +102,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case *extra < 0 || *pageSize < 0 || *crashAfter < 0:
 		fmt.Fprintln(stderr, "testupstream: -extra-tools, -page-size and -crash-after must be >= 0")
 		return 2
+	case *faultRate < 0 || *faultRate > 1:
+		fmt.Fprintln(stderr, "testupstream: -fault-rate must be in [0, 1]")
+		return 2
+	}
+	var faults *Faults
+	if *faultRate > 0 {
+		kinds, err := ParseFaults(*faultList, *transport)
+		if err != nil {
+			fmt.Fprintf(stderr, "testupstream: -faults: %v\n", err)
+			return 2
+		}
+		seed := *faultSeed
+		if *transport == "stdio" {
+			// A restarted child (after a crash) must not repeat its predecessor's draws.
+			seed ^= uint64(os.Getpid()) << 32
+		}
+		faults = &Faults{Rate: *faultRate, Seed: seed, Kinds: kinds}
+		if *faultLog != "" {
+			f, err := os.OpenFile(*faultLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+			if err != nil {
+				fmt.Fprintf(stderr, "testupstream: %v\n", err)
+				return 1
+			}
+			defer f.Close()
+			faults.Log = f
+		}
 	}
 
 	if *stderrLine != "" {
@@ -108,7 +145,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 
-	o := Options{Name: *name, HostileSchemas: *hostile, ExtraTools: *extra, PageSize: *pageSize, CrashAfter: *crashAfter}
+	o := Options{Name: *name, HostileSchemas: *hostile, ExtraTools: *extra, PageSize: *pageSize, CrashAfter: *crashAfter, Faults: faults}
 	o.rt = newRuntime(func(code int) {
 		fmt.Fprintf(stderr, "testupstream: answered %d calls, exiting with %d\n", *crashAfter, code)
 		os.Exit(code)

@@ -50,6 +50,8 @@
 //	endless         an answer whose text never ends (stdio: a line that never ends), written until
 //	                the reader goes away
 //	extra_N         (Options.ExtraTools) text "extra N"
+//	flaky           (Options.Faults) echo, except on the fraction of its calls that get an injected fault:
+//	                crash, hang, garbage or (HTTP) 429 (see Faults)
 //	remote_ref, file_ref, self_ref, deep_allof   (Options.HostileSchemas) hostile input schemas
 //
 // garbage, unknown_content, wrong_id, stdout_noise, split_line, drip and endless need control of the raw bytes,
@@ -101,8 +103,13 @@ type Options struct {
 	// the CrashAfter-th tool call (0: never). It needs the output wrapper (Main, StartHTTP,
 	// StartSSE).
 	CrashAfter int
+	// Faults, when set, adds the tool flaky (FlakyTool), which answers as echo except on the
+	// fraction of its calls that get an injected fault (see Faults). Over stdio the tool injects
+	// them; over HTTP a wrapper before mcp-go does (Main, StartHTTP).
+	Faults *Faults
 
-	rt *runtimeState // shared with the I/O wrappers; NewServer makes one when nil
+	rt         *runtimeState // shared with the I/O wrappers; NewServer makes one when nil
+	httpFaults bool          // serveHTTP injects the faults: flaky only echoes
 }
 
 // Markers a handler returns so that the output wrapper replaces the whole response (see package doc).
@@ -251,6 +258,13 @@ func NewServer(o Options) *server.MCPServer {
 				},
 			})
 		}
+	}
+	if o.Faults != nil {
+		var p *faultPicker
+		if !o.httpFaults {
+			p = newFaultPicker(*o.Faults, "stdio")
+		}
+		tools = append(tools, flakyTool(p, exit))
 	}
 	tools = append(tools, modeTools(srv, rt)...)
 	tools = append(tools, rugTools(srv)...)
