@@ -27,6 +27,8 @@ Usage:
   toolgate approvals [--config F | --url URL] list | approve ID | deny ID
                                                      decide calls that wait for a human approval
   toolgate audit verify FILE...                      check an audit trail's hash chain (oldest file first)
+  toolgate import [--out DIR] [--force] FILE         toolgate.yaml and a starter policy from a Claude
+                                                     Desktop, Cursor or VS Code MCP config
   toolgate keys new <principal>                      mint an API key and print its config line
   toolgate keys new --admin                          mint the admin API key (admin.key_sha256)
   toolgate demo-orders                               run the built-in demo upstream on stdio
@@ -72,6 +74,8 @@ func run(args []string) int {
 		return auditCommand(args[1:], os.Stdout, os.Stderr)
 	case "approvals":
 		return runApprovals(args[1:])
+	case "import":
+		return runImport(args[1:])
 	case "keys":
 		return runKeys(args[1:])
 	case "demo-orders":
