@@ -80,10 +80,11 @@ func importCommand(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	// The config is checked before anything is written: a file toolgate would refuse is a bug here.
+	// The config is checked before anything is written, as serve would load it: a value the client
+	// accepts and toolgate does not (a ws:// url) stops the import here, nothing half written.
 	cfg, err := config.Parse(cfgPath, contents[0], importEnv(im))
 	if err != nil {
-		return fail("the generated toolgate.yaml does not load (a bug in toolgate import, please report it):\n%v", err)
+		return fail("toolgate would refuse the config imported from %s; change these servers in it, or leave them out, and import again:\n%v", src, err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("%v", err)

@@ -135,6 +135,22 @@ func TestImportUsage(t *testing.T) {
 	}
 }
 
+// TestImportRefusedByToolgate: a server the client accepts and toolgate does not stops the import
+// before anything is written, naming the problem.
+func TestImportRefusedByToolgate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.json")
+	write(t, file, `{"mcpServers": {"ws": {"url": "ws://127.0.0.1:9000/mcp"}}}`)
+	var stdout, stderr bytes.Buffer
+	if code := importCommand([]string{"--out", filepath.Join(dir, "out"), file}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "toolgate would refuse the config imported from "+file) || !strings.Contains(stderr.String(), "mcpServers.ws.url") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
+		t.Errorf("the import wrote something: %v", err)
+	}
+}
+
 // TestImportModelIsTheRepositoryModel keeps the model import writes equal to the repository's.
 func TestImportModelIsTheRepositoryModel(t *testing.T) {
 	if string(importModel) != mustRead(t, "../../model.conf") {

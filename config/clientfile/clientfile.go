@@ -105,7 +105,7 @@ func Parse(path string, data []byte) (*Import, error) {
 	}
 	var entries map[string]json.RawMessage
 	if err := decode(servers, &entries); err != nil || entries == nil {
-		return nil, fmt.Errorf("%s: %s: expected an object of server names to servers%s", path, im.listKey(), jsonWhere(nil, err))
+		return nil, fmt.Errorf("%s: %s: expected an object of server names to servers, got %s", path, im.listKey(), describe(servers))
 	}
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("%s: %s is empty: there are no servers to import", path, im.listKey())

@@ -367,6 +367,59 @@ func TestFieldsToolgateCannotExpress(t *testing.T) {
 	}
 }
 
+// TestCommandLinesAndRelativePaths: a command line is split into program and arguments; relative paths
+// are resolved against the workspace when the file is in one, and are a warning otherwise.
+func TestCommandLinesAndRelativePaths(t *testing.T) {
+	data := []byte(`{"servers": {
+  "line": {"command": "npx -y @scope/server", "args": ["--flag"]},
+  "local": {"command": "./bin/server", "cwd": "tools"}
+}}`)
+	im, err := Parse("/work/proj/.vscode/mcp.json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, im)
+	if s := cfg.Servers["line"]; s.Command != "npx" || strings.Join(s.Args, " ") != "-y @scope/server --flag" {
+		t.Errorf("line = %q %q", s.Command, s.Args)
+	}
+	if s := cfg.Servers["local"]; s.Command != "/work/proj/bin/server" || s.Cwd != "/work/proj/tools" {
+		t.Errorf("local = %q in %q", s.Command, s.Cwd)
+	}
+	im, err = Parse("/home/you/claude_desktop_config.json", []byte(`{"mcpServers": {"local": {"command": "bin/server"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warningsText(im), `mcpServers.local: command "bin/server" is relative: toolgate resolves it against the folder of toolgate.yaml`) {
+		t.Errorf("warnings:\n%s", warningsText(im))
+	}
+	_, err = Parse("mcp.json", []byte(`{"mcpServers": {"q": {"command": "node \"my server.js\""}}}`))
+	wantErr(t, err, `mcp.json: mcpServers["q"]: command "node \"my server.js\"" is a command line with quoting; put the program in command and its arguments in args`)
+}
+
+// TestWarningsNeverQuoteSecrets: the value of an unknown field is shown only when it cannot be a
+// credential; a header toolgate cannot send is a warning.
+func TestWarningsNeverQuoteSecrets(t *testing.T) {
+	data := []byte(`{"mcpServers": {"s": {"url": "https://example.com/mcp", "apiKey": "short1", "note": "ghp_abcdefghijklmnop1234", "retries": 3, "oauth": {"clientSecret": "x"}, "headers": {"Bad Header": "v"}}}}`)
+	im, err := Parse("mcp.json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadConfig(t, im)
+	w := warningsText(im)
+	for _, want := range []string{
+		"apiKey is not imported: toolgate has no such server setting (the value was a string)",
+		"note is not imported: toolgate has no such server setting (the value was a string)",
+		"retries is not imported: toolgate has no such server setting (the value was 3)",
+		"oauth is not imported: toolgate has no such server setting (the value was an object)",
+		`header "Bad Header" is not imported: it is not a valid HTTP header name`,
+	} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
+		}
+	}
+	noSecrets(t, im, "short1", "ghp_abcdefghijklmnop1234")
+}
+
 func TestNormalizedNames(t *testing.T) {
 	data := []byte(`{"mcpServers": {"GitHub Server": {"command": "x"}, "my__tool": {"command": "y"}, "weather.api": {"command": "z"}}}`)
 	im, err := Parse("mcp.json", data)
@@ -414,7 +467,7 @@ func TestParseEmptyServerList(t *testing.T) {
 
 func TestParseServerListNotAnObject(t *testing.T) {
 	_, err := Parse("mcp.json", []byte(`{"mcpServers": [{"command": "x"}]}`))
-	wantErr(t, err, "mcp.json: mcpServers: expected an object of server names to servers: expected map[string]json.RawMessage, got a JSON array")
+	wantErr(t, err, "mcp.json: mcpServers: expected an object of server names to servers, got a list")
 }
 
 func TestParseNamesCollideAfterNormalization(t *testing.T) {

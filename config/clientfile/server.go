@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -16,6 +18,9 @@ type reader struct {
 	workspace string            // the folder ${workspaceFolder} stands for; "" when the file does not say
 	sources   map[string]string // toolgate server name -> the client's
 }
+
+// headerNameRe is an HTTP header name (an RFC 9110 token), as toolgate accepts.
+var headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // fieldNotes are fields of some client that toolgate has no equivalent for, with why.
 var fieldNotes = map[string]string{
@@ -104,6 +109,10 @@ func (r *reader) server(name, src string, raw json.RawMessage) (*Server, error) 
 			}
 			s.Headers = map[string]string{}
 			for _, k := range slices.Sorted(maps.Keys(m)) {
+				if !headerNameRe.MatchString(k) {
+					r.warn(name, "header %q is not imported: it is not a valid HTTP header name", k)
+					continue
+				}
 				s.Headers[k] = r.secretValue(name, path+"."+k, "header "+k, k, headerVar(name, k), m[k])
 			}
 		case "cwd":
@@ -115,7 +124,7 @@ func (r *reader) server(name, src string, raw json.RawMessage) (*Server, error) 
 				r.warn(name, "cwd is not imported: it applies only to local (command) servers")
 				continue
 			}
-			s.Cwd = r.value(name, path, cwd)
+			s.Cwd = r.localPath(name, "cwd", r.value(name, path, cwd))
 		case "disabled":
 			var b bool
 			if err := json.Unmarshal(v, &b); err != nil {
@@ -130,17 +139,55 @@ func (r *reader) server(name, src string, raw json.RawMessage) (*Server, error) 
 				r.warn(name, "%s", note)
 				continue
 			}
-			r.warn(name, "%s is not imported: toolgate has no such server setting (the value was %s)", key, describeValue(v))
+			r.warn(name, "%s is not imported: toolgate has no such server setting (the value was %s)", key, describeValue(key, v))
 		}
 	}
-	// The command, after the fields, so that variables are numbered in reading order.
 	if command != "" {
-		s.Command = r.value(name, "mcpServers."+name+".command", command)
+		if err := r.command(s, command); err != nil {
+			return nil, err
+		}
 	}
 	if rawURL != "" {
 		s.URL = r.secretValue(name, "mcpServers."+name+".url", "url", "", envVarName(name)+"_URL", rawURL)
 	}
 	return s, nil
+}
+
+// command sets the program to run. A command line in command ("npx -y server") is split into the
+// program and arguments put before args, as toolgate wants one program name there; a relative path is
+// made absolute against the workspace when the file says which it is.
+func (r *reader) command(s *Server, command string) error {
+	c := r.value(s.Name, "mcpServers."+s.Name+".command", command)
+	// A path with "/" may hold spaces (/Applications/My App/server); a program name may not.
+	if fields := strings.Fields(c); len(fields) > 1 && !strings.ContainsRune(fields[0], '/') {
+		if strings.ContainsAny(c, `"'\`) {
+			return fmt.Errorf("command %q is a command line with quoting; put the program in command and its arguments in args", command)
+		}
+		r.warn(s.Name, "command %q is split into the program %q and arguments before args", command, fields[0])
+		c = fields[0]
+		s.Args = append(fields[1:], s.Args...)
+	}
+	if strings.ContainsRune(c, '/') {
+		c = r.localPath(s.Name, "command", c)
+	}
+	s.Command = c
+	return nil
+}
+
+// localPath makes a relative path absolute against the workspace (the folder VS Code and Cursor start
+// servers in) when the file is in one, and otherwise warns: toolgate resolves it against the folder of
+// toolgate.yaml.
+func (r *reader) localPath(server, key, p string) string {
+	if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "$") {
+		return p
+	}
+	if r.workspace != "" {
+		abs := filepath.Join(escapeLiteral(r.workspace), p)
+		r.warn(server, "%s %q is relative: written as %s, in the workspace of %s", key, p, abs, r.path)
+		return abs
+	}
+	r.warn(server, "%s %q is relative: toolgate resolves it against the folder of toolgate.yaml, not where the client ran it; make it absolute", key, p)
+	return p
 }
 
 // transport decides stdio, http or sse from type, command and url, warning where it had to guess.
@@ -278,11 +325,19 @@ func describe(v json.RawMessage) string {
 	return "an object"
 }
 
-// describeValue shows a short value that cannot be a secret (true, 5, a short list of small words),
-// and only the type of anything else.
-func describeValue(v json.RawMessage) string {
-	if len(v) <= 40 && !looksSecret(string(v)) {
+// describeValue shows a value that cannot be a secret (a boolean, a number, a short string under a
+// name that does not say credential and without a credential's shape), and only the type of anything
+// else: the warning is printed and written as a comment.
+func describeValue(key string, v json.RawMessage) string {
+	var x any
+	_ = json.Unmarshal(v, &x)
+	switch x := x.(type) {
+	case bool, float64:
 		return string(v)
+	case string:
+		if len(x) <= 40 && !secretName(key) && !looksSecret(x) && !strings.Contains(x, "://") {
+			return string(v)
+		}
 	}
 	return describe(v)
 }

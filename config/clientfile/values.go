@@ -14,6 +14,8 @@ var (
 	envRefRe   = regexp.MustCompile(`\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}`)
 	notVarChar = regexp.MustCompile(`[^A-Z0-9_]+`)
 	schemeRe   = regexp.MustCompile(`^(?i)(bearer|basic|token|apikey)(\s+)(\S+)$`)
+	// schemeOnlyRe is the literal part of "Bearer ${input:token}": a scheme and nothing secret.
+	schemeOnlyRe = regexp.MustCompile(`^(?i)(bearer|basic|token|apikey)\s*$`)
 )
 
 // secretWords make a name (of an env variable, header or flag) a credential's.
@@ -173,7 +175,7 @@ func (r *reader) secretValue(server, use, what, keyName, varName, raw string) st
 	scheme, rest := "", literal
 	if m := schemeRe.FindStringSubmatch(literal); m != nil && !hasRefs {
 		scheme, rest = m[1]+m[2], m[3]
-	} else if m := regexp.MustCompile(`^(?i)(bearer|basic|token)\s*$`).FindString(literal); m != "" && hasRefs {
+	} else if hasRefs && schemeOnlyRe.MatchString(literal) {
 		rest = "" // "Bearer ${input:token}": only the scheme is literal
 	}
 	secret := rest != "" && (keyName != "" && secretName(keyName) || looksSecret(literal))
