@@ -30,7 +30,7 @@ type Import struct {
 	Client   Client    // which client's format it is
 	Servers  []*Server // sorted by toolgate name
 	Vars     []*Var    // the environment variables the written config reads, sorted by name
-	Warnings []Warning // what could not be carried over, in file order of the servers
+	Warnings []Warning // what could not be carried over or was changed, by server (in name order)
 	// Inputs are VS Code's input definitions, as written, for the snippet (which keeps the ones it uses).
 	Inputs []json.RawMessage
 }
