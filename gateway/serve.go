@@ -38,7 +38,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.serving.http = g.serve(ln, endpoint)
 	g.log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	if g.cfg.AdminKeySHA256() == "" {
-		g.log.Info("no admin.key_sha256: the admin listener serves /healthz and /readyz only (no metrics, approvals cannot be decided)")
+		g.log.Info("no admin.key_sha256: the admin listener serves /healthz and /readyz only (no metrics, approvals cannot be decided) until a reload of the config file sets one")
 	}
 	aln, err := net.Listen("tcp", g.cfg.AdminAddr())
 	if err != nil {
