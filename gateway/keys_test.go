@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -144,5 +145,29 @@ func TestReloadKeys(t *testing.T) {
 		if strings.Contains(logs.String(), secret) || strings.Contains(trail, secret) {
 			t.Errorf("a key or a key's hash reached the log or the audit trail")
 		}
+	}
+}
+
+// A reloaded key whose principal the policy takes for a role (only p lines name it) is accepted by
+// authn, but its calls are denied until a restart: the reload says so.
+func TestReloadKeysWarnsAboutRolePrincipals(t *testing.T) {
+	const carolKey = "tg_test_carol"
+	path := writeGateway(t, "", "")
+	policy := filepath.Join(filepath.Dir(path), "policy.csv")
+	write(t, policy, string(mustRead(t, policy))+"p, carol, echoes/echo, call, allow\n")
+	logs := &testkit.LogBuffer{}
+	gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	write(t, path, strings.Replace(string(mustRead(t, path)), "auth:\n  api_keys:\n",
+		"auth:\n  api_keys:\n    - {principal: carol, sha256: \""+authn.HashKey(carolKey)+"\"}\n", 1))
+	if err := gw.ReloadKeys(); err != nil {
+		t.Fatal(err)
+	}
+	if recs := logs.Records("a reloaded API key's principal is a role in the policy, so its calls are denied until a restart; " +
+		"give it a role with a g line instead of naming it in p lines"); len(recs) != 1 || recs[0]["principal"] != "carol" {
+		t.Fatalf("no warning naming carol; log:\n%s", logs)
 	}
 }
