@@ -136,7 +136,8 @@ func (g *Gateway) steps(o Options) []step {
 		{"invalid authentication settings", func(ctx context.Context) (err error) {
 			if g.auth, err = authn.New(ctx, AuthnOptions(g.cfg), g.log); err == nil {
 				g.cleanup.add(g.auth.Close)
-				g.keys.adminKey = g.cfg.AdminKeySHA256() // ReloadKeys changes both
+				admin := g.cfg.AdminKeySHA256()
+				g.keys.adminKey.Store(&admin) // ReloadKeys changes both
 			}
 			return err
 		}},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -48,11 +49,13 @@ const KindKeysReload audit.Kind = "keys_reload"
 // the policy files: an editor's save is a burst of events.
 const configDebounce = 250 * time.Millisecond
 
-// liveKeys are the credentials in force and their reload counts. mu serialises reloads (SIGHUP and
-// the watcher may race); readers of the admin key take the read lock for one string.
+// liveKeys are the admin key in force and the reload counts. reload serialises reloads (SIGHUP and
+// the watcher may race); the admin key is an atomic value, so the admin API never waits on a reload
+// reading the file.
 type liveKeys struct {
-	mu       sync.RWMutex
-	adminKey string // admin.key_sha256 in force; "" when the admin API takes no key
+	reload   sync.Mutex
+	adminKey atomic.Pointer[string] // admin.key_sha256 in force; "" when the admin API takes no key
+	statsMu  sync.Mutex
 	stats    KeyReloadStats
 }
 
@@ -65,31 +68,35 @@ type KeyReloadStats struct {
 
 // KeyReloads is what the credential reloads did so far.
 func (g *Gateway) KeyReloads() KeyReloadStats {
-	g.keys.mu.RLock()
-	defer g.keys.mu.RUnlock()
+	g.keys.statsMu.Lock()
+	defer g.keys.statsMu.Unlock()
 	return g.keys.stats
 }
 
 // adminKeySHA256 is the admin key in force.
 func (g *Gateway) adminKeySHA256() string {
-	g.keys.mu.RLock()
-	defer g.keys.mu.RUnlock()
-	return g.keys.adminKey
+	if k := g.keys.adminKey.Load(); k != nil {
+		return *k
+	}
+	return ""
 }
 
 // ReloadKeys reads the config file again and applies auth.api_keys and admin.key_sha256 from it,
 // atomically, or, if the file does not load, keeps the keys in force and returns the problems. See
 // the comment at the top of this file.
 func (g *Gateway) ReloadKeys() error {
-	g.keys.mu.Lock()
-	defer g.keys.mu.Unlock()
+	g.keys.reload.Lock()
+	defer g.keys.reload.Unlock()
 	file := g.cfg.File
 	next, err := config.Load(file)
 	if err != nil {
+		g.keys.statsMu.Lock()
 		g.keys.stats.Failures++
 		g.keys.stats.LastError = err.Error()
+		failures := g.keys.stats.Failures
+		g.keys.statsMu.Unlock()
 		g.log.Error("config reload refused; the last good API keys and admin key stay in force",
-			"config", file, "problems", configProblems(err), "failures", g.keys.stats.Failures)
+			"config", file, "problems", configProblems(err), "failures", failures)
 		g.appendAudit(audit.Record{Kind: KindKeysReload, Decision: audit.DecisionRejected, Reason: err.Error(),
 			Details: map[string]any{"config": file}})
 		return err
@@ -100,9 +107,12 @@ func (g *Gateway) ReloadKeys() error {
 			"why", "only auth.api_keys and admin.key_sha256 are applied without a restart; the other changes are not applied at all")
 	}
 	change := g.auth.ReplaceAPIKeys(AuthnOptions(next).APIKeys)
-	admin := adminKeyChange(g.keys.adminKey, next.AdminKeySHA256())
-	g.keys.adminKey = next.AdminKeySHA256()
+	nextAdmin := next.AdminKeySHA256()
+	admin := adminKeyChange(g.adminKeySHA256(), nextAdmin)
+	g.keys.adminKey.Store(&nextAdmin)
+	g.keys.statsMu.Lock()
 	g.keys.stats.Successes++
+	g.keys.statsMu.Unlock()
 
 	msg := "API keys reloaded"
 	if change.Unchanged() && admin == "unchanged" {
