@@ -78,10 +78,10 @@ type fastKey struct{ session, id string }
 // clientSession is what the server knows of a client session, kept from
 // mcp-go's hooks.
 type clientSession struct {
-	subject   authz.Subject                        // of the request that created the session
-	cs        atomic.Pointer[server.ClientSession] // set when mcp-go registers the session
-	relayCaps bool                                 // the client declared sampling, elicitation or roots, or it is unknown; fixed at registration
-	lastSlow  atomic.Int64                         // unix nanos of the last request handed to mcp-go
+	subject  authz.Subject                        // of the request that created the session
+	cs       atomic.Pointer[server.ClientSession] // set when mcp-go registers the session
+	caps     atomic.Pointer[clientCaps]           // what its client declared at initialize; nil: unknown
+	lastSlow atomic.Int64                         // unix nanos of the last request handed to mcp-go
 }
 
 func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -141,7 +141,7 @@ func (f *fastCalls) aside(sid string, entry *clientSession, body []byte) {
 // eligibleRequest checks what the headers and the session say.
 func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
 	// Another principal's session was refused before (bindSession).
-	return entry.cs.Load() != nil && !entry.relayCaps && jsonContent(r.Header.Get("Content-Type")) &&
+	return entry.cs.Load() != nil && !entry.relays() && jsonContent(r.Header.Get("Content-Type")) &&
 		legacyVersion(r.Header.Get(mcp.HeaderProtocolVersion)) && !dnsRebinding(r)
 }
 
@@ -208,3 +208,10 @@ func replayBody(body []byte, err error) io.ReadCloser {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// relays reports whether the session's client may be asked anything
+// (see clientCaps.relays); unknown counts as yes.
+func (e *clientSession) relays() bool {
+	c := e.caps.Load()
+	return c == nil || c.relays()
+}

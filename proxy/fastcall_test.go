@@ -95,23 +95,29 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 // What initialize learnt of a client's capabilities waits for mcp-go to
 // register the session; a session never registered is forgotten, and the
 // memory of it is bounded.
-func TestNoRelayCapsIsBounded(t *testing.T) {
-	var n noRelayCaps
+func TestPendingCapsIsBounded(t *testing.T) {
+	var n pendingCaps
 	now := time.Unix(1_000_000, 0)
-	n.put("declared-roots", false, now)
-	n.put("plain", true, now)
-	if n.take("declared-roots") || !n.take("plain") || n.take("plain") {
-		t.Fatal("take: only a plain client's session, once")
+	n.put("declared-roots", clientCaps{known: true, roots: true}, now)
+	n.put("plain", clientCaps{known: true}, now)
+	if c, ok := n.take("declared-roots"); !ok || !c.roots || !c.relays() {
+		t.Fatalf("declared-roots: %+v %v", c, ok)
+	}
+	if c, ok := n.take("plain"); !ok || c.relays() {
+		t.Fatalf("plain: %+v %v", c, ok)
+	}
+	if _, ok := n.take("plain"); ok {
+		t.Fatal("taken twice")
 	}
 	for i := range maxPending {
-		n.put(fmt.Sprint("abandoned-", i), true, now)
+		n.put(fmt.Sprint("abandoned-", i), clientCaps{known: true}, now)
 	}
-	n.put("late", true, now.Add(30*time.Second))
-	if n.take("late") {
+	n.put("late", clientCaps{known: true}, now.Add(30*time.Second))
+	if _, ok := n.take("late"); ok {
 		t.Fatal("remembered past the bound while the others are recent")
 	}
-	n.put("later", true, now.Add(2*time.Minute))
-	if !n.take("later") || len(n.pending) != 0 {
+	n.put("later", clientCaps{known: true}, now.Add(2*time.Minute))
+	if _, ok := n.take("later"); !ok || len(n.pending) != 0 {
 		t.Fatalf("stale sessions were not forgotten: %d left", len(n.pending))
 	}
 }

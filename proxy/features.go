@@ -152,7 +152,7 @@ func (s *Server) forward(ctx context.Context, srv, method string, params any) (j
 		defer cancel()
 	}
 	start := time.Now()
-	raw, err := r.Upstreams.Forward(s.withClientRelay(ctx), srv, method, params)
+	raw, err := r.Upstreams.Forward(s.withClientRelay(ctx, s.callerCaps(ctx, nil)), srv, method, params)
 	// One line per forwarded request, like the record stage's for calls.
 	attrs := []any{"principal", SubjectFrom(ctx).Principal, "server", srv, "session", sessionID(ctx),
 		"duration_ms", time.Since(start).Milliseconds()}

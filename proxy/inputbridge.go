@@ -61,6 +61,7 @@ type inputAnswer struct {
 type parkedRelay struct {
 	call    *parkedCall
 	session string
+	caps    clientCaps // from the call's _meta: what the client can be asked
 }
 
 func (r *parkedRelay) Session() string { return r.session }
@@ -69,6 +70,9 @@ func (r *parkedRelay) Session() string { return r.session }
 // lasts (its deadline ends it) and as the asking request's ctx allows (a
 // 2026-07-28 upstream's input round runs under the call's deadline).
 func (r *parkedRelay) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if refused := r.caps.refusal(method); refused != nil {
+		return nil, refused
+	}
 	params, err := sanitize.JSON(params)
 	if err != nil {
 		return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "params are not valid JSON"}
@@ -105,7 +109,7 @@ func newToken() string {
 
 // handleModern runs a 2026-07-28 client's tools/call: a new call, or the
 // resumption of a parked one (requestState set).
-func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call Call) *mcp.CallToolResult {
+func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call Call, caps clientCaps) *mcp.CallToolResult {
 	if token := req.Params.RequestState; token != "" {
 		return s.resume(ctx, token, call, req.Params.InputResponses)
 	}
@@ -115,7 +119,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name, finished: make(chan struct{}), cancel: cancel,
 		asks: make(chan *inputAsk), done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
-	relay := &parkedRelay{call: p, session: relaySession(ctx)}
+	relay := &parkedRelay{call: p, session: relaySession(ctx), caps: caps}
 	go func() {
 		defer cancel()
 		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)

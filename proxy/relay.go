@@ -25,12 +25,20 @@ type clientRelay struct {
 	// capability to answer them.
 	direct *callStream
 	notes  chan mcp.JSONRPCNotification
+	caps   clientCaps // what the client declared it answers
+	// listening is set for a 2025-era Streamable HTTP session, whose
+	// client gets sampling and roots only on its GET stream.
+	listening *listenStreams
 }
 
 // withClientRelay marks ctx so upstream requests made for it reach this
-// client.
-func (s *Server) withClientRelay(ctx context.Context) context.Context {
-	return upstreams.WithRelay(ctx, &clientRelay{srv: s.mcp, ctx: ctx, session: relaySession(ctx)})
+// client, if it declared it can answer them.
+func (s *Server) withClientRelay(ctx context.Context, caps clientCaps) context.Context {
+	r := &clientRelay{srv: s.mcp, ctx: ctx, session: relaySession(ctx), caps: caps}
+	if viaHTTP(ctx) && !server.IsModernRequest(ctx) && sessionID(ctx) != "" {
+		r.listening = &s.listening
+	}
+	return upstreams.WithRelay(ctx, r)
 }
 
 // relaySession identifies the client for relaying. A 2026-07-28 request
@@ -52,6 +60,12 @@ func (r *clientRelay) Session() string { return r.session }
 func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if r.direct != nil {
 		return nil, &upstreams.RelayError{Code: mcp.METHOD_NOT_FOUND, Message: "the client does not support " + method}
+	}
+	if refused := r.caps.refusal(method); refused != nil {
+		return nil, refused
+	}
+	if refused := r.awaitListener(method); refused != nil {
+		return nil, refused
 	}
 	params, err := sanitize.JSON(params) // the upstream's text reaches a user (elicitation) or a model (sampling)
 	if err != nil {

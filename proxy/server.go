@@ -7,7 +7,6 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -32,7 +31,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
-	declared noRelayCaps
+	declared pendingCaps
 
 	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
 	syncMu sync.Mutex                   // serialises SyncFeatures
@@ -40,6 +39,8 @@ type Server struct {
 	subs   subscriptions
 	levels logLevels
 	parked parkedCalls // 2026-07-28 calls waiting for their client's input
+	// listening counts the GET streams of HTTP sessions (see listening.go).
+	listening listenStreams
 }
 
 // NewServer builds the client-facing MCP server around the chain that runs
@@ -51,12 +52,14 @@ func NewServer(opts Options, version string, log *slog.Logger) *Server {
 	hooks.AddBeforeCallTool(s.routeUnknown)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
-			caps := req.Params.Capabilities
-			s.declared.put(cs.SessionID(), caps.Sampling == nil && caps.Elicitation == nil && caps.Roots == nil, time.Now())
+			s.noteInitialize(cs.SessionID(), req.Params.Capabilities)
 		}
 	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		e := &clientSession{subject: SubjectFrom(ctx), relayCaps: !s.declared.take(cs.SessionID())}
+		e := &clientSession{subject: SubjectFrom(ctx)}
+		if caps, ok := s.declared.take(cs.SessionID()); ok {
+			e.caps.Store(&caps)
+		}
 		e.cs.Store(&cs)
 		s.sessions.Store(cs.SessionID(), e)
 	})
@@ -122,10 +125,11 @@ func clientTool(t *upstreams.Tool) mcp.Tool {
 // handle is the one tools/call handler: everything goes through the
 // chain.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx = s.withClientRelay(ctx)
+	caps := s.callerCaps(ctx, req.Params.Meta)
+	ctx = s.withClientRelay(ctx, caps)
 	call := s.callFrom(ctx, &req.Params)
 	if server.IsModernRequest(ctx) {
-		return s.handleModern(ctx, req, call), nil
+		return s.handleModern(ctx, req, call, caps), nil
 	}
 	return s.opts.Calls.Handle(ctx, call), nil
 }
@@ -159,50 +163,6 @@ func (s *Server) callFrom(ctx context.Context, p *mcp.CallToolParams) Call {
 		call.IdempotencyKey = key
 	}
 	return call
-}
-
-// noRelayCaps remembers, from initialize until mcp-go registers the
-// session just after it, which sessions' clients declared none of
-// sampling, elicitation and roots (see fastCalls). A session mcp-go never
-// registers (its client left during initialize) is forgotten after a
-// minute; when more than maxPending wait, a new one is not remembered,
-// which only keeps its calls off the fast path.
-type noRelayCaps struct {
-	mu      sync.Mutex
-	pending map[string]time.Time
-}
-
-const maxPending = 4096
-
-func (n *noRelayCaps) put(id string, none bool, now time.Time) {
-	if !none {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.pending == nil {
-		n.pending = map[string]time.Time{}
-	}
-	if len(n.pending) >= maxPending {
-		for k, at := range n.pending {
-			if now.Sub(at) > time.Minute {
-				delete(n.pending, k)
-			}
-		}
-	}
-	if len(n.pending) < maxPending {
-		n.pending[id] = now
-	}
-}
-
-// take reports whether the client of session id declared no relayed
-// capability, and forgets it.
-func (n *noRelayCaps) take(id string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, ok := n.pending[id]
-	delete(n.pending, id)
-	return ok
 }
 
 // session is the entry of a registered session, or nil.

@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// A client is asked only what it declared it answers; one that declared
+// nothing known is asked as before, and decides itself.
+func TestUndeclaredCapabilityIsNeverAsked(t *testing.T) {
+	var roots mcp.ClientCapabilities
+	roots.Roots = &struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	}{}
+	sampling := mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}}
+	methods := []string{string(mcp.MethodSamplingCreateMessage), string(mcp.MethodElicitationCreate), string(mcp.MethodListRoots)}
+	for _, tc := range []struct {
+		name    string
+		caps    clientCaps
+		refused []bool // per method above
+	}{
+		{"nothing declared", capsOf(mcp.ClientCapabilities{}), []bool{true, true, true}},
+		{"roots only", capsOf(roots), []bool{true, true, false}},
+		{"sampling only", capsOf(sampling), []bool{false, true, true}},
+		{"unknown", clientCaps{}, []bool{false, false, false}},
+	} {
+		for i, m := range methods {
+			got := tc.caps.refusal(m)
+			if (got != nil) != tc.refused[i] {
+				t.Errorf("%s: %s refused=%v, want %v", tc.name, m, got != nil, tc.refused[i])
+			}
+			if got != nil && got.Code != mcp.METHOD_NOT_FOUND {
+				t.Errorf("%s: %s answered code %d, want -32601 (what a client without the method says)", tc.name, m, got.Code)
+			}
+		}
+	}
+	if capsOf(mcp.ClientCapabilities{}).relays() || !capsOf(sampling).relays() || !(clientCaps{}).relays() {
+		t.Error("relays: only a client that declared none of the three is known not to be asked")
+	}
+}
+
+// The upstream's roots/list during a call of a client that did not declare
+// roots is answered by the gateway at once: a legacy client is not sent
+// it (the relay never reaches mcp-go's server, nil here), and a 2026-07-28
+// client gets no input_required for it.
+func TestRelaysRefuseUndeclaredRoots(t *testing.T) {
+	caps := capsOf(mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}})
+	legacy := &clientRelay{ctx: context.Background(), session: "s", caps: caps}
+	parked := &parkedRelay{session: "s", caps: caps, call: &parkedCall{asks: make(chan *inputAsk), finished: make(chan struct{})}}
+	for name, r := range map[string]upstreams.Relay{"legacy session": legacy, "2026-07-28 call": parked} {
+		_, err := r.Request(context.Background(), string(mcp.MethodListRoots), nil)
+		var re *upstreams.RelayError
+		if !errors.As(err, &re) || re.Code != mcp.METHOD_NOT_FOUND {
+			t.Errorf("%s: roots/list answered %v, want the -32601 RelayError", name, err)
+		}
+	}
+}
