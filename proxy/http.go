@@ -64,15 +64,16 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		server.WithEndpointPath("/mcp"),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return WithSubject(ctx, SubjectFrom(r.Context()))
+			return withHTTP(WithSubject(ctx, SubjectFrom(r.Context())))
 		}),
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
 		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal)),
 	)
-	fast := &fastCalls{srv: s, next: mcpHTTP, idleTTL: o.SessionIdleTTL, now: time.Now}
+	inner := s.listening.track(mcpHTTP)
+	fast := &fastCalls{srv: s, next: inner, idleTTL: o.SessionIdleTTL, now: time.Now}
 	var h http.Handler = fast
 	if o.NoFastPath {
-		h = mcpHTTP
+		h = inner
 	}
 	h = limitBody(h, o.MaxBodyBytes)
 	h = s.bindSession(h, o.Log)
