@@ -50,9 +50,8 @@ func suiteCLI(t *testing.T) (node, cli string) {
 var scenarioLine = regexp.MustCompile(`^([✓✗]) ([a-z0-9-]+): (\d+) passed, (\d+) failed`)
 
 // runSuite runs every server scenario against url and returns pass/fail
-// per scenario. Each of racy that fails is run again alone, and that run
-// counts.
-func runSuite(t *testing.T, url string, racy []string) map[string]bool {
+// per scenario.
+func runSuite(t *testing.T, url string) map[string]bool {
 	t.Helper()
 	node, cli := suiteCLI(t)
 	out := suiteOutput(t, node, cli, "--url", url, "--suite", "all")
@@ -69,33 +68,7 @@ func runSuite(t *testing.T, url string, racy []string) map[string]bool {
 	if !sawTotal || len(results) == 0 {
 		t.Fatalf("the suite did not finish against %s:\n%s", url, out)
 	}
-	for _, name := range racy {
-		if passed, ran := results[name]; ran && !passed {
-			results[name] = runScenario(t, node, cli, url, name)
-			t.Logf("scenario %s failed against %s; run again alone it passed: %v (mcp-go can lose a sampling request "+
-				"it queued for a client's listening stream while that stream reconnects)", name, url, results[name])
-		}
-	}
 	return results
-}
-
-// racyScenarios fail now and then against our mcp-go conformance server,
-// for a reason in mcp-go: it can lose a sampling request it queued for the
-// client's listening stream while that stream reconnects.
-var racyScenarios = []string{"tools-call-sampling"}
-
-// singleResult is the summary of a one-scenario run.
-var singleResult = regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`)
-
-// runScenario runs one server scenario against url.
-func runScenario(t *testing.T, node, cli, url, name string) bool {
-	t.Helper()
-	out := suiteOutput(t, node, cli, "--url", url, "--scenario", name)
-	m := singleResult.FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("scenario %s did not finish against %s:\n%s", name, url, out)
-	}
-	return string(m[3]) == "0"
 }
 
 // suiteOutput runs the suite's server command with args.
@@ -196,7 +169,7 @@ func TestConformanceSuiteConformanceUpstream(t *testing.T) {
 	suiteCLI(t)
 	handler := conformanceserver.NewHTTPHandler(conformanceserver.New())
 	direct := httptest.NewServer(handler)
-	directResults := runSuite(t, direct.URL+"/mcp", racyScenarios)
+	directResults := runSuite(t, direct.URL+"/mcp")
 	direct.Close()
 	if err := handler.Shutdown(context.Background()); err != nil {
 		t.Errorf("conformance server shutdown: %v", err)
@@ -208,7 +181,7 @@ func TestConformanceSuiteConformanceUpstream(t *testing.T) {
 		t.Run("upstream protocol "+protocol, func(t *testing.T) {
 			servers := fmt.Sprintf("  conformance:\n    command: %q\n    env: {%s: conformance, GORACE: \"atexit_sleep_ms=0\"}\n    prefix: \"\"\n    protocol: %q\n",
 				self(t), execRole, protocol)
-			through := runSuite(t, anonymousGateway(t, "conformance", servers), racyScenarios)
+			through := runSuite(t, anonymousGateway(t, "conformance", servers))
 			compareSuites(t, directResults, through, expectedFailures(t, "testdata/conformance/conformance-upstream.txt"))
 		})
 	}
@@ -218,9 +191,9 @@ func TestConformanceSuiteServerEverything(t *testing.T) {
 	suiteCLI(t)
 	servers := everythingServer(t)
 	bin, _ := filepath.Abs("../../e2e/ts/node_modules/.bin/mcp-server-everything")
-	directResults := runSuite(t, everythingHTTP(t, bin), nil)
+	directResults := runSuite(t, everythingHTTP(t, bin))
 	servers = strings.Replace(servers, "    init_timeout: 30s\n", "    init_timeout: 30s\n    prefix: \"\"\n", 1)
-	through := runSuite(t, anonymousGateway(t, "everything", servers), nil)
+	through := runSuite(t, anonymousGateway(t, "everything", servers))
 	compareSuites(t, directResults, through, expectedFailures(t, "testdata/conformance/server-everything.txt"))
 }
 
