@@ -470,34 +470,47 @@ func (l *linter) checkUnusedRoles() {
 // configured principal (Options.Principals) that a g line gives as a role: a principal named
 // like a role would hold that role's lines.
 func (l *linter) checkPrincipals() map[string]bool {
+	roles, given := roleNames(l.opts.Principals, l.edges["g"], l.subjects)
+	for _, e := range given {
+		l.add(e.line, problemPrincipalIsRole, e.role)
+	}
+	return roles
+}
+
+// problemPrincipalIsRole is the load error of a configured principal that a g line gives as a role.
+const problemPrincipalIsRole = "%q is a configured principal (an API key, the stdio or the anonymous principal) and this g line makes it a role, so that principal would hold the role's lines; give the role another name (or rename the principal)"
+
+// roleNames are the role names of a policy whose g lines are edges and whose p lines name
+// subjects, with principals configured (see [Policy.IsRole]); given are the g lines that give a
+// configured principal as a role, the first one for each such principal, in file order. A policy
+// load refuses those; [Policy.WithPrincipals] does too.
+func roleNames(configured []string, edges []roleEdge, subjects map[string]bool) (roles map[string]bool, given []roleEdge) {
 	principals := map[string]bool{}
-	for _, n := range l.opts.Principals {
+	for _, n := range configured {
 		principals[n] = true
 	}
-	given := map[string]bool{}
-	reported := map[string]bool{}
-	for _, e := range l.edges["g"] {
-		given[e.role] = true
-		if principals[e.role] && !reported[e.role] {
-			reported[e.role] = true
-			l.add(e.line, "%q is a configured principal (an API key, the stdio or the anonymous principal) and this g line makes it a role, so that principal would hold the role's lines; give the role another name (or rename the principal)", e.role)
+	isRole := map[string]bool{}
+	for _, e := range edges {
+		if principals[e.role] && !isRole[e.role] {
+			given = append(given, e)
 		}
+		isRole[e.role] = true
 	}
-	for _, e := range l.edges["g"] {
-		if !given[e.member] {
+	for _, e := range edges {
+		if !isRole[e.member] {
 			principals[e.member] = true
 		}
 	}
-	roles := map[string]bool{}
-	for r := range given {
+	roles = map[string]bool{}
+	for r := range isRole {
 		roles[r] = true
 	}
-	for s := range l.subjects {
+	for s := range subjects {
 		if !principals[s] {
 			roles[s] = true
 		}
 	}
-	return roles
+	return roles, given
 }
 
 func joinInts(xs []int) string {

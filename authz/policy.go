@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,7 +28,8 @@ type Options struct {
 	// auth.stdio_principal, auth.allow_anonymous. They count as principals, never roles (see
 	// [Policy.IsRole]): a name only p lines mention is a role unless it is listed here. A listed
 	// principal that a g line gives to someone as a role is a load error. Optional: without it,
-	// a principal with p lines of its own must be on the left of a g line.
+	// a principal with p lines of its own must be on the left of a g line. [Store.SetPrincipals]
+	// changes them while the policy is in force (a key reload).
 	Principals []string
 
 	skipRegexLint bool // tests only: let an invalid pattern through to reach Casbin
@@ -60,6 +62,9 @@ type Policy struct {
 	byKey                 map[string]*rule    // ruleKey -> line, to name the line Casbin chose
 	roles                 map[string][]string // g: member -> roles
 	roleNames             map[string]bool     // see IsRole
+	gEdges                []roleEdge          // the g lines, and
+	subjects              map[string]bool     // the p lines' subjects, which roleNames is derived from
+	principals            []string            // Options.Principals it was built with (see WithPrincipals)
 	conds                 map[string]*condition
 	denies                int
 	warnings              []string
@@ -222,6 +227,7 @@ func build(modelPath string, modelText []byte, policyPath string, policyText []b
 	}
 	lint.checkRoles()
 	p.roleNames = lint.checkPrincipals()
+	p.gEdges, p.subjects, p.principals = lint.edges["g"], lint.subjects, slices.Clone(o.Principals)
 	if len(ps.list) == 0 && len(p.prules) == 0 {
 		ps.add(policyPath, 0, "%s", problemNoPermissions)
 	}
@@ -358,6 +364,36 @@ func (p *Policy) roleClosure(names ...string) map[string]bool {
 func (p *Policy) IsRole(name string) bool {
 	return p != nil && p.roleNames[name]
 }
+
+// WithPrincipals is this policy with principals as its configured principals (Options.Principals)
+// in place of those it was loaded with: the same files, rules, version and enforcer, with what
+// [Policy.IsRole] derives from the principals computed again, and nothing remembered (see memo.go),
+// so a name that only p lines mention becomes a principal when it is configured, and a role
+// again when it no longer is. It is what a load of the same files with these principals would
+// give, without reading them: a principal that a g line gives as a role is refused with the same
+// problem (a *[LoadErrors]), and p is unchanged. The gateway calls it (through
+// [Store.SetPrincipals]) when a key reload changes the configured principals.
+func (p *Policy) WithPrincipals(principals []string) (*Policy, error) {
+	roles, given := roleNames(principals, p.gEdges, p.subjects)
+	if len(given) > 0 {
+		ps := &problems{}
+		for _, e := range given {
+			ps.add(p.policyPath, e.line, problemPrincipalIsRole, e.role)
+		}
+		return nil, ps.err()
+	}
+	// Every field but the memo (fresh) and what the principals decide (TestWithPrincipalsCopiesEveryField).
+	return &Policy{
+		modelPath: p.modelPath, policyPath: p.policyPath, version: p.version, nrules: p.nrules, info: p.info,
+		prules: p.prules, arules: p.arules, byKey: p.byKey, roles: p.roles, conds: p.conds, denies: p.denies,
+		warnings: p.warnings, se: p.se, gEdges: p.gEdges, subjects: p.subjects,
+		roleNames: roles, principals: slices.Clone(principals),
+	}, nil
+}
+
+// Principals are the configured principals this policy was built with (Options.Principals, or
+// those of [Policy.WithPrincipals]).
+func (p *Policy) Principals() []string { return slices.Clone(p.principals) }
 
 // ErrPrincipalIsRole is the Internal error of a decision whose principal is the name of a role
 // in the policy (see [Policy.IsRole]). For the log only.

@@ -150,3 +150,90 @@ g, mallory, anyone
 		t.Errorf("accepted role missing from principal.roles: %+v", d)
 	}
 }
+
+// TestWithPrincipals: the same policy with other configured principals answers as a load of the
+// same files with them would: a name only p lines mention is a principal while configured and a
+// role otherwise, nothing remembered from before carries over, and a principal that a g line
+// gives as a role is refused with the load's problem.
+func TestWithPrincipals(t *testing.T) {
+	policy := readRoot(t, rootPolicy) + "p, dave, orders/get_order, call, allow\n"
+	o := Options{Servers: []string{"orders"}, Principals: []string{"alice"}}
+	p := loadWith(t, "", policy, o)
+	// Asked (and remembered) before: dave is a role, so denied.
+	if d := p.Decide(req("dave", getOrder, `{}`)); d.Allowed || !errors.Is(d.Internal, ErrPrincipalIsRole) {
+		t.Fatalf("dave before: %+v", d)
+	}
+	if p.Visible(Subject{Principal: "dave"}, getOrder) {
+		t.Fatal("dave sees get_order before")
+	}
+
+	q, err := p.WithPrincipals([]string{"alice", "dave"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.IsRole("dave") || !p.IsRole("dave") {
+		t.Errorf("IsRole(dave): new %v, old %v", q.IsRole("dave"), p.IsRole("dave"))
+	}
+	if d := q.Decide(req("dave", getOrder, `{}`)); !d.Allowed {
+		t.Errorf("dave after: %+v", d)
+	}
+	if !q.Visible(Subject{Principal: "dave"}, getOrder) || q.Visible(Subject{Principal: "dave"}, updateOrder) {
+		t.Error("dave's tools after")
+	}
+	if q.Version() != p.Version() || q.Rules() != p.Rules() || !reflect.DeepEqual(q.Principals(), []string{"alice", "dave"}) {
+		t.Errorf("version %s/%s rules %d/%d principals %v", q.Version(), p.Version(), q.Rules(), p.Rules(), q.Principals())
+	}
+	// As a load of the same files with those principals.
+	loaded := loadWith(t, "", policy, Options{Servers: []string{"orders"}, Principals: []string{"alice", "dave"}})
+	if !reflect.DeepEqual(q.roleNames, loaded.roleNames) {
+		t.Errorf("roles %v, a load gives %v", q.roleNames, loaded.roleNames)
+	}
+	// And back: without dave configured, dave is a role again.
+	r, err := q.WithPrincipals([]string{"alice"})
+	if err != nil || !r.IsRole("dave") || r.Decide(req("dave", getOrder, `{}`)).Allowed {
+		t.Errorf("dave removed: %v, IsRole %v", err, r != nil && r.IsRole("dave"))
+	}
+
+	// A principal named like a role: refused, as a load refuses it.
+	_, err = p.WithPrincipals([]string{"alice", "supervisor"})
+	var le *LoadErrors
+	if !errors.As(err, &le) || len(le.Problems) != 1 || le.Problems[0].Line == 0 ||
+		!strings.Contains(le.Problems[0].Reason, `"supervisor" is a configured principal`) {
+		t.Errorf("supervisor as a principal: %v", err)
+	}
+}
+
+// TestWithPrincipalsCopiesEveryField: WithPrincipals builds its Policy field by field; a field
+// added to Policy must be copied there (or listed here as derived from the principals).
+func TestWithPrincipalsCopiesEveryField(t *testing.T) {
+	policy := readRoot(t, rootPolicy) + "p, viewer, orders/refund_order, call, deny\n" + // a deny line,
+		"a, support_agent, orders/cancel_order, call\n" + // an approval line,
+		"g, erin, suport_agent\n" // and a warning (a role that grants nothing)
+	p := loadWith(t, "", policy, Options{Servers: []string{"orders"}})
+	q, err := p.WithPrincipals([]string{"alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived := map[string]bool{"roleNames": true, "principals": true, "memo": true}
+	pv, qv := reflect.ValueOf(p).Elem(), reflect.ValueOf(q).Elem()
+	for i := 0; i < pv.NumField(); i++ {
+		name := pv.Type().Field(i).Name
+		if derived[name] {
+			continue
+		}
+		if pv.Field(i).IsZero() {
+			t.Errorf("field %s is zero in the root policy, so this test cannot tell it was copied", name)
+			continue
+		}
+		same := false
+		switch pv.Field(i).Kind() {
+		case reflect.Map, reflect.Pointer, reflect.Slice:
+			same = pv.Field(i).Pointer() == qv.Field(i).Pointer()
+		default:
+			same = pv.Field(i).Equal(qv.Field(i))
+		}
+		if !same {
+			t.Errorf("WithPrincipals does not copy field %s", name)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,6 +214,48 @@ func (s *Store) Stats() ReloadStats {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	return s.stats
+}
+
+// SetPrincipals makes principals the configured principals (Options.Principals) of the policy in
+// force and of every later load, so that what a name is (principal or role, see [Policy.IsRole])
+// follows the configuration without a restart: a new API key's principal that only p lines name
+// holds those lines from the next decision on. The policy files are not read; the policy in force
+// is swapped atomically for [Policy.WithPrincipals] of it, as a reload swaps: a decision that
+// started before finishes on the old one. It returns the policies before and after (the same one
+// when no name changed sides). Neither the subscribers nor the reload hooks are called: the
+// version, the rules and the files are the same, so there is nothing to announce to other
+// replicas or to audit as a policy reload; the caller tells the sessions whose tools change. A
+// principal that a g line gives as a role is refused with the load error `toolgate check` would
+// report, and nothing changes. Serialised with Reload.
+func (s *Store) SetPrincipals(principals []string) (old, next *Policy, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old = s.cur.Load()
+	next, err = old.WithPrincipals(principals)
+	if err != nil {
+		return old, old, err
+	}
+	s.opts.Principals = slices.Clone(principals)
+	var nowPrincipals, nowRoles []string
+	for name := range old.roleNames {
+		if !next.roleNames[name] {
+			nowPrincipals = append(nowPrincipals, name)
+		}
+	}
+	for name := range next.roleNames {
+		if !old.roleNames[name] {
+			nowRoles = append(nowRoles, name)
+		}
+	}
+	if len(nowPrincipals) == 0 && len(nowRoles) == 0 {
+		return old, old, nil // the same roles: the policy in force answers as next would
+	}
+	slices.Sort(nowPrincipals)
+	slices.Sort(nowRoles)
+	s.cur.Store(next)
+	s.log.Info("policy principals updated from the configuration", "policy", s.policyPath, "version", next.Version(),
+		"now_principals", nowPrincipals, "now_roles", nowRoles)
+	return old, next, nil
 }
 
 // loadScratch loads and lints both files into a fresh Policy ([LoadPolicy]'s rules, its read

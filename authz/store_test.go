@@ -291,3 +291,72 @@ func TestOnReloadHearsEveryAttempt(t *testing.T) {
 		t.Errorf("heard %v, want %v", got, want)
 	}
 }
+
+// TestSetPrincipals: the configured principals change without a reload of the files. A principal
+// that only p lines name holds them from the next decision on, later reloads keep the new
+// principals, nothing is swapped when no name changes sides, and a principal named like a role
+// changes nothing.
+func TestSetPrincipals(t *testing.T) {
+	f := newFiles(t, readRoot(t, rootModel), readRoot(t, rootPolicy)+"p, dave, orders/get_order, call, allow\n")
+	s, sink := newTestStore(t, f)
+	var swaps, reloads atomic.Int32
+	s.Subscribe(func(old, new *Policy) { swaps.Add(1) })
+	s.OnReload(func(*Policy, error) { reloads.Add(1) })
+	first := s.Current()
+	if s.Decide(req("dave", getOrder, `{}`)).Allowed {
+		t.Fatal("dave allowed while he is a role")
+	}
+
+	old, next, err := s.SetPrincipals([]string{"local", "dave"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old != first || next != s.Current() || next == first || next.Version() != first.Version() {
+		t.Fatalf("old %p next %p current %p first %p", old, next, s.Current(), first)
+	}
+	if d := s.Decide(req("dave", getOrder, `{}`)); !d.Allowed {
+		t.Fatalf("dave after SetPrincipals: %+v", d)
+	}
+	if swaps.Load() != 0 || reloads.Load() != 0 || s.Stats().Successes != 0 {
+		t.Errorf("subscribers %d, reload hooks %d, stats %+v: SetPrincipals is not a policy reload", swaps.Load(), reloads.Load(), s.Stats())
+	}
+	if recs := sink.find("INFO", "policy principals updated"); len(recs) != 1 || fmt.Sprint(recs[0]["now_principals"]) != "[dave]" {
+		t.Errorf("log: %v", recs)
+	}
+
+	// The same roles: nothing swapped.
+	if old, next, err := s.SetPrincipals([]string{"dave", "local", "mallory"}); err != nil || old != next || s.Current() != next {
+		t.Errorf("a change of no consequence swapped: %v", err)
+	}
+
+	// A reload of changed files keeps dave a principal.
+	replaceFile(t, f.policy, readRoot(t, rootPolicy)+"p, dave, orders/*, call, allow\n")
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Decide(req("dave", updateOrder, `{}`)); !d.Allowed {
+		t.Errorf("dave after a reload: %+v", d)
+	}
+
+	// A principal a g line gives as a role: refused, nothing changes.
+	cur := s.Current()
+	if _, _, err := s.SetPrincipals([]string{"dave", "supervisor"}); err == nil || !strings.Contains(err.Error(), f.policy+":") ||
+		!strings.Contains(err.Error(), `"supervisor" is a configured principal`) {
+		t.Errorf("supervisor as a principal: %v", err)
+	}
+	if s.Current() != cur || !s.Current().IsRole("supervisor") {
+		t.Error("a refused SetPrincipals changed the policy")
+	}
+	replaceFile(t, f.policy, readRoot(t, rootPolicy)+"p, dave, orders/get_order, call, allow\n")
+	if err := s.Reload(); err != nil || s.Current() == cur { // the refused principals are not those of later loads
+		t.Errorf("a reload after a refused SetPrincipals: %v", err)
+	}
+
+	// dave no longer configured: a role again.
+	if _, _, err := s.SetPrincipals([]string{"local"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Decide(req("dave", getOrder, `{}`)).Allowed {
+		t.Error("dave allowed after his principal was removed")
+	}
+}
