@@ -24,6 +24,7 @@ const (
 	KindApproval     Kind = "approval"      // an approver approved or denied a held call
 	KindPolicyReload Kind = "policy_reload" // the Casbin model or policy was reloaded (or the reload failed)
 	KindPinChange    Kind = "pin_change"    // a tool was pinned, blocked for a changed definition, or approved
+	KindKeysReload   Kind = "keys_reload"   // auth.api_keys and admin.key_sha256 were reloaded (or the reload was refused); counts and principals only, never a key or its hash
 )
 
 // Decision is what the gateway (or an approver) decided. Like Kind, the set
@@ -38,7 +39,7 @@ const (
 	DecisionApprovalRequired Decision = "approval_required" // held for a human approval
 	DecisionApproved         Decision = "approved"          // an approver let a held call (or a changed tool) through
 	DecisionApplied          Decision = "applied"           // a reload or pin change took effect
-	DecisionRejected         Decision = "rejected"          // a reload was refused; the previous policy stays
+	DecisionRejected         Decision = "rejected"          // a reload was refused; the previous policy (or keys) stay
 )
 
 // ZeroHash is the prev of the record with seq 1: there is no line before it.
@@ -80,6 +81,21 @@ type Record struct {
 	DurationMS    int64          `json:"duration_ms,omitempty"` // whole call, in milliseconds
 	PolicyVersion string         `json:"policy_version,omitempty"`
 	Details       map[string]any `json:"details,omitempty"` // anything else, for kinds other than call
+	// Shadow is set on a call record only when the shadow policy
+	// (authz.shadow_policy) decided the call otherwise than the live one.
+	Shadow *Shadow `json:"shadow,omitempty"`
+}
+
+// Shadow is a shadow policy's decision on a call where it disagrees with
+// the live policy's, which decided the call (DecisionAllowed or
+// DecisionDenied for both; the rules are "file:line", "" when no line
+// allowed it).
+type Shadow struct {
+	Decision     Decision `json:"decision"`
+	Rule         string   `json:"rule,omitempty"`
+	Version      string   `json:"version,omitempty"` // the shadow policy's version
+	LiveDecision Decision `json:"live_decision"`
+	LiveRule     string   `json:"live_rule,omitempty"`
 }
 
 // wire is a Record as written, minus seq and prev, which Append puts in
@@ -99,6 +115,7 @@ type wire struct {
 	DurationMS    *int64          `json:"duration_ms,omitempty"`
 	PolicyVersion string          `json:"policy_version,omitempty"`
 	Details       map[string]any  `json:"details,omitempty"`
+	Shadow        *Shadow         `json:"shadow,omitempty"`
 }
 
 // encoder turns Records into line bodies according to the Options.
@@ -127,7 +144,7 @@ func (e encoder) body(r Record) ([]byte, error) {
 	w := wire{
 		Time: r.Time.UTC().Format(timeLayout), Kind: r.Kind, Principal: r.Principal, Session: r.Session,
 		Tool: r.Tool, ArgsDigest: r.ArgsDigest, Decision: r.Decision, ErrorCode: r.ErrorCode, Reason: r.Reason,
-		PolicyVersion: r.PolicyVersion, Details: r.Details,
+		PolicyVersion: r.PolicyVersion, Details: r.Details, Shadow: r.Shadow,
 	}
 	if len(r.Args) > 0 {
 		if w.ArgsDigest == "" {
@@ -162,7 +179,7 @@ func (e encoder) body(r Record) ([]byte, error) {
 // Anything else reports false and goes through marshal; a test holds the
 // two to the same bytes.
 func appendWire(b []byte, w *wire) ([]byte, bool) {
-	if w.Details != nil || w.Args != nil {
+	if w.Details != nil || w.Args != nil || w.Shadow != nil {
 		return b, false
 	}
 	b = append(b, '{')
