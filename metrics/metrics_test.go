@@ -132,6 +132,10 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.PolicyReload(true)
 	m.PolicyReload(false)
 	m.PolicyReload(true)
+	m.ConfigReload(true)
+	m.ConfigReload(false)
+	m.ConfigReload(true)
+	m.ConfigReload(true)
 	m.PolicyInfo("a1b2c3d4e5f6")
 	m.PolicyInfo("0123456789ab")
 	m.PolicyDenyLines(3)
@@ -179,6 +183,8 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 		`toolgate_policy_reloads_total{result="ok"}`:                                                              2,
 		`toolgate_policy_reloads_total{result="error"}`:                                                           1,
 		`toolgate_policy_info{version="0123456789ab"}`:                                                            1,
+		`toolgate_config_reloads_total{result="applied"}`:                                                         3,
+		`toolgate_config_reloads_total{result="rejected"}`:                                                        1,
 		`toolgate_policy_deny_lines`:                                                                              1,
 		`toolgate_policy_reloads_removing_denies_total{result="applied"}`:                                         1,
 		`toolgate_policy_reloads_removing_denies_total{result="refused"}`:                                         2,
@@ -404,6 +410,7 @@ func TestNilMetrics(t *testing.T) {
 	m.UpstreamRestart("a")
 	m.CatalogSize(1)
 	m.PolicyReload(true)
+	m.ConfigReload(true)
 	m.PolicyInfo("v")
 	m.PolicyDenyLines(1)
 	m.PolicyDenyRemoval(true)
@@ -424,7 +431,8 @@ func TestNilMetrics(t *testing.T) {
 func TestPolicyDenyRemovalMetrics(t *testing.T) {
 	m := New()
 	got := samples(scrape(t, m.Handler()))
-	for _, k := range []string{`toolgate_policy_reloads_removing_denies_total{result="applied"}`, `toolgate_policy_reloads_removing_denies_total{result="refused"}`} {
+	for _, k := range []string{`toolgate_policy_reloads_removing_denies_total{result="applied"}`, `toolgate_policy_reloads_removing_denies_total{result="refused"}`,
+		`toolgate_config_reloads_total{result="applied"}`, `toolgate_config_reloads_total{result="rejected"}`} {
 		if v, ok := got[k]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0 from the start", k, v, ok)
 		}

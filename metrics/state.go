@@ -54,6 +54,20 @@ func (m *Metrics) PolicyReload(ok bool) {
 	m.policyReloads.WithLabelValues(result).Inc()
 }
 
+// ConfigReload counts one reload of the config file's keys (SIGHUP or a change to the file): applied
+// when the file loaded and its keys are in force (changed or not), rejected when it did not and the
+// last good keys stayed.
+func (m *Metrics) ConfigReload(applied bool) {
+	if m == nil {
+		return
+	}
+	result := "rejected"
+	if applied {
+		result = "applied"
+	}
+	m.configReloads.WithLabelValues(result).Inc()
+}
+
 // PolicyInfo makes version the only series of toolgate_policy_info, with value 1. Join on it to tell
 // which policy was in force; the old version's series disappears.
 func (m *Metrics) PolicyInfo(version string) {
