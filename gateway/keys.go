@@ -23,9 +23,12 @@ import (
 // auth.api_keys and admin.key_sha256 are the parts of toolgate.yaml that change while the gateway
 // runs: on SIGHUP (Reload) and when the file changes on disk (Watch), the whole file is read again
 // with config.Load, so a reload is held to the same checks and messages as a start. When it loads,
-// the API keys are swapped in authn (one atomic store: a request in flight keeps the set it loaded,
+// the policy learns the configured principals (authz.Store.SetPrincipals: a new key's principal
+// that only p lines name holds those lines from the next call on, as after a restart), the API
+// keys are swapped in authn (one atomic store: a request in flight keeps the set it loaded,
 // the next request uses the new one) and the admin key is swapped here (the admin API reads it per
-// request). When it does not load, nothing changes: the last good keys stay in force, and the
+// request). When it does not load, or names as a principal what a g line of the policy makes a
+// role (which a start refuses too), nothing changes: the last good keys stay in force, and the
 // problems (file:line: key: what was expected) are logged and audited.
 //
 // Everything else in the file is read once, at New. A reload that finds other settings changed
@@ -39,11 +42,6 @@ import (
 // (list changes, the progress of calls it started before), ends when the client goes, the session
 // idles out (listen.session_idle_ttl) or the gateway stops, and cannot be reopened with the
 // revoked key.
-
-// KindKeysReload is the audit record of one reload of the credentials (auth.api_keys and the
-// admin key). It holds counts and principals, never a key nor a key's hash. (audit.Kind is an
-// open set; this one is written by the gateway.)
-const KindKeysReload audit.Kind = "keys_reload"
 
 // configDebounce is how long the config file must be quiet before a change is reloaded, as for
 // the policy files: an editor's save is a burst of events.
@@ -90,16 +88,15 @@ func (g *Gateway) ReloadKeys() error {
 	file := g.cfg.File
 	next, err := config.Load(file)
 	if err != nil {
-		g.keys.statsMu.Lock()
-		g.keys.stats.Failures++
-		g.keys.stats.LastError = err.Error()
-		failures := g.keys.stats.Failures
-		g.keys.statsMu.Unlock()
-		g.log.Error("config reload refused; the last good API keys and admin key stay in force",
-			"config", file, "problems", configProblems(err), "failures", failures)
-		g.appendAudit(audit.Record{Kind: KindKeysReload, Decision: audit.DecisionRejected, Reason: err.Error(),
-			Details: map[string]any{"config": file}})
-		return err
+		return g.keysRejected(file, configProblems(err), err)
+	}
+	// The policy learns the new principals before authn accepts their keys: a name only p lines
+	// mention is a principal from now on (a role while no key names it), and a principal that a g
+	// line gives as a role refuses the file, as it would refuse a start.
+	oldPolicy, newPolicy, err := g.policy.SetPrincipals(PolicyOptions(next).Principals)
+	if err != nil {
+		err = fmt.Errorf("%s: a principal of auth.api_keys is a role in the policy in force: %w", file, err)
+		return g.keysRejected(file, strings.Split(err.Error(), "\n"), err)
 	}
 	restart := restartFields(g.cfg, next)
 	if len(restart) > 0 {
@@ -110,9 +107,13 @@ func (g *Gateway) ReloadKeys() error {
 	nextAdmin := next.AdminKeySHA256()
 	admin := adminKeyChange(g.adminKeySHA256(), nextAdmin)
 	g.keys.adminKey.Store(&nextAdmin)
+	if newPolicy != oldPolicy && g.server != nil {
+		g.server.PolicyChanged(oldPolicy, newPolicy) // tools/list_changed to the sessions whose tools changed
+	}
 	g.keys.statsMu.Lock()
 	g.keys.stats.Successes++
 	g.keys.statsMu.Unlock()
+	g.metrics.ConfigReload(true)
 
 	msg := "API keys reloaded"
 	if change.Unchanged() && admin == "unchanged" {
@@ -121,7 +122,6 @@ func (g *Gateway) ReloadKeys() error {
 	g.log.Info(msg, "config", file, "keys_before", change.Before, "keys_after", change.After,
 		"principals_added", change.Added, "principals_removed", change.Removed, "principals_changed", change.Changed,
 		"admin_key", admin)
-	g.warnRolePrincipals(change.Added)
 	details := map[string]any{"config": file, "keys_before": change.Before, "keys_after": change.After, "admin_key": admin}
 	for k, v := range map[string][]string{"principals_added": change.Added, "principals_removed": change.Removed,
 		"principals_changed": change.Changed, "restart_required": restart} {
@@ -129,8 +129,24 @@ func (g *Gateway) ReloadKeys() error {
 			details[k] = v
 		}
 	}
-	g.appendAudit(audit.Record{Kind: KindKeysReload, Decision: audit.DecisionApplied, Details: details})
+	g.appendAudit(audit.Record{Kind: audit.KindKeysReload, Decision: audit.DecisionApplied, Details: details})
 	return nil
+}
+
+// keysRejected records a reload that changed nothing because file could not be applied: counted,
+// logged with its problems, audited as rejected. It returns err.
+func (g *Gateway) keysRejected(file string, problems []string, err error) error {
+	g.keys.statsMu.Lock()
+	g.keys.stats.Failures++
+	g.keys.stats.LastError = err.Error()
+	failures := g.keys.stats.Failures
+	g.keys.statsMu.Unlock()
+	g.metrics.ConfigReload(false)
+	g.log.Error("config reload refused; the last good API keys and admin key stay in force",
+		"config", file, "problems", problems, "failures", failures)
+	g.appendAudit(audit.Record{Kind: audit.KindKeysReload, Decision: audit.DecisionRejected, Reason: err.Error(),
+		Details: map[string]any{"config": file}})
+	return err
 }
 
 // adminKeyChange says what happened to the admin key, without the key's hash: unchanged, set (there
@@ -145,21 +161,6 @@ func adminKeyChange(prev, next string) string {
 		return "removed"
 	}
 	return "changed"
-}
-
-// warnRolePrincipals warns about new principals the policy takes for roles. The policy learns the
-// configured principals when it is built (gateway.PolicyOptions), which a key reload does not
-// change: a principal that no g line gives a role, and that p lines name directly, is a role to
-// the policy, and its calls are denied until a restart. A g line for it ("g, carol, <role>")
-// makes it a principal at once.
-func (g *Gateway) warnRolePrincipals(added []string) {
-	p := g.policy.Current()
-	for _, principal := range slices.Compact(added) {
-		if p.IsRole(principal) {
-			g.log.Warn("a reloaded API key's principal is a role in the policy, so its calls are denied until a restart; "+
-				"give it a role with a g line instead of naming it in p lines", "principal", principal)
-		}
-	}
 }
 
 // appendAudit writes r to the audit trail, when there is one; a failure is logged.

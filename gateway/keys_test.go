@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/internal/testkit"
 )
 
@@ -148,26 +149,115 @@ func TestReloadKeys(t *testing.T) {
 	}
 }
 
-// A reloaded key whose principal the policy takes for a role (only p lines name it) is accepted by
-// authn, but its calls are denied until a restart: the reload says so.
-func TestReloadKeysWarnsAboutRolePrincipals(t *testing.T) {
-	const carolKey = "tg_test_carol"
+// A reloaded key whose principal only p lines name holds those lines right after the reload (the
+// policy took carol for a role while no key named her), and is a role again once her key is
+// removed. A key whose principal a g line makes a role refuses the file, as a start would: the
+// last good keys stay.
+func TestReloadKeysNewPrincipalOfPLines(t *testing.T) {
+	const carolKey, agentKey = "tg_test_carol", "tg_test_agent"
 	path := writeGateway(t, "", "")
 	policy := filepath.Join(filepath.Dir(path), "policy.csv")
-	write(t, policy, string(mustRead(t, policy))+"p, carol, echoes/echo, call, allow\n")
+	write(t, policy, string(mustRead(t, policy))+"p, carol, echoes/echo, call, allow\np, agent, echoes/*, call, allow\ng, alice, agent\n")
 	logs := &testkit.LogBuffer{}
 	gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	write(t, path, strings.Replace(string(mustRead(t, path)), "auth:\n  api_keys:\n",
-		"auth:\n  api_keys:\n    - {principal: carol, sha256: \""+authn.HashKey(carolKey)+"\"}\n", 1))
+	defer func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs)
+		}
+	}()
+	carol := func() authz.Decision {
+		return gw.policy.Decide(authz.Request{Subject: authz.Subject{Principal: "carol"}, Object: "echoes/echo", Action: authz.ActCall})
+	}
+	if d := carol(); d.Allowed {
+		t.Fatalf("carol allowed before she has a key: %+v", d)
+	}
+	base := string(mustRead(t, path))
+	withCarol := strings.Replace(base, "auth:\n  api_keys:\n",
+		"auth:\n  api_keys:\n    - {principal: carol, sha256: \""+authn.HashKey(carolKey)+"\"}\n", 1)
+	write(t, path, withCarol)
 	if err := gw.ReloadKeys(); err != nil {
 		t.Fatal(err)
 	}
-	if recs := logs.Records("a reloaded API key's principal is a role in the policy, so its calls are denied until a restart; " +
-		"give it a role with a g line instead of naming it in p lines"); len(recs) != 1 || recs[0]["principal"] != "carol" {
-		t.Fatalf("no warning naming carol; log:\n%s", logs)
+	if d := carol(); !d.Allowed {
+		t.Errorf("carol denied after her key was reloaded: %+v", d)
+	}
+	if !gw.policy.Current().Visible(authz.Subject{Principal: "carol"}, "echoes/echo") {
+		t.Error("carol does not see echoes/echo after the reload")
+	}
+	if strings.Contains(logs.String(), "calls are denied until a restart") {
+		t.Error("the reload still warns that carol is a role")
+	}
+
+	// A key for "agent", a role of a g line: refused, carol's key and lines stay.
+	write(t, path, strings.Replace(withCarol, "auth:\n  api_keys:\n",
+		"auth:\n  api_keys:\n    - {principal: agent, sha256: \""+authn.HashKey(agentKey)+"\"}\n", 1))
+	err = gw.ReloadKeys()
+	if err == nil || !strings.Contains(err.Error(), policy+":") || !strings.Contains(err.Error(), `"agent" is a configured principal`) {
+		t.Fatalf("a key for the role agent: %v", err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set("Authorization", "Bearer "+agentKey)
+	if _, err := gw.auth.Authenticate(r); err == nil {
+		t.Error("the refused file's key for agent authenticates")
+	}
+	if d := carol(); !d.Allowed {
+		t.Errorf("carol denied after a refused reload: %+v", d)
+	}
+	if st := gw.KeyReloads(); st.Successes != 1 || st.Failures != 1 {
+		t.Errorf("stats %+v, want 1 success and 1 failure", st)
+	}
+
+	// carol's key removed: carol is a role of the policy again, as at a start without her key.
+	write(t, path, base)
+	if err := gw.ReloadKeys(); err != nil {
+		t.Fatal(err)
+	}
+	if d := carol(); d.Allowed || !gw.policy.Current().IsRole("carol") {
+		t.Errorf("carol after her key was removed: %+v", d)
+	}
+}
+
+// Key reloads are counted in toolgate_config_reloads_total by result, both present from the start.
+func TestReloadKeysMetrics(t *testing.T) {
+	path := writeGateway(t, "", "")
+	gw, err := New(context.Background(), Options{ConfigPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		gw.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	for _, want := range []string{`toolgate_config_reloads_total{result="applied"} 0`, `toolgate_config_reloads_total{result="rejected"} 0`} {
+		if !strings.Contains(scrape(), want) {
+			t.Errorf("metrics lack %s before any reload", want)
+		}
+	}
+	good := string(mustRead(t, path))
+	if err := gw.ReloadKeys(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, strings.Replace(good, authn.HashKey(aliceKey), "not-a-hash", 1))
+	if err := gw.ReloadKeys(); err == nil {
+		t.Fatal("a bad sha256 reloaded")
+	}
+	write(t, path, good)
+	if err := gw.ReloadKeys(); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape()
+	for _, want := range []string{`toolgate_config_reloads_total{result="applied"} 2`, `toolgate_config_reloads_total{result="rejected"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if st := gw.KeyReloads(); st.Successes != 2 || st.Failures != 1 {
+		t.Errorf("KeyReloads %+v disagrees with the metric", st)
 	}
 }
