@@ -69,7 +69,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
 		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal)),
 	)
-	inner := s.listening.track(mcpHTTP)
+	inner := s.listening.Track(mcpHTTP)
 	fast := &fastCalls{srv: s, next: inner, idleTTL: o.SessionIdleTTL, now: time.Now}
 	var h http.Handler = fast
 	if o.NoFastPath {

@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/toolgate/toolgate/internal/listenstream"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -28,7 +29,7 @@ type clientRelay struct {
 	caps   clientCaps // what the client declared it answers
 	// listening is set for a 2025-era Streamable HTTP session, whose
 	// client gets sampling and roots only on its GET stream.
-	listening *listenStreams
+	listening *listenstream.Streams
 }
 
 // withClientRelay marks ctx so upstream requests made for it reach this

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/internal/listenstream"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -40,7 +41,7 @@ type Server struct {
 	levels logLevels
 	parked parkedCalls // 2026-07-28 calls waiting for their client's input
 	// listening counts the GET streams of HTTP sessions (see listening.go).
-	listening listenStreams
+	listening listenstream.Streams
 }
 
 // NewServer builds the client-facing MCP server around the chain that runs

@@ -14,6 +14,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolgate/toolgate/internal/listenstream"
 )
 
 const (
@@ -30,8 +32,10 @@ const (
 // stream early and the client collects the answer with a GET carrying Last-Event-ID
 // (server-sse-polling, tool test_reconnection).
 type HTTPHandler struct {
-	mcp   *server.StreamableHTTPServer
-	polls *polls
+	mcp     http.Handler // mcp-go's transport, its GET streams counted by streams
+	srv     *server.StreamableHTTPServer
+	polls   *polls
+	streams *listenstream.Streams // see sample: mcp-go loses a sampling request sent with no GET attached
 }
 
 // NewHTTPHandler returns the Streamable HTTP endpoint for s. Call Shutdown when done: it ends
@@ -43,8 +47,8 @@ func NewHTTPHandler(s *server.MCPServer) *HTTPHandler {
 
 // newHTTPHandler is NewHTTPHandler with the transport's diagnostics going to logger.
 func newHTTPHandler(s *server.MCPServer, logger *slog.Logger) *HTTPHandler {
-	return &HTTPHandler{
-		mcp: server.NewStreamableHTTPServer(s,
+	streams := &listenstream.Streams{}
+	srv := server.NewStreamableHTTPServer(s,
 			server.WithStreamableHTTPLogger(logger),
 			server.WithStateful(true), // the polling scenarios need a session ID to resume under
 			// An event store makes mcp-go record the last notifications of a call before the
@@ -52,9 +56,11 @@ func newHTTPHandler(s *server.MCPServer, logger *slog.Logger) *HTTPHandler {
 			// (the forwarder takes it off the channel after the response path closed `done`,
 			// mcp-go server/streamable_http.go:823-834), which made logging/progress flaky.
 			server.WithEventStore(server.NewInMemoryEventStore()),
-			server.WithSessionIdleTTL(sessionIdleTTL)),
-		polls: newPolls(),
-	}
+			server.WithSessionIdleTTL(sessionIdleTTL),
+			server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
+				return listenstream.With(ctx, streams)
+			}))
+	return &HTTPHandler{mcp: streams.Track(srv), srv: srv, polls: newPolls(), streams: streams}
 }
 
 // ServeHTTP implements http.Handler.
@@ -84,7 +90,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // GET streams, so that an http.Server can then shut down). It does not stop a listener.
 func (h *HTTPHandler) Shutdown(ctx context.Context) error {
 	h.polls.close(ctx)
-	return h.mcp.Shutdown(ctx)
+	return h.srv.Shutdown(ctx)
 }
 
 // pollable reports whether a POST may close its stream early: only within a session (the resume

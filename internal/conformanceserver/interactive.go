@@ -7,6 +7,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolgate/toolgate/internal/listenstream"
 )
 
 // answerID keys the single input request (sampling or elicitation) each interactive tool makes.
@@ -89,6 +91,9 @@ func sample(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 	if !clientDeclares(ctx, func(c mcp.ClientCapabilities) bool { return c.Sampling != nil }) {
 		return mcp.NewToolResultError("the client does not support sampling (no sampling capability)"), nil
 	}
+	if !listeningStreamOpen(ctx) {
+		return mcp.NewToolResultError("the client has no listening stream (HTTP GET) open to receive sampling/createMessage"), nil
+	}
 	params := mcp.CreateMessageParams{
 		Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent(prompt)}},
 		MaxTokens: 100,
@@ -141,6 +146,21 @@ func clientDeclares(ctx context.Context, has func(mcp.ClientCapabilities) bool) 
 		return has(s.GetClientCapabilities())
 	}
 	return true
+}
+
+// listeningStreamOpen waits, for a 2025-era HTTP session, until its client's GET stream is open:
+// mcp-go sends the classic sampling request on it alone and loses one sent while no GET is attached
+// (see internal/listenstream). Over stdio, and for 2026-07-28 (the client fulfils the input request
+// itself), nothing is waited for.
+func listeningStreamOpen(ctx context.Context) bool {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return true
+	}
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil || cs.SessionID() == "" {
+		return true
+	}
+	return listenstream.AwaitFrom(ctx, cs.SessionID(), listenstream.Grace)
 }
 
 // contentText renders sampled content: the text of a text block, JSON for anything else. It goes

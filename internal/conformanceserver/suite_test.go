@@ -63,7 +63,6 @@ func TestConformanceSuiteDirect(t *testing.T) {
 
 	results, total, announced := parseSuiteOutput(t, out.String())
 	countWarnings(t, outDir, results)
-	rerunRacy(t, nodeBin, cli, endpoint, results)
 	for _, name := range expected {
 		if r, ok := results[name]; ok {
 			r.expectedToFail = true
@@ -94,47 +93,6 @@ func TestConformanceSuiteDirect(t *testing.T) {
 	if t.Failed() {
 		t.Logf("suite output:\n%s", out.String())
 	}
-}
-
-// racyScenarios fail now and then for a reason in mcp-go, not in this
-// server: mcp-go can lose a sampling request it queued for the client's
-// listening stream while that stream reconnects. Each gets a second run,
-// alone, when it fails, and that run's result counts.
-var racyScenarios = []string{"tools-call-sampling"}
-
-func rerunRacy(t *testing.T, nodeBin, cli, endpoint string, results map[string]scenarioResult) {
-	t.Helper()
-	for _, name := range racyScenarios {
-		r, ran := results[name]
-		if !ran || r.clean() {
-			continue
-		}
-		again := runOne(t, nodeBin, cli, endpoint, name)
-		t.Logf("scenario %s failed (%d failed, %d warnings); run again alone: %d failed, %d warnings", name, r.failed, r.warnings, again.failed, again.warnings)
-		results[name] = again
-	}
-}
-
-// singleRE is the summary of a one-scenario run.
-var singleRE = regexp.MustCompile(`Passed: (\d+)/\d+, (\d+) failed, (\d+) warnings`)
-
-// runOne runs one scenario against endpoint.
-func runOne(t *testing.T, nodeBin, cli, endpoint, name string) scenarioResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), suiteTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "server", "--url", endpoint, "--scenario", name, "-o", t.TempDir())
-	cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"), "NO_COLOR=1")
-	cmd.WaitDelay = 10 * time.Second
-	out, _ := cmd.CombinedOutput() // exit 1 when the scenario fails: its summary says so
-	m := singleRE.FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("scenario %s run alone did not finish:\n%s", name, out)
-	}
-	passed, _ := strconv.Atoi(string(m[1]))
-	failed, _ := strconv.Atoi(string(m[2]))
-	warnings, _ := strconv.Atoi(string(m[3]))
-	return scenarioResult{name: name, passed: passed, failed: failed, warnings: warnings}
 }
 
 // findSuite returns Node 22's bin directory and the suite's CLI, or skips (fails with
