@@ -49,17 +49,17 @@ func NewHTTPHandler(s *server.MCPServer) *HTTPHandler {
 func newHTTPHandler(s *server.MCPServer, logger *slog.Logger) *HTTPHandler {
 	streams := &listenstream.Streams{}
 	srv := server.NewStreamableHTTPServer(s,
-			server.WithStreamableHTTPLogger(logger),
-			server.WithStateful(true), // the polling scenarios need a session ID to resume under
-			// An event store makes mcp-go record the last notifications of a call before the
-			// answer; without one it can drop a notification sent just before the handler returns
-			// (the forwarder takes it off the channel after the response path closed `done`,
-			// mcp-go server/streamable_http.go:823-834), which made logging/progress flaky.
-			server.WithEventStore(server.NewInMemoryEventStore()),
-			server.WithSessionIdleTTL(sessionIdleTTL),
-			server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
-				return listenstream.With(ctx, streams)
-			}))
+		server.WithStreamableHTTPLogger(logger),
+		server.WithStateful(true), // the polling scenarios need a session ID to resume under
+		// An event store makes mcp-go record the last notifications of a call before the
+		// answer; without one it can drop a notification sent just before the handler returns
+		// (the forwarder takes it off the channel after the response path closed `done`,
+		// mcp-go server/streamable_http.go:823-834), which made logging/progress flaky.
+		server.WithEventStore(server.NewInMemoryEventStore()),
+		server.WithSessionIdleTTL(sessionIdleTTL),
+		server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
+			return listenstream.With(ctx, streams)
+		}))
 	return &HTTPHandler{mcp: streams.Track(srv), srv: srv, polls: newPolls(), streams: streams}
 }
 
