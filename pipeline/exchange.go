@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/canonjson"
@@ -51,6 +52,10 @@ type Exchange struct {
 	RetrySafe bool
 	Rule      string // conditions: the policy line that allowed the call (file:line), when known
 	Approval  string // approve: the approval request this call used up, if any
+	// Shadow (shadow, package authz/shadow) is the shadow policy's decision,
+	// set only when it disagrees with the live policy's; the record link
+	// writes it on the call's audit record. It never changes the call.
+	Shadow *audit.Shadow
 
 	Raw      json.RawMessage     // execute: the upstream's raw result
 	Outcome  breaker.Outcome     // execute: how the last upstream attempt ended

@@ -130,6 +130,7 @@ func (r *Recorder) auditCall(x *Exchange, d time.Duration) {
 		Time: x.Started, Kind: audit.KindCall, Principal: x.Call.Subject.Principal, Session: x.Call.Session,
 		Tool: auditTool(x), Args: auditArgs(x.Call.Args), Decision: decision(x), ErrorCode: x.ErrorCode(),
 		Attempts: x.Attempts, DurationMS: d.Milliseconds(), Reason: x.Rule, PolicyVersion: x.Policy.Version(),
+		Shadow: x.Shadow,
 	}
 	if canonical, err := x.CanonicalArgs(); err == nil {
 		sum := sha256.Sum256(canonical) // as audit.Digest would: computed once per call

@@ -166,6 +166,9 @@ type Parts struct {
 	Resilience   pipeline.Resilience // default: one attempt, no breaker
 	RetrySafe    func(*upstreams.Tool) bool
 	Recorder     *pipeline.Recorder // default: records nothing
+	// Shadow runs between resolve and authorize, as the gateway's shadow
+	// link (authz/shadow) does; default: none.
+	Shadow *pipeline.Link
 	// Guards run between conditions and execute, in the order given, as
 	// the gateway's guards do.
 	Guards []pipeline.Link
@@ -204,10 +207,15 @@ func New(t testing.TB, p Parts) *pipeline.Chain {
 		p.Recorder.Link(),
 		pipeline.Authenticate(),
 		pipeline.Resolve(func() *upstreams.Catalog { return cat }, p.RetrySafe),
+	}
+	if p.Shadow != nil {
+		links = append(links, *p.Shadow)
+	}
+	links = append(links,
 		pipeline.Authorize(),
 		pipeline.Validate(p.Arguments),
 		pipeline.Conditions(),
-	}
+	)
 	links = append(links, p.Guards...)
 	exec := &pipeline.Executor{Upstreams: p.Upstreams, Resilience: p.Resilience, Metrics: p.Metrics, Tracing: p.Tracing, Now: p.Now}
 	links = append(links, exec.Link(), pipeline.Normalize())
