@@ -77,6 +77,10 @@ type recorded struct {
 	reached  bool // the upstream may have seen the call: only then is it recorded
 	argsKey  Key  // to refuse an idempotency key reused with other arguments
 	finished time.Time
+	// interactive: the upstream asked the caller's client something during
+	// the call (pipeline.Interacted), so the answer is that caller's alone:
+	// it is neither replayed nor handed to a joined call.
+	interactive bool
 	// remote is how the shared level settled the call when another
 	// replica's call answered it (0: it ran here). Such an answer is not
 	// recorded in the local table: the shared one holds it, with its own
@@ -98,13 +102,7 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 	if err != nil {
 		return x.Pass(next) // arguments the canonicaliser refuses are not suppressed (validation already passed them)
 	}
-	a, sharing, err := g.table.Do(ctx, key, window, func(ctx context.Context) recorded {
-		if g.Shared != nil {
-			return g.runShared(ctx, x, next, key, window, argsKey)
-		}
-		next(ctx, x)
-		return answerOf(x, argsKey, g.Now())
-	}, func(a recorded) bool { return a.reached && a.remote == 0 })
+	a, sharing, err := g.do(ctx, x, next, key, window, argsKey)
 	ranHere := sharing == Executed // then x already holds the outcome
 	if ranHere && a.remote != 0 {
 		sharing = a.remote // answered by an identical call on another replica
@@ -125,6 +123,25 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 	}
 	adopt(x, a, sharing == Replayed)
 	return x.Failed
+}
+
+// do runs the rest of the chain through the table: at most once per
+// identical call, unless the call it would join turns out to have asked its
+// client something (recorded.interactive), whose answer is not this
+// caller's: then it tries again, to run on its own or join the next one.
+func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next, key Key, window time.Duration, argsKey Key) (recorded, Sharing, error) {
+	for {
+		a, sharing, err := g.table.Do(ctx, key, window, func(ctx context.Context) recorded {
+			if g.Shared != nil {
+				return g.runShared(ctx, x, next, key, window, argsKey)
+			}
+			next(ctx, x)
+			return answerOf(ctx, x, argsKey, g.Now())
+		}, func(a recorded) bool { return a.reached && a.remote == 0 && !a.interactive })
+		if sharing != Joined || err != nil || !a.interactive {
+			return a, sharing, err
+		}
+	}
 }
 
 // sharedDownWait is the retry hint while the shared store cannot be
@@ -148,7 +165,7 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 			}
 		}()
 		next(ctx, x)
-		a := answerOf(x, argsKey, g.Now())
+		a := answerOf(ctx, x, argsKey, g.Now())
 		g.settle(ctx, x, claim.Lease, a)
 		settled = true
 		return a
@@ -180,7 +197,7 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 			g.Log.Warn("shared duplicate suppression unavailable; call suppressed on this replica only", "tool", x.Tool.ID, "err", err)
 		}
 		next(ctx, x)
-		return answerOf(x, argsKey, g.Now())
+		return answerOf(ctx, x, argsKey, g.Now())
 	default:
 		// rate_limited is the one retryable code that means "refused for
 		// now, before it ran; back off and retry" (rate limits answer it
@@ -190,7 +207,7 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 			"duplicate suppression cannot be checked because the shared state store is unavailable, so the call was not run; retry in %s",
 			sharedDownWait).WithDetail("shared duplicate suppression: "+err.Error())
 	}
-	return answerOf(x, argsKey, g.Now())
+	return answerOf(ctx, x, argsKey, g.Now())
 }
 
 // claimShared is Shared.Claim, waiting out the quiet lease of a store that
@@ -233,8 +250,9 @@ func outcomeUnknown(why string) *envelope.Error {
 }
 
 // settle ends the lease: the answer is recorded when the call may have
-// reached the upstream, else the lease is released so an identical call may
-// run. It happens even when the caller has gone. A failure is logged only:
+// reached the upstream, else, or when the call asked its client something
+// (its answer is that caller's alone), the lease is released so an
+// identical call may run. It happens even when the caller has gone. A failure is logged only:
 // the caller has its answer, and the store's marker runs out into "outcome
 // unknown", never into a second execution. An answer that cannot be
 // encoded is recorded as "outcome unknown": the lease is never released
@@ -242,7 +260,7 @@ func outcomeUnknown(why string) *envelope.Error {
 func (g *Guard) settle(ctx context.Context, x *pipeline.Exchange, l Lease, a recorded) {
 	ctx = context.WithoutCancel(ctx)
 	var err error
-	if a.reached {
+	if a.reached && !a.interactive {
 		data, encErr := g.encode(a)
 		if encErr != nil {
 			if g.Log != nil {
@@ -336,11 +354,12 @@ func (g *Guard) keys(x *pipeline.Exchange) (argsKey, key Key, window time.Durati
 	return argsKey, argsKey, g.Window, nil
 }
 
-func answerOf(x *pipeline.Exchange, argsKey Key, now time.Time) recorded {
+func answerOf(ctx context.Context, x *pipeline.Exchange, argsKey Key, now time.Time) recorded {
 	return recorded{
 		result: freshResult(x.Answer), failed: x.Failed, stage: x.Stage, outcome: x.Outcome,
-		reached: x.Attempts > 0 && x.Outcome != breaker.NeverSent,
-		argsKey: argsKey, finished: now,
+		reached:     x.Attempts > 0 && x.Outcome != breaker.NeverSent,
+		interactive: pipeline.Interacted(ctx),
+		argsKey:     argsKey, finished: now,
 	}
 }
 

@@ -424,3 +424,57 @@ func TestSharedDedupPanicSettles(t *testing.T) {
 		t.Fatalf("repeat on another replica: %+v, %d executions, %d released", env, up.Calls.Load(), shared.released)
 	}
 }
+
+// A call during which the upstream asked the caller's client something
+// (sampling, elicitation, roots) is that caller's alone: an identical call
+// in flight does not take its answer (it runs on its own once the first
+// finished), a repeat inside the window runs again rather than being
+// replayed, and another replica's identical call is not answered from it.
+// Before, a second run of the conformance suite got the first run's
+// elicited answers, "replayed": true.
+func TestInteractiveCallIsNeverShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		up := &countingUpstream{Fn: func(ctx context.Context, n int32) (json.RawMessage, error) {
+			pipeline.NoteInteraction(ctx) // what the relay does when the upstream asks the client
+			if n == 1 {
+				<-release
+			}
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		shared := newFakeShared()
+		ps := replicas(t, 2, up, shared)
+		call := func(p *replica) envelope.Envelope {
+			return pipelinetest.Envelope(t, p.Handle(pipeline.WithInteraction(context.Background()), getOrder))
+		}
+		var wg sync.WaitGroup
+		envs := make([]envelope.Envelope, 2)
+		for i := range 2 {
+			wg.Go(func() { envs[i] = call(ps[0]) })
+		}
+		synctest.Wait()
+		if n := up.Calls.Load(); n != 1 {
+			t.Fatalf("%d executions while the first call waits for its client", n)
+		}
+		close(release)
+		wg.Wait()
+		if n := up.Calls.Load(); n != 2 || !envs[0].OK || !envs[1].OK || envs[0].Replayed || envs[1].Replayed {
+			t.Fatalf("two identical interactive calls: %d executions, %+v (want each its own)", n, envs)
+		}
+		if env := call(ps[0]); up.Calls.Load() != 3 || env.Replayed {
+			t.Fatalf("a repeat inside the window: %d executions, replayed=%v", up.Calls.Load(), env.Replayed)
+		}
+		if env := call(ps[1]); up.Calls.Load() != 4 || env.Replayed {
+			t.Fatalf("another replica's repeat: %d executions, replayed=%v", up.Calls.Load(), env.Replayed)
+		}
+		// A call that asked nothing is shared as before.
+		plain := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		p := dedupPipeline(t, plain)
+		call(p)
+		if env := call(p); plain.Calls.Load() != 1 || !env.Replayed {
+			t.Fatalf("a plain repeat: %d executions, replayed=%v", plain.Calls.Load(), env.Replayed)
+		}
+	})
+}

@@ -60,6 +60,7 @@ type inputAnswer struct {
 // become input requests for the client.
 type parkedRelay struct {
 	call    *parkedCall
+	ctx     context.Context // the parked call's, for NoteInteraction
 	session string
 	caps    clientCaps // from the call's _meta: what the client can be asked
 }
@@ -70,6 +71,7 @@ func (r *parkedRelay) Session() string { return r.session }
 // lasts (its deadline ends it) and as the asking request's ctx allows (a
 // 2026-07-28 upstream's input round runs under the call's deadline).
 func (r *parkedRelay) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	pipeline.NoteInteraction(r.ctx)
 	if refused := r.caps.refusal(method); refused != nil {
 		return nil, refused
 	}
@@ -119,7 +121,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name, finished: make(chan struct{}), cancel: cancel,
 		asks: make(chan *inputAsk), done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
-	relay := &parkedRelay{call: p, session: relaySession(ctx), caps: caps}
+	relay := &parkedRelay{call: p, ctx: runCtx, session: relaySession(ctx), caps: caps}
 	go func() {
 		defer cancel()
 		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)

@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/internal/listenstream"
+	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -59,6 +60,7 @@ func (r *clientRelay) Session() string { return r.session }
 // passed back as the result. A client that cannot or will not answer
 // becomes a JSON-RPC error for the upstream, with no gateway internals.
 func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	pipeline.NoteInteraction(r.ctx) // asked, or refused for the client: either way the answer is this caller's
 	if r.direct != nil {
 		return nil, &upstreams.RelayError{Code: mcp.METHOD_NOT_FOUND, Message: "the client does not support " + method}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/internal/listenstream"
+	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -127,7 +128,7 @@ func clientTool(t *upstreams.Tool) mcp.Tool {
 // chain.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	caps := s.callerCaps(ctx, req.Params.Meta)
-	ctx = s.withClientRelay(ctx, caps)
+	ctx = s.withClientRelay(pipeline.WithInteraction(ctx), caps)
 	call := s.callFrom(ctx, &req.Params)
 	if server.IsModernRequest(ctx) {
 		return s.handleModern(ctx, req, call, caps), nil
