@@ -156,8 +156,8 @@ func adminURL(flagURL, configPath string, configSet bool) (string, error) {
 }
 
 // approvalsFail prints why a request to the admin API at base failed and chooses the exit code: the
-// key refused (401, 403) is exitKeyRefused; anything else is 1, a gateway that cannot be reached
-// included (with a message of its own).
+// key refused (401, 403) is exitKeyRefused, a gateway that cannot be reached exitUnreachable (as
+// for toolgate call), anything else 1.
 func approvalsFail(errOut io.Writer, cmd, base string, err error) int {
 	var apiErr *approvals.APIError
 	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden) {
@@ -165,7 +165,7 @@ func approvalsFail(errOut io.Writer, cmd, base string, err error) int {
 	}
 	if unreachable(err) {
 		cannotReach(errOut, "toolgate approvals", base, err)
-		return 1
+		return exitUnreachable
 	}
 	if errors.As(err, &apiErr) && apiErr.Status == 503 {
 		// Replicas keep approvals in their shared store (state.redis); any replica's admin API will do

@@ -328,7 +328,7 @@ func TestApprovalsAdminURLFromConfig(t *testing.T) {
 	if code, out, errOut := cli("list", "--config", closed, "--url", srv.URL); code != 0 || !strings.Contains(out, pending.ID) {
 		t.Fatalf("--url over admin.listen: exit %d: %s%s", code, out, errOut)
 	}
-	if code, _, errOut := cli("list", "--config", closed); code != 1 || !strings.Contains(errOut, "127.0.0.1:1") {
+	if code, _, errOut := cli("list", "--config", closed); code != exitUnreachable || !strings.Contains(errOut, "127.0.0.1:1") {
 		t.Fatalf("list against admin.listen 127.0.0.1:1: exit %d: %s", code, errOut)
 	}
 	if code, _, errOut := cli("list", "--config", port0); code != 2 || !strings.Contains(errOut, "--url") {
