@@ -102,15 +102,15 @@ func newGateway(ctx context.Context, path string, log *slog.Logger) (*gateway.Ga
 	return gw, ""
 }
 
-// reloadOnHangUp reloads the policy and the tool pins on SIGHUP, until ctx
-// ends.
+// reloadOnHangUp reloads the policy, the tool pins, and the API keys and
+// admin key from the config file on SIGHUP (gateway.Reload), until ctx ends.
 func reloadOnHangUp(ctx context.Context, gw *gateway.Gateway, hup <-chan os.Signal, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			log.Info("SIGHUP: reloading the policy and the tool pins")
+			log.Info("SIGHUP: reloading the policy, the tool pins, and the API keys and admin key from the config file")
 			gw.Reload()
 		}
 	}
