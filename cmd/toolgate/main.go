@@ -20,6 +20,8 @@ Usage:
   toolgate check [--config toolgate.yaml] [--offline]   validate config, model, policy and upstream tools
   toolgate explain [--config F] [--role R] [--attr k=v] <principal> <tool> [json-args]
                                                      why a principal may or may not call a tool (offline)
+  toolgate policy test [--config F] [--policy P] CASES.yaml | diff --against CANDIDATE.csv [--audit TRAIL]
+                                                     test cases for the policy; replay the trail through a candidate
   toolgate tools [--config F] [--as PRINCIPAL]       the catalog, as one principal sees it
   toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
@@ -27,8 +29,8 @@ Usage:
   toolgate approvals [--config F | --url URL] list | approve ID | deny ID
                                                      decide calls that wait for a human approval
   toolgate audit verify FILE...                      check an audit trail's hash chain (oldest file first)
-  toolgate import [--out DIR] [--force] FILE         toolgate.yaml and a starter policy from a Claude
-                                                     Desktop, Cursor or VS Code MCP config
+  toolgate audit verify --config F                   check every trail of F's audit.file (the file and its slots)
+  toolgate import <file> [--out DIR] [--force]       toolgate.yaml and a starter policy from a client's MCP config
   toolgate keys new <principal>                      mint an API key and print its config line
   toolgate keys new --admin                          mint the admin API key (admin.key_sha256)
   toolgate demo-orders                               run the built-in demo upstream on stdio
@@ -66,6 +68,8 @@ func run(args []string) int {
 		return runCall(args[1:])
 	case "explain":
 		return runExplain(args[1:])
+	case "policy":
+		return runPolicy(args[1:])
 	case "tools":
 		return runTools(args[1:])
 	case "pins":
