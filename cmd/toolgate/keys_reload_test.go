@@ -24,6 +24,7 @@ import (
 const (
 	carolKey = "tg_test_carol"
 	daveKey  = "tg_test_dave"
+	erinKey  = "tg_test_erin"
 
 	msgKeysReloaded = "API keys reloaded"
 	msgKeysRefused  = "config reload refused; the last good API keys and admin key stay in force"
@@ -37,7 +38,8 @@ func keyLine(principal, key string) string {
 
 // reloadConfig writes a config for the hostile upstream with listeners on port 0 (and admin, when
 // not "", as the admin key), and gives carol and dave the caller role in the policy (only alice and
-// bob have keys).
+// bob have keys); erin has a p line of her own and no g line, so the policy takes her for a role
+// until a key names her.
 func reloadConfig(t *testing.T, admin string) string {
 	t.Helper()
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
@@ -47,7 +49,7 @@ func reloadConfig(t *testing.T, admin string) string {
 	}
 	write(t, cfg, listeners+mustRead(t, cfg))
 	policy := filepath.Join(filepath.Dir(cfg), "policy.csv")
-	write(t, policy, mustRead(t, policy)+"g, carol, caller\ng, dave, caller\n")
+	write(t, policy, mustRead(t, policy)+"g, carol, caller\ng, dave, caller\np, erin, hostile/echo, call, allow\n")
 	return cfg
 }
 
@@ -123,23 +125,31 @@ func principals(rec map[string]any, key string) string {
 }
 
 // A key that is not in the config is refused; once it is added to the file, the gateway takes it
-// without a restart, when the file changes and on SIGHUP.
+// without a restart, when the file changes and on SIGHUP. A new principal that only p lines name
+// (erin) holds them from the reload on, as she would after a restart.
 func TestNewAPIKeyWithoutRestart(t *testing.T) {
 	t.Run("file change", func(t *testing.T) {
 		cfg, p := reloadGateway(t, "")
 		url := loggedURL(t, p, "serving Streamable HTTP")
 		wantRefused(t, "dave before his key is configured", initializeErr(url, daveKey))
 
-		write(t, cfg, strings.Replace(mustRead(t, cfg), keyLine("bob", bobKey), keyLine("bob", bobKey)+keyLine("dave", daveKey), 1))
+		write(t, cfg, strings.Replace(mustRead(t, cfg), keyLine("bob", bobKey), keyLine("bob", bobKey)+keyLine("dave", daveKey)+keyLine("erin", erinKey), 1))
 		rec := waitLog(t, p, msgKeysReloaded, 1)[0]
-		if got := principals(rec, "principals_added"); got != `["dave"]` || rec["keys_before"] != 2.0 || rec["keys_after"] != 3.0 {
-			t.Fatalf("reload record %v, want dave added, 2 keys before and 3 after", rec)
+		if got := principals(rec, "principals_added"); got != `["dave","erin"]` || rec["keys_before"] != 2.0 || rec["keys_after"] != 4.0 {
+			t.Fatalf("reload record %v, want dave and erin added, 2 keys before and 4 after", rec)
 		}
 		dave := connectHTTP(t, url, daveKey)
 		if _, env := callE2E(t, dave, "hostile__echo", `{"who":"dave"}`); env["ok"] != true {
 			t.Fatalf("dave's call after the reload: %v", env)
 		}
-		for _, secret := range []string{daveKey, authn.HashKey(daveKey)} {
+		erin := connectHTTP(t, url, erinKey)
+		if _, env := callE2E(t, erin, "hostile__echo", `{"who":"erin"}`); env["ok"] != true {
+			t.Fatalf("erin's call (her own p line) after the reload: %v", env)
+		}
+		if _, env := callE2E(t, erin, "hostile__sleep", `{"ms":1}`); env["error_code"] != "tool_not_found" && env["error_code"] != "tool_not_allowed" {
+			t.Fatalf("erin's call of a tool her line does not grant: %v", env)
+		}
+		for _, secret := range []string{daveKey, authn.HashKey(daveKey), erinKey, authn.HashKey(erinKey)} {
 			if strings.Contains(p.stderr.String(), secret) {
 				t.Fatal("the gateway logged a key or a key's hash")
 			}
