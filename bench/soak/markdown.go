@@ -91,8 +91,20 @@ func markdown(r *Report) string {
 
 	p("\n## The gateway\n\n")
 	p("| figure | idle, before the calls | start (after the warm-up) | middle | end (last call) | end (after %s) |\n|---|---|---|---|---|---|\n", o.Settle)
-	p("| RSS MB | %s | %s | %s | %s | %s |\n", mb(r.RSS["idle_before"]), mb(r.RSS["start"]), mb(r.RSS["middle"]), mb(r.RSS["end"]), mb(r.RSS["end_settled"]))
-	p("| goroutines | %d | %d | %d | %d | %d |\n", r.Goroutines["idle_before"], r.Goroutines["start"], r.Goroutines["middle"], r.Goroutines["end_calls"], r.Goroutines["end"])
+	rss := func(k string) string {
+		if v, ok := r.RSS[k]; ok {
+			return mb(v)
+		}
+		return "n/a"
+	}
+	gor := func(k string) string {
+		if v, ok := r.Goroutines[k]; ok {
+			return fmt.Sprint(v)
+		}
+		return "n/a"
+	}
+	p("| RSS MB | %s | %s | %s | %s | %s |\n", rss("idle_before"), rss("start"), rss("middle"), rss("end"), rss("end_settled"))
+	p("| goroutines | %s | %s | %s | %s | %s |\n", gor("idle_before"), gor("start"), gor("middle"), gor("end_calls"), gor("end"))
 	p("\nPeak RSS over the main calls (VmHWM): %s MB. Gateway CPU over the main calls: %.1f s (%.0f µs per call). "+
 		"Other processes used %.0f%% of the machine's CPU meanwhile.\n",
 		mb(r.RSS["peak"]), r.GatewayCPU.Seconds(), float64(r.GatewayCPU.Microseconds())/float64(max(1, r.Main.Calls())), r.OtherCPU)
