@@ -75,6 +75,7 @@ func (l *loader) authzFields(x *Authz) fields {
 		"model":               set(&x.Model, l.str),
 		"policy":              set(&x.Policy, l.str),
 		"refuse_deny_removal": set(&x.RefuseDenyRemoval, l.boolean),
+		"shadow_policy":       set(&x.ShadowPolicy, l.str),
 	}
 }
 

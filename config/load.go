@@ -61,6 +61,9 @@ func Parse(path string, data []byte, env func(string) (string, bool)) (*Config, 
 		return nil, &Problems{List: l.probs}
 	}
 	resolvePaths(c, dir)
+	if p, ok := checkShadowPolicy(c, path, l.lines["authz.shadow_policy"]); !ok {
+		return nil, &Problems{List: []Problem{p}}
+	}
 	return c, nil
 }
 

@@ -165,6 +165,7 @@ func resolvePaths(c *Config, dir string) {
 	}
 	c.Authz.Model = abs(c.Authz.Model)
 	c.Authz.Policy = abs(c.Authz.Policy)
+	c.Authz.ShadowPolicy = abs(c.Authz.ShadowPolicy)
 	c.Pinning.File = abs(c.Pinning.File)
 	c.Approvals.File = abs(c.Approvals.File)
 	c.Audit.File = abs(c.Audit.File)

@@ -112,6 +112,9 @@ type Authz struct {
 	// carries the one-shot marker (see docs/policy.md, Reloading, checking, explaining). False, the
 	// default, applies such a reload, audited and counted.
 	RefuseDenyRemoval bool `yaml:"refuse_deny_removal"`
+	// ShadowPolicy is a candidate policy file evaluated beside the live one on every call, never
+	// deciding (package authz/shadow); "" for none.
+	ShadowPolicy string `yaml:"shadow_policy"`
 }
 
 // Auth maps credentials to principals.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/authz/shadow"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/ratelimit"
@@ -16,6 +17,7 @@ type Links struct {
 	Catalog    func() *upstreams.Catalog
 	RetrySafe  func(*upstreams.Tool) bool // may the tool be repeated after an unknown outcome
 	Arguments  pipeline.ArgumentLimits    // size and nesting caps on arguments; zero: none
+	Shadow     *shadow.Guard              // authz.shadow_policy; nil: none
 	RateLimits *ratelimit.Guard
 	Approvals  *approvals.Guard
 	Dedup      *dedup.Guard
@@ -31,6 +33,7 @@ func Chain(opts pipeline.Options, l Links) *pipeline.Chain {
 		l.Record.Link(),                          // wraps: after the call, one log line, one audit record, the metrics
 		pipeline.Authenticate(),                  // the principal the transport authenticated (HTTP 401 before any MCP)
 		pipeline.Resolve(l.Catalog, l.RetrySafe), // client-facing name -> catalog entry: tool_not_found
+		l.Shadow.Link(),                          // a candidate policy beside the live one, never deciding (before authorize: it sees live denials)
 		pipeline.Authorize(),                     // Casbin on <server>/<tool>: tool_not_allowed
 		pipeline.Validate(l.Arguments),           // argument size and depth caps, then the input schema: invalid_arguments, tool_changed
 		pipeline.Conditions(),                    // policy conditions on the validated arguments: tool_not_allowed

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/authz/shadow"
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
@@ -47,7 +48,8 @@ func TestReadmeTableIsTheChain(t *testing.T) {
 // tests see the links before and after it that the gateway runs.
 func TestTestKitKeepsTheGatewayOrder(t *testing.T) {
 	var rec *pipeline.Recorder
-	kit := pipelinetest.New(t, pipelinetest.Parts{Guards: []pipeline.Link{
+	shadowLink := (*shadow.Guard)(nil).Link()
+	kit := pipelinetest.New(t, pipelinetest.Parts{Shadow: &shadowLink, Guards: []pipeline.Link{
 		(*ratelimit.Guard)(nil).Link(), rec.Gate(), (*approvals.Guard)(nil).Link(), (*dedup.Guard)(nil).Link(),
 	}}).Names()
 	if want := chainNames(t); !slices.Equal(kit, want) {

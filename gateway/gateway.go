@@ -39,6 +39,7 @@ type Gateway struct {
 	cfg       *config.Config
 	log       *slog.Logger
 	policy    *authz.Store
+	shadow    *authz.Store // authz.shadow_policy, nil without one (shadow.go)
 	auth      *authn.Authenticator
 	approvals approvals.Store // the file, or Redis with state.redis
 	set       *upstreams.Set
@@ -117,6 +118,7 @@ func (g *Gateway) steps(o Options) []step {
 			g.policy, err = authz.NewStore(g.cfg.ModelPath(), g.cfg.PolicyPath(), PolicyOptions(g.cfg), g.log)
 			return err
 		}},
+		{"invalid shadow policy", func(context.Context) error { return g.openShadow() }},
 		// Tracing is off unless the standard OTEL_* variables turn it on; a
 		// setting it cannot honour (an unsupported exporter or protocol) is
 		// a startup error rather than traces silently lost.
@@ -199,6 +201,7 @@ func (g *Gateway) links() Links {
 	resilience := resilienceFrom(g.cfg, g.breakers)
 	return Links{
 		Record: recorder, Catalog: g.set.Catalog, RetrySafe: retrySafe(g.cfg), Arguments: argumentLimits(g.cfg),
+		Shadow:     g.shadowGuard(),
 		RateLimits: rateLimitsFrom(g.cfg, g.state, g.log),
 		Approvals:  &approvals.Guard{Store: g.approvals, Log: g.log},
 		Dedup:      dedupFrom(g.cfg, g.state, g.metrics, g.log),

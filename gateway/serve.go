@@ -97,6 +97,7 @@ func (g *Gateway) Watch(ctx context.Context) {
 			g.log.Error("policy files are not watched; SIGHUP still reloads", "err", err)
 		}
 	})
+	watching.Go(func() { g.watchShadow(ctx) })
 	watching.Go(func() {
 		if err := g.watchConfig(ctx); err != nil && ctx.Err() == nil {
 			g.log.Error("the config file is not watched; SIGHUP still reloads the API keys", "err", err)
@@ -114,6 +115,7 @@ func (g *Gateway) Watch(ctx context.Context) {
 // which keeps what it had.
 func (g *Gateway) Reload() {
 	_ = g.policy.Reload()
+	g.reloadShadow()
 	if err := g.set.ReloadPins(); err != nil {
 		g.log.Error("tool pins not reloaded", "err", err)
 	}

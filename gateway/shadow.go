@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authz/shadow"
+)
+
+// openShadow loads authz.shadow_policy, when set, into a Store of its own on the live model and
+// the live policy's options: a candidate that would not load as the live policy does not start.
+// Its problems are the live policy's (file:line, what to write instead).
+func (g *Gateway) openShadow() error {
+	path := g.cfg.ShadowPolicyPath()
+	if path == "" {
+		return nil
+	}
+	s, err := authz.NewStore(g.cfg.ModelPath(), path, PolicyOptions(g.cfg), g.log.With("policy_role", "shadow"))
+	if err != nil {
+		return fmt.Errorf("%s: authz.shadow_policy: expected a candidate policy that loads with %s like authz.policy:\n%w", g.cfg.File, g.cfg.ModelPath(), err)
+	}
+	g.shadow = s
+	g.log.Info("shadow policy loaded: it is evaluated beside the live policy on every call and decides nothing",
+		"shadow_policy", path, "version", s.Current().Version())
+	return nil
+}
+
+// shadowGuard is the shadow link's guard: nil (every call passes untouched) without a shadow.
+func (g *Gateway) shadowGuard() *shadow.Guard {
+	if g.shadow == nil {
+		return nil
+	}
+	return &shadow.Guard{Policy: g.shadow.Current, Metrics: g.metrics, Log: g.log}
+}
+
+// watchShadow reloads the shadow policy when its file (or the model) changes, until ctx ends.
+func (g *Gateway) watchShadow(ctx context.Context) {
+	if g.shadow == nil {
+		return
+	}
+	if err := g.shadow.Watch(ctx); err != nil && ctx.Err() == nil {
+		g.log.Error("the shadow policy file is not watched; SIGHUP still reloads it", "err", err)
+	}
+}
+
+// reloadShadow reads the shadow policy again (SIGHUP); a broken file keeps the last good one.
+func (g *Gateway) reloadShadow() {
+	if g.shadow != nil {
+		_ = g.shadow.Reload() // logged and counted by the Store
+	}
+}
+
+// Shadow is the shadow policy's Store, nil without authz.shadow_policy.
+func (g *Gateway) Shadow() *authz.Store { return g.shadow }
