@@ -56,7 +56,7 @@ func (g *Gateway) auditDecisions() {
 			log.Error("audit record not written", "kind", r.Kind, "err", err)
 		}
 	}
-	g.policy.OnReloadEvent(func(ev authz.ReloadEvent) { appendOrLog(reloadRecord(ev)) })
+	g.policy.OnReloadEvent(func(ev authz.ReloadEvent) { appendOrLog(reloadRecord(ev, g.toolIDs())) })
 	g.approvals.OnDecision(func(req approvals.Request) { appendOrLog(approvalRecord(req)) })
 	var seen sync.Map // "<id> <hash>" of blocked definitions already recorded
 	blocked := func(cat *upstreams.Catalog) {
@@ -70,19 +70,47 @@ func (g *Gateway) auditDecisions() {
 	g.set.OnCatalogChange(blocked)
 }
 
+// toolIDs are the canonical IDs of the catalog's tools, which a reload report decides access to.
+func (g *Gateway) toolIDs() []string {
+	tools := g.set.Catalog().Tools()
+	ids := make([]string, len(tools))
+	for i, t := range tools {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
 // reloadRecord is the audit record of one reload attempt. Details: the rules and deny lines of the
 // policy in force afterwards; when the files loaded into a new policy, its deny-line count
 // (deny_lines_before / deny_lines_after); and when that policy removes deny lines, the removed lines
 // as "file:line: text" (they are policy, not secrets) and whether the file carried the marker that
 // permits it (authz.refuse_deny_removal). A removal refused by the switch is rejected, like any
 // reload that failed, with the removed lines still listed.
-func reloadRecord(ev authz.ReloadEvent) audit.Record {
+//
+// The reload report (whenever the files loaded into a new policy, applied or refused):
+// previous_version and candidate_version; lines_added and lines_removed, the lines themselves; and
+// access_gained and access_lost, the principal/tool pairs (every principal either policy knows,
+// every catalog tool in tools) whose access widens or narrows, each {principal, tool, before,
+// after} with before and after "allowed", "denied" or "conditional" (argument conditions decide;
+// see authz.Policy.Access). access_truncated is true, and the pairs left out, past
+// authz.MaxReportPairs.
+func reloadRecord(ev authz.ReloadEvent, tools []string) audit.Record {
 	p := ev.Policy
 	r := audit.Record{Kind: audit.KindPolicyReload, Decision: audit.DecisionApplied, PolicyVersion: p.Version(),
 		Details: map[string]any{"rules": p.Rules(), "deny_lines": p.Denies()}}
 	if ev.Candidate != nil {
 		r.Details["deny_lines_before"] = ev.Previous.Denies()
 		r.Details["deny_lines_after"] = ev.Candidate.Denies()
+		ch := authz.Compare(ev.Previous, ev.Candidate, tools)
+		r.Details["previous_version"] = ev.Previous.Version()
+		r.Details["candidate_version"] = ev.Candidate.Version()
+		r.Details["lines_added"] = nonNil(ch.Added)
+		r.Details["lines_removed"] = nonNil(ch.Removed)
+		r.Details["access_gained"] = nonNil(ch.Gained)
+		r.Details["access_lost"] = nonNil(ch.Lost)
+		if ch.Truncated {
+			r.Details["access_truncated"] = true
+		}
 	}
 	if len(ev.RemovedDenies) > 0 {
 		r.Details["removed_deny_lines"] = ev.RemovedDenies
@@ -112,4 +140,12 @@ func pinRecord(ch upstreams.ChangedTool) audit.Record {
 	}
 	return audit.Record{Kind: audit.KindPinChange, Tool: ch.ID, Decision: audit.DecisionDenied, Reason: why,
 		Details: map[string]any{"old_hash": ch.Pin.Hash, "new_hash": ch.NewHash}}
+}
+
+// nonNil writes an empty list as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -44,7 +44,7 @@ func TestReloadRecordRemovedDenies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []audit.Record
-	s.OnReloadEvent(func(ev authz.ReloadEvent) { recs = append(recs, reloadRecord(ev)) })
+	s.OnReloadEvent(func(ev authz.ReloadEvent) { recs = append(recs, reloadRecord(ev, nil)) })
 	removed := []string{policyPath + ":2: " + denyLine}
 
 	// Refused by the switch: rejected, with the lines.
