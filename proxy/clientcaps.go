@@ -27,10 +27,15 @@ import (
 type clientCaps struct {
 	known                        bool // false: nothing was seen; ask, and let the client answer
 	sampling, elicitation, roots bool
+	// declared is the three as the client declared them (with their
+	// sub-capabilities, such as elicitation's modes), to declare to a
+	// 2026-07-28 upstream on its behalf.
+	declared mcp.ClientCapabilities
 }
 
 func capsOf(c mcp.ClientCapabilities) clientCaps {
-	return clientCaps{known: true, sampling: c.Sampling != nil, elicitation: c.Elicitation != nil, roots: c.Roots != nil}
+	return clientCaps{known: true, sampling: c.Sampling != nil, elicitation: c.Elicitation != nil, roots: c.Roots != nil,
+		declared: mcp.ClientCapabilities{Sampling: c.Sampling, Elicitation: c.Elicitation, Roots: c.Roots}}
 }
 
 // relays reports whether the client may be asked anything: it declared
@@ -61,6 +66,11 @@ func (c clientCaps) refusal(method string) *upstreams.RelayError {
 	return &upstreams.RelayError{Code: mcp.METHOD_NOT_FOUND,
 		Message: "the client did not declare the " + name + " capability, so it cannot be asked " + method}
 }
+
+// Declared implements upstreams.CapabilityDeclarer for the relays.
+func (r *clientRelay) Declared() (mcp.ClientCapabilities, bool) { return r.caps.declared, r.caps.known }
+
+func (r *parkedRelay) Declared() (mcp.ClientCapabilities, bool) { return r.caps.declared, r.caps.known }
 
 // callerCaps is what the client of the request in ctx declared: a
 // 2026-07-28 request's own _meta, or its session's initialize.

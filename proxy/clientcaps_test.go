@@ -60,3 +60,18 @@ func TestRelaysRefuseUndeclaredRoots(t *testing.T) {
 		}
 	}
 }
+
+// What a relay declares for its client (to a 2026-07-28 upstream) is what
+// that client declared, sub-capabilities included; unknown stays unknown.
+func TestRelaysDeclareWhatTheClientDeclared(t *testing.T) {
+	var _ upstreams.CapabilityDeclarer = (*clientRelay)(nil)
+	var _ upstreams.CapabilityDeclarer = (*parkedRelay)(nil)
+	form := mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}, Tasks: &mcp.TasksCapability{}}
+	got, known := (&clientRelay{caps: capsOf(form)}).Declared()
+	if !known || got.Elicitation != form.Elicitation || got.Sampling != nil || got.Roots != nil || got.Tasks != nil {
+		t.Errorf("declared %+v (known %v), want the client's elicitation and nothing the gateway does not relay", got, known)
+	}
+	if _, known := (&parkedRelay{}).Declared(); known {
+		t.Error("a relay with nothing known declared something")
+	}
+}

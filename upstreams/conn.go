@@ -313,6 +313,18 @@ func relayedCapabilities() mcp.ClientCapabilities {
 	return caps
 }
 
+// declaredCapabilities is what to tell a 2026-07-28 upstream the client of
+// ctx can answer: what that client declared, if its relay knows, else all
+// the gateway can relay.
+func declaredCapabilities(ctx context.Context) mcp.ClientCapabilities {
+	if d, ok := relayFrom(ctx).(CapabilityDeclarer); ok {
+		if caps, known := d.Declared(); known {
+			return caps
+		}
+	}
+	return relayedCapabilities()
+}
+
 // Name is the configured server name.
 func (c *Conn) Name() string { return c.name }
 
@@ -337,7 +349,7 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 	id := mcp.NewRequestId(fmt.Sprintf("gw-%d", c.seq.Add(1)))
 	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params}
 	if c.modern {
-		if err := c.modernize(&req); err != nil {
+		if err := c.modernize(ctx, &req); err != nil {
 			return nil, &CallError{Where: NotSent, Err: fmt.Errorf("encode request: %w", err)}
 		}
 	}

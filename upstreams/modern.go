@@ -25,7 +25,12 @@ import (
 const maxInputRounds = 10
 
 // modernize adds what a 2026-07-28 request carries besides its params.
-func (c *Conn) modernize(req *transport.JSONRPCRequest) error {
+// The capabilities it declares are those of the client whose request this
+// is, when its relay knows them (CapabilityDeclarer): a 2026 upstream plans
+// its input requests per request, and must not plan on one the client
+// cannot answer. The gateway's own requests (listing, refreshing) declare
+// everything it can relay, so the catalog holds what any client may use.
+func (c *Conn) modernize(ctx context.Context, req *transport.JSONRPCRequest) error {
 	fields := map[string]json.RawMessage{}
 	if req.Params != nil {
 		b, err := json.Marshal(req.Params)
@@ -41,7 +46,7 @@ func (c *Conn) modernize(req *transport.JSONRPCRequest) error {
 		_ = json.Unmarshal(raw, &meta)
 	}
 	meta[mcp.MetaKeyProtocolVersion] = c.proto
-	meta[mcp.MetaKeyClientCapabilities] = relayedCapabilities()
+	meta[mcp.MetaKeyClientCapabilities] = declaredCapabilities(ctx)
 	meta[mcp.MetaKeyClientInfo] = mcp.Implementation{Name: "toolgate", Version: Version}
 	if c.hooks.logLevel != nil {
 		if level := c.hooks.logLevel(); level != "" {

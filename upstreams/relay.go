@@ -25,6 +25,13 @@ type Relay interface {
 	Log(params json.RawMessage)
 }
 
+// CapabilityDeclarer is a Relay that knows which of sampling, elicitation
+// and roots its client declared; Declared's known is false when it does
+// not.
+type CapabilityDeclarer interface {
+	Declared() (caps mcp.ClientCapabilities, known bool)
+}
+
 // RelayError is a JSON-RPC error to answer an upstream's request with.
 type RelayError struct {
 	Code    int
