@@ -20,6 +20,8 @@ Usage:
   toolgate check [--config toolgate.yaml] [--offline]   validate config, model, policy and upstream tools
   toolgate explain [--config F] [--role R] [--attr k=v] <principal> <tool> [json-args]
                                                      why a principal may or may not call a tool (offline)
+  toolgate policy test [--config F] [--policy P] CASES.yaml | diff --against CANDIDATE.csv [--audit TRAIL]
+                                                     test cases for the policy; replay the trail through a candidate
   toolgate tools [--config F] [--as PRINCIPAL]       the catalog, as one principal sees it
   toolgate call [--url URL] [--key KEY] <tool> [json-args]   call a tool through a running gateway
   toolgate call --list [--url URL] [--key KEY]       list the tools the key may call
@@ -66,6 +68,8 @@ func run(args []string) int {
 		return runCall(args[1:])
 	case "explain":
 		return runExplain(args[1:])
+	case "policy":
+		return runPolicy(args[1:])
 	case "tools":
 		return runTools(args[1:])
 	case "pins":

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/authz/policytest"
+	"github.com/toolgate/toolgate/authz/replay"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/pins"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+const policyUsage = `usage:
+  toolgate policy test [--config F] [--policy P] [--offline] [-v] CASES.yaml
+      run policy test cases; exit 0 all passed, 1 a case failed, 2 usage or file errors
+  toolgate policy diff --against CANDIDATE.csv [--config F] [--audit TRAIL] [--since T] [--until T] [--json]
+      replay the audit trail's calls through the candidate policy; exit 0 nothing changes,
+      1 some calls would be decided otherwise or could not be replayed, 2 usage or file errors
+`
+
+// runPolicy is `toolgate policy`: tests and diffs of policy changes, offline.
+func runPolicy(args []string) int { return policyCommand(args, os.Stdout, os.Stderr) }
+
+func policyCommand(args []string, out, errOut io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(errOut, policyUsage)
+		return 2
+	}
+	switch args[0] {
+	case "test":
+		return policyTest(args[1:], out, errOut)
+	case "diff":
+		return policyDiff(args[1:], out, errOut)
+	case "history":
+		return policyHistory(args[1:], out, errOut)
+	case "help", "-h", "--help":
+		fmt.Fprint(out, policyUsage)
+		return 0
+	}
+	fmt.Fprintf(errOut, "toolgate policy: unknown subcommand %q\n%s", args[0], policyUsage)
+	return 2
+}
+
+// loadPolicyFiles reads the config and a policy file with the configured model (policyPath ""
+// means the configured policy), linted as serve would.
+func loadPolicyFiles(configPath, policyPath string, errOut io.Writer) (*config.Config, *authz.Policy, bool) {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		printProblems(errOut, "invalid configuration", err)
+		return nil, nil, false
+	}
+	if policyPath == "" {
+		policyPath = cfg.PolicyPath()
+	}
+	p, err := authz.LoadPolicy(cfg.ModelPath(), policyPath, gateway.PolicyOptions(cfg))
+	if err != nil {
+		printProblems(errOut, "invalid policy "+policyPath, err)
+		return nil, nil, false
+	}
+	return cfg, p, true
+}
+
+// apiKeyAttributes are each principal's API-key attributes.
+func apiKeyAttributes(cfg *config.Config) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, k := range cfg.Auth.APIKeys {
+		if len(k.Attributes) == 0 {
+			continue
+		}
+		if out[k.Principal] == nil {
+			out[k.Principal] = map[string]string{}
+		}
+		for n, v := range k.Attributes {
+			out[k.Principal][n] = v
+		}
+	}
+	return out
+}
+
+func policyTest(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	configPath := fs.String("config", "toolgate.yaml", "configuration file (model, policy, principals, servers)")
+	policyPath := fs.String("policy", "", "test this policy file instead of the configured one (a candidate)")
+	offline := fs.Bool("offline", false, "do not start the upstreams: tools are not checked to exist, arguments not against their schemas")
+	verbose := fs.Bool("v", false, "print passing cases too")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(errOut, policyUsage)
+		return 2
+	}
+	cases, err := policytest.Load(fs.Arg(0))
+	if err != nil {
+		printProblems(errOut, "invalid case file", err)
+		return 2
+	}
+	cfg, policy, ok := loadPolicyFiles(*configPath, *policyPath, errOut)
+	if !ok {
+		return 2
+	}
+	env := policytest.Env{
+		Policy:     policy,
+		Principals: gateway.PolicyOptions(cfg).Principals,
+		Attributes: apiKeyAttributes(cfg),
+		ToolID:     func(name string) (string, error) { return canonicalTool(cfg, name) },
+	}
+	if cfg.Auth.JWT != nil {
+		env.JWT = &policytest.JWT{PrincipalClaim: cfg.JWTPrincipalClaim(), RolesClaim: cfg.Auth.JWT.RolesClaim, AttributeClaims: cfg.Auth.JWT.AttributeClaims}
+	}
+	fmt.Fprintf(out, "policy: %s (version %s)\n", policyFile(cfg, *policyPath), policy.Version())
+	if *offline {
+		fmt.Fprintln(out, "catalog: not consulted (--offline): "+notChecked)
+	} else {
+		cat, closeCatalog, err := startCatalog(cfg)
+		if err != nil {
+			fmt.Fprintf(out, "catalog: the upstreams could not be started (%v): %s\n", oneLine(err), notChecked)
+		} else {
+			defer closeCatalog()
+			env.Catalog = cat
+			fmt.Fprintf(out, "catalog: %d tool(s) from the configured upstreams\n", len(cat.Tools))
+			for server, why := range cat.Down {
+				fmt.Fprintf(out, "catalog: server %s is unavailable (%s): its tools are not checked\n", server, why)
+			}
+		}
+	}
+	results := policytest.Run(cases, env)
+	policytest.Print(out, cases, results, *verbose)
+	if policytest.Summarize(results).Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// notChecked says what a policy test without the catalog does not check.
+const notChecked = "tool names are mapped through the configured prefixes but not checked to exist, " +
+	"and arguments are not checked against the tools' input schemas (conditions on arguments are still evaluated)"
+
+func policyFile(cfg *config.Config, override string) string {
+	if override != "" {
+		return override
+	}
+	return cfg.PolicyPath()
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ") }
+
+// startCatalog connects to the upstreams as serve would (pins read, never recorded) and returns
+// their catalog in policytest's terms.
+func startCatalog(cfg *config.Config) (*policytest.Catalog, func(), error) {
+	store, err := gateway.OpenPins(cfg, pins.WithoutRecording())
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := upstreams.Start(context.Background(), gateway.UpstreamServers(cfg), slog.New(slog.DiscardHandler), upstreams.WithPins(store))
+	if err != nil {
+		return nil, nil, err
+	}
+	c := set.Catalog()
+	cat := &policytest.Catalog{Tools: map[string]policytest.Tool{}, Down: c.Down()}
+	for _, t := range c.Tools() {
+		pt := policytest.Tool{Name: t.Name}
+		if t.Input != nil {
+			pt.Check = t.Input.ValidateArguments
+		}
+		cat.Tools[t.ID] = pt
+	}
+	return cat, set.Close, nil
+}
+
+func policyDiff(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("policy diff", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	configPath := fs.String("config", "toolgate.yaml", "configuration file (model, policy in force, principals, audit.file)")
+	against := fs.String("against", "", "the candidate policy file (required)")
+	trail := fs.String("audit", "", "the audit file (default: audit.file of the config); its rotated files and slots are read too")
+	since := fs.String("since", "", "replay records from this time on: RFC 3339, a date (2026-11-30), or a duration ago (24h)")
+	until := fs.String("until", "", "replay records before this time (same forms as --since)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *against == "" || fs.NArg() != 0 {
+		fmt.Fprint(errOut, policyUsage)
+		return 2
+	}
+	now := time.Now()
+	var o replay.Options
+	var err error
+	if o.Since, err = parseWhen(*since, now); err != nil {
+		fmt.Fprintln(errOut, "toolgate policy diff: --since:", err)
+		return 2
+	}
+	if o.Until, err = parseWhen(*until, now); err != nil {
+		fmt.Fprintln(errOut, "toolgate policy diff: --until:", err)
+		return 2
+	}
+	cfg, current, ok := loadPolicyFiles(*configPath, "", errOut)
+	if !ok {
+		return 2
+	}
+	candidate, err := authz.LoadPolicy(cfg.ModelPath(), *against, gateway.PolicyOptions(cfg))
+	if err != nil {
+		printProblems(errOut, "invalid candidate policy "+*against, err)
+		return 2
+	}
+	path := *trail
+	if path == "" {
+		if !cfg.AuditEnabled() {
+			fmt.Fprintf(errOut, "toolgate policy diff: %s disables the audit trail; name one with --audit\n", cfg.File)
+			return 2
+		}
+		path = cfg.AuditPath()
+	}
+	trails, err := audit.TrailFiles(path)
+	if err == nil && len(trails) == 0 {
+		err = fmt.Errorf("no trail at %s", path)
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "toolgate policy diff:", err)
+		return 2
+	}
+	o.Current, o.Candidate = current, candidate
+	o.Attributes = apiKeyAttributes(cfg)
+	o.Configured = gateway.PolicyOptions(cfg).Principals
+	rep, err := replay.Run(o, trails)
+	if err != nil {
+		fmt.Fprintln(errOut, "toolgate policy diff:", err)
+		return 2
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(diffJSON{Policy: cfg.PolicyPath(), Candidate: *against, Trails: trails, IncludeArgs: cfg.AuditIncludeArgs(), Report: rep}); err != nil {
+			fmt.Fprintln(errOut, "toolgate policy diff:", err)
+			return 2
+		}
+	} else {
+		printDiff(out, cfg, *against, trails, rep)
+	}
+	if rep.Empty() {
+		return 0
+	}
+	return 1
+}
+
+// diffJSON is `policy diff --json`.
+type diffJSON struct {
+	Policy      string     `json:"policy"`
+	Candidate   string     `json:"candidate"`
+	Trails      [][]string `json:"trails"`
+	IncludeArgs bool       `json:"include_args"` // audit.include_args in the config now
+	*replay.Report
+}
+
+func printDiff(w io.Writer, cfg *config.Config, candidate string, trails [][]string, rep *replay.Report) {
+	fmt.Fprintf(w, "policy in force: %s (version %s)\ncandidate:       %s (version %s)\n", cfg.PolicyPath(), rep.CurrentVersion, candidate, rep.CandidateVersion)
+	for _, files := range trails {
+		fmt.Fprintf(w, "trail:           %s (%d file(s))\n", files[len(files)-1], len(files))
+	}
+	fmt.Fprintln(w, rep.Summary())
+	if rep.OutsideWindow > 0 {
+		fmt.Fprintf(w, "(%d call(s) outside --since/--until not replayed)\n", rep.OutsideWindow)
+	}
+	if rep.Changed == 0 && rep.Unknown == 0 {
+		fmt.Fprintln(w, "no recorded call would be decided otherwise")
+		return
+	}
+	if len(rep.Changes) > 0 {
+		fmt.Fprintln(w, "\ncalls decided otherwise (by principal and tool):")
+	}
+	for _, c := range rep.Changes {
+		fmt.Fprintf(w, "\n  %s  %s  %d call(s), %s .. %s\n", c.Principal, c.Tool, c.Calls, c.First.UTC().Format(time.RFC3339), c.Last.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "    now:   %s\n    after: %s\n    first record: %s\n", c.Now, c.After, c.Example)
+		if c.TokenSubject {
+			fmt.Fprintln(w, "    note: no API key names this principal: its token's roles and attributes are not in the trail, so it was replayed with its g lines only")
+		}
+	}
+	if len(rep.Unknowns) > 0 {
+		fmt.Fprintln(w, "\nunknown: calls a condition on the arguments decides, whose arguments the trail does not have whole:")
+		for _, u := range rep.Unknowns {
+			fmt.Fprintf(w, "  %s  %s  %d call(s): %s\n", u.Principal, u.Tool, u.Calls, u.Why)
+		}
+		if !cfg.AuditIncludeArgs() {
+			fmt.Fprintln(w, "(set audit.include_args: true to keep arguments for replay; see docs/policy.md, Testing policy changes)")
+		}
+	}
+}
+
+// parseWhen reads --since and --until: RFC 3339, a date (UTC midnight), or a duration before now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, errors.New("expected RFC 3339 (2026-11-30T09:00:00Z), a date (2026-11-30) or a duration ago (24h), got " + s)
+}
