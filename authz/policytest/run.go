@@ -31,6 +31,12 @@ type Env struct {
 	// Catalog is the real catalog, nil when it is not available (offline, or the upstreams could
 	// not be started): tools are then not checked to exist and arguments not against schemas.
 	Catalog *Catalog
+	// PolicyAliases are other names of the policy under test in a case's rule: when a candidate
+	// is tested in place of the configured policy.csv, "policy.csv:37" in the shared case file means
+	// line 37 of the candidate. Policy.Version's file is the policy under test.
+	PolicyAliases []string
+	// PolicyFile is the policy under test, which PolicyAliases stand for.
+	PolicyFile string
 }
 
 // JWT is how a token's claims become a subject (config auth.jwt).
@@ -133,7 +139,7 @@ func (env Env) run(c *Case) Result {
 	if len(x.DroppedRoles) > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("roles %s are not roles of the policy and were ignored", strings.Join(x.DroppedRoles, ", ")))
 	}
-	r.Pass = r.Got == c.Expect && ruleMatches(c.Rule, r.DecidedBy)
+	r.Pass = r.Got == c.Expect && ruleMatches(env.expectedRule(c.Rule), r.DecidedBy)
 	return r
 }
 
@@ -169,6 +175,20 @@ func listed(cat *Catalog, server string) string {
 	return strings.Join(ids, ", ")
 }
 
+// expectedRule is the case's rule with a name of PolicyAliases replaced by PolicyFile.
+func (env Env) expectedRule(want string) string {
+	if env.PolicyFile == "" || want == "" || want == NoRule {
+		return want
+	}
+	file, line := splitRule(want)
+	for _, alias := range env.PolicyAliases {
+		if sameFile(alias, file) {
+			return env.PolicyFile + ":" + line
+		}
+	}
+	return want
+}
+
 // ruleMatches reports whether the expected rule is one of the deciding lines: "" expects
 // nothing, "none" expects no line, and a file:line matches a deciding line with the same path, or
 // whose path ends in the expected one at a directory boundary (policy.csv:12 matches
@@ -183,12 +203,15 @@ func ruleMatches(want string, decided []string) bool {
 	wantFile, wantLine := splitRule(want)
 	return slices.ContainsFunc(decided, func(d string) bool {
 		file, line := splitRule(d)
-		if line != wantLine {
-			return false
-		}
-		file, wf := filepath.ToSlash(file), filepath.ToSlash(wantFile)
-		return file == wf || strings.HasSuffix(file, "/"+strings.TrimPrefix(wf, "./"))
+		return line == wantLine && sameFile(file, wantFile)
 	})
+}
+
+// sameFile reports whether want names file: the same path, or a tail of it at a directory
+// boundary (policy.csv names /etc/toolgate/policy.csv).
+func sameFile(file, want string) bool {
+	file, want = filepath.ToSlash(file), filepath.ToSlash(want)
+	return file == want || strings.HasSuffix(file, "/"+strings.TrimPrefix(want, "./"))
 }
 
 func splitRule(s string) (file, line string) {

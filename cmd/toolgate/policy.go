@@ -118,6 +118,11 @@ func policyTest(args []string, out, errOut io.Writer) int {
 		Attributes: apiKeyAttributes(cfg),
 		ToolID:     func(name string) (string, error) { return canonicalTool(cfg, name) },
 	}
+	if *policyPath != "" {
+		// The case file is shared with the configured policy: its policy.csv:37 means line 37 of
+		// the candidate under test.
+		env.PolicyFile, env.PolicyAliases = *policyPath, []string{cfg.PolicyPath()}
+	}
 	if cfg.Auth.JWT != nil {
 		env.JWT = &policytest.JWT{PrincipalClaim: cfg.JWTPrincipalClaim(), RolesClaim: cfg.Auth.JWT.RolesClaim, AttributeClaims: cfg.Auth.JWT.AttributeClaims}
 	}

@@ -101,9 +101,12 @@ func TestPolicyTestCommand(t *testing.T) {
 	// A candidate with --policy: with a refund limit of 200, the first case passes.
 	candidate := filepath.Join(dir, "candidate.csv")
 	write(t, candidate, strings.Replace(mustRead(t, filepath.Join(dir, "policy.csv")), "call, allow, amount <= 100", "call, allow, amount <= 200", 1))
-	write(t, cases, "cases:\n  - {name: alice refunds 150, principal: alice, tool: orders__refund_order, args: {order_id: 4821, amount: 150, reason: damaged}, expect: allow, rule: candidate.csv:37}\n")
-	if code, out, _ := runPolicyCmd("test", "--offline", "--config", cfg, "--policy", candidate, cases); code != 0 {
-		t.Fatalf("candidate: exit %d\n%s", code, out)
+	// The case file is shared: policy.csv:37 stands for line 37 of the candidate under test.
+	for _, rule := range []string{"candidate.csv:37", "policy.csv:37"} {
+		write(t, cases, "cases:\n  - {name: alice refunds 150, principal: alice, tool: orders__refund_order, args: {order_id: 4821, amount: 150, reason: damaged}, expect: allow, rule: "+rule+"}\n")
+		if code, out, _ := runPolicyCmd("test", "--offline", "--config", cfg, "--policy", candidate, cases); code != 0 {
+			t.Fatalf("candidate, rule %s: exit %d\n%s", rule, code, out)
+		}
 	}
 
 	// An unknown key is a file:line error, exit 2.
