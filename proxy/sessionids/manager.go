@@ -1,0 +1,352 @@
+package sessionids
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Prefix starts every session id, as mcp-go's own managers write it, so
+// that replicas running mcp-go's default manager, and clients and tests
+// that look at the ids, see the same ids as before.
+const Prefix = "mcp-session-"
+
+// MinRetention is the shortest time a terminated id is refused: the
+// shortest idle TTL the config accepts (listen.session_idle_ttl, 1m..24h),
+// for callers that pass none.
+const MinRetention = time.Minute
+
+// DefaultMaxIDs bounds each of the manager's two sets (terminated ids, and
+// ids known not to be). An entry costs about 200 bytes (a 48-byte id, its
+// map slot and list element), so a full set is about 20 MB. 100,000
+// terminations within one idle TTL (30 minutes by default) is 55 DELETEs a
+// second for half an hour, far beyond clients that end a session once;
+// 100,000 ids known is as many sessions active on one replica within an
+// idle TTL. Past the bound the oldest entry goes first: a terminated id
+// forgotten that way is accepted again as any unknown id is (with a shared
+// store it is looked up there, where it is still recorded, and refused
+// again); a known id forgotten costs one more lookup.
+const DefaultMaxIDs = 100_000
+
+// ErrInvalid is the error of an id that is not a session id at all: mcp-go
+// answers it 404 "Invalid session ID".
+var ErrInvalid = errors.New("invalid session id")
+
+// Shared is the store the replicas share terminations through
+// (proxy/sessionids/redisstore).
+type Shared interface {
+	// Follow hands heard every id a replica (this one included) announced
+	// as terminated, and calls missed when announcements may have been
+	// lost (the subscription was down and is back). Both are called from a
+	// goroutine of the store's, and must not block. stop ends it.
+	Follow(heard func(id string), missed func()) (stop func())
+	// Announce records id as terminated for ttl, for every replica, and
+	// tells them. It never blocks: the store sends it in the background,
+	// and keeps it while the store is down.
+	Announce(id string, ttl time.Duration)
+	// Terminated asks whether a replica terminated id. An error means the
+	// store could not tell; the store counts it.
+	Terminated(ctx context.Context, id string) (bool, error)
+}
+
+// Options configure a Manager.
+type Options struct {
+	// IdleTTL is the session idle TTL (listen.session_idle_ttl): how long a
+	// terminated id is refused (at least MinRetention). For that long after
+	// its last request, a session that was not terminated may still be
+	// alive somewhere (its listening stream, log level, subscriptions and
+	// buffered events on some replica); after it, such a session would have
+	// been dropped as idle anyway, and a request naming it is served as a
+	// new, empty session, which is all a forgotten terminated id gets too.
+	IdleTTL time.Duration
+	Shared  Shared       // nil: terminations stay on this replica
+	Log     *slog.Logger // nil: no logs
+	// Now and MaxIDs are for tests: nil is time.Now, 0 DefaultMaxIDs.
+	Now    func() time.Time
+	MaxIDs int
+}
+
+// Manager is a server.SessionIdManager that accepts any well-formed id
+// except those of terminated sessions (see the package comment). Pass its
+// Resolver to mcp-go (server.WithSessionIdManagerResolver) and wrap the
+// endpoint in its Guard.
+type Manager struct {
+	shared    Shared
+	log       *slog.Logger
+	now       func() time.Time
+	retention time.Duration
+	stop      func()
+
+	mu         sync.Mutex
+	terminated *idSet // ids terminated, until their retention ends
+	known      *idSet // with a shared store: ids seen not terminated there (or minted here)
+	epoch      uint64 // counts missed(): a lookup started before one must not mark its id known
+	lookups    map[string]*lookup
+	failing    bool // the last lookup failed (and was logged)
+}
+
+// lookup is one question to the shared store, which concurrent requests
+// naming the same unknown id wait for rather than each asking.
+type lookup struct {
+	done       chan struct{}
+	terminated bool
+}
+
+// New returns a manager; with a shared store it follows the other
+// replicas' terminations until Close.
+func New(o Options) *Manager {
+	m := &Manager{shared: o.Shared, log: o.Log, now: o.Now, retention: max(o.IdleTTL, MinRetention),
+		lookups: map[string]*lookup{}}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	limit := o.MaxIDs
+	if limit <= 0 {
+		limit = DefaultMaxIDs
+	}
+	m.terminated, m.known = newIDSet(limit), newIDSet(limit)
+	if m.shared != nil {
+		m.stop = m.shared.Follow(m.heard, m.missed)
+	}
+	return m
+}
+
+// Close stops following the other replicas' terminations.
+func (m *Manager) Close() {
+	if m.stop != nil {
+		m.stop()
+	}
+}
+
+// Retention is how long a terminated id is refused.
+func (m *Manager) Retention() time.Duration { return m.retention }
+
+// Generate mints a new id: Prefix and a random UUID, as mcp-go does.
+func (m *Manager) Generate() string {
+	id := Prefix + uuid.NewString()
+	if m.shared != nil {
+		m.mu.Lock()
+		m.known.add(id, time.Time{}, m.now())
+		m.mu.Unlock()
+	}
+	return id
+}
+
+// Validate reports an id that is not well formed as an error (404 Invalid
+// session ID), and one that was terminated as isTerminated (404 Session
+// terminated); any other id is accepted. It waits on the shared store only
+// for an id it has not seen before, once, and never refuses because the
+// store failed.
+func (m *Manager) Validate(id string) (isTerminated bool, err error) {
+	if !WellFormed(id) {
+		return false, ErrInvalid
+	}
+	m.mu.Lock()
+	now := m.now()
+	if m.terminated.has(id, now) {
+		m.mu.Unlock()
+		return true, nil
+	}
+	if m.shared == nil || m.known.has(id, now) {
+		m.mu.Unlock()
+		return false, nil
+	}
+	l, asked := m.lookups[id]
+	if asked {
+		m.mu.Unlock()
+		<-l.done
+		return l.terminated, nil
+	}
+	l = &lookup{done: make(chan struct{})}
+	m.lookups[id] = l
+	epoch := m.epoch
+	m.mu.Unlock()
+	m.ask(id, l, epoch)
+	return l.terminated, nil
+}
+
+// ask looks id up in the shared store and keeps the answer. A failure is
+// kept nowhere: the request is let through (the package comment says why)
+// and the next one asks again.
+func (m *Manager) ask(id string, l *lookup, epoch uint64) {
+	terminated, err := m.shared.Terminated(context.Background(), id)
+	m.mu.Lock()
+	now := m.now()
+	delete(m.lookups, id)
+	wasFailing := m.failing
+	m.failing = err != nil
+	switch {
+	case err != nil:
+	case terminated:
+		m.terminated.add(id, now.Add(m.retention), now)
+	case epoch == m.epoch:
+		m.known.add(id, time.Time{}, now)
+	}
+	l.terminated = err == nil && terminated
+	m.mu.Unlock()
+	close(l.done)
+	switch {
+	case err != nil && !wasFailing:
+		m.log.Warn("cannot ask the shared state store whether a session was terminated; accepting its id until the store answers", "err", err)
+	case err == nil && wasFailing:
+		m.log.Info("asking the shared state store about terminated sessions again")
+	}
+}
+
+// Terminate records the end of a session a client asked for (DELETE): it
+// is refused from now on, here and, with a shared store, on every replica.
+// Ending an id already ended, or one that is not a session id, is not an
+// error; mcp-go drops what it holds for the session afterwards either way.
+func (m *Manager) Terminate(id string) (isNotAllowed bool, err error) {
+	if !WellFormed(id) {
+		return false, nil
+	}
+	m.mu.Lock()
+	now := m.now()
+	fresh := m.terminated.add(id, now.Add(m.retention), now)
+	m.known.remove(id)
+	m.mu.Unlock()
+	if fresh && m.shared != nil {
+		m.shared.Announce(id, m.retention)
+	}
+	return false, nil
+}
+
+// Terminated reports whether id is refused here now, without asking the
+// shared store (for tests and diagnostics).
+func (m *Manager) Terminated(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.terminated.has(id, m.now())
+}
+
+// heard records a termination another replica announced.
+func (m *Manager) heard(id string) {
+	if !WellFormed(id) {
+		m.log.Warn("ignoring a malformed session termination announcement")
+		return
+	}
+	m.mu.Lock()
+	now := m.now()
+	m.terminated.add(id, now.Add(m.retention), now)
+	m.known.remove(id)
+	m.mu.Unlock()
+}
+
+// missed forgets which ids were known not to be terminated: announcements
+// may have been lost, so each is looked up again, once.
+func (m *Manager) missed() {
+	m.mu.Lock()
+	m.epoch++
+	m.known.clear()
+	m.mu.Unlock()
+}
+
+// Resolver is what mcp-go gets (server.WithSessionIdManagerResolver):
+// requests get the manager itself; mcp-go's own housekeeping, which
+// resolves with no request (dropping an idle session, Shutdown), gets a
+// view whose Terminate records nothing (the package comment says why).
+func (m *Manager) Resolver() server.SessionIdManagerResolver { return resolver{m} }
+
+type resolver struct{ m *Manager }
+
+func (r resolver) ResolveSessionIdManager(req *http.Request) server.SessionIdManager {
+	if req == nil {
+		return housekeeping{r.m}
+	}
+	return r.m
+}
+
+// housekeeping is the manager as mcp-go's sweeper and Shutdown see it.
+type housekeeping struct{ *Manager }
+
+func (housekeeping) Terminate(string) (bool, error) { return false, nil }
+
+// WellFormed is mcp-go's check of an id: Prefix and a UUID in any form
+// uuid.Parse accepts.
+func WellFormed(id string) bool {
+	rest, ok := strings.CutPrefix(id, Prefix)
+	if !ok {
+		return false
+	}
+	_, err := uuid.Parse(rest)
+	return err == nil
+}
+
+// idSet is a bounded set of ids in the order they were added, each with an
+// optional expiry (zero: none). Entries are added with non-decreasing
+// expiries, so the oldest is always first to expire.
+type idSet struct {
+	limit int
+	order *list.List // of idEntry, oldest first
+	index map[string]*list.Element
+}
+
+type idEntry struct {
+	id    string
+	until time.Time
+}
+
+func newIDSet(limit int) *idSet {
+	return &idSet{limit: limit, order: list.New(), index: map[string]*list.Element{}}
+}
+
+// has reports whether id is in the set and not expired at now.
+func (s *idSet) has(id string, now time.Time) bool {
+	e, ok := s.index[id]
+	if !ok {
+		return false
+	}
+	if until := e.Value.(idEntry).until; !until.IsZero() && !now.Before(until) {
+		s.drop(e)
+		return false
+	}
+	return true
+}
+
+// add puts id in the set until until (zero: no expiry), dropping the
+// entries expired at now and, past the limit, the oldest. It is false when
+// id was there already (kept as it was).
+func (s *idSet) add(id string, until, now time.Time) bool {
+	if _, ok := s.index[id]; ok {
+		return false
+	}
+	for e := s.order.Front(); e != nil; e = s.order.Front() {
+		u := e.Value.(idEntry).until
+		if s.order.Len() < s.limit && (u.IsZero() || now.Before(u)) {
+			break
+		}
+		s.drop(e)
+	}
+	s.index[id] = s.order.PushBack(idEntry{id: id, until: until})
+	return true
+}
+
+func (s *idSet) remove(id string) {
+	if e, ok := s.index[id]; ok {
+		s.drop(e)
+	}
+}
+
+func (s *idSet) clear() {
+	s.order.Init()
+	clear(s.index)
+}
+
+func (s *idSet) len() int { return s.order.Len() }
+
+func (s *idSet) drop(e *list.Element) {
+	delete(s.index, e.Value.(idEntry).id)
+	s.order.Remove(e)
+}
