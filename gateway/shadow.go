@@ -3,6 +3,9 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
 
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/authz/shadow"
@@ -31,7 +34,32 @@ func (g *Gateway) shadowGuard() *shadow.Guard {
 	if g.shadow == nil {
 		return nil
 	}
-	return &shadow.Guard{Policy: g.shadow.Current, Metrics: g.metrics, Log: g.log}
+	src := &shadowSource{live: g.policy, shadow: g.shadow, log: g.log}
+	return &shadow.Guard{Policy: src.current, Metrics: g.metrics, Log: g.log}
+}
+
+// shadowSource hands the shadow link the shadow policy in force, with the live policy's configured
+// principals: a key reload tells the live Store the principals of the new config
+// (Store.SetPrincipals), and a shadow that kept the old ones would take a new key's principal that
+// only p lines name for a role, and deny it, a disagreement that no edit of the candidate causes.
+// The check costs a pointer comparison per call; the principals are compared only when the live
+// policy in force changed.
+type shadowSource struct {
+	live, shadow *authz.Store
+	log          *slog.Logger
+	seen         atomic.Pointer[authz.Policy] // the live policy whose principals the shadow has
+}
+
+func (s *shadowSource) current() *authz.Policy {
+	if lp := s.live.Current(); s.seen.Load() != lp {
+		s.seen.Store(lp)
+		if want := lp.Principals(); !slices.Equal(want, s.shadow.Current().Principals()) {
+			if _, _, err := s.shadow.SetPrincipals(want); err != nil {
+				s.log.Warn("the shadow policy keeps its principals: it gives a configured principal as a role", "err", err)
+			}
+		}
+	}
+	return s.shadow.Current()
 }
 
 // watchShadow reloads the shadow policy when its file (or the model) changes, until ctx ends.

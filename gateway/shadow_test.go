@@ -223,3 +223,32 @@ func TestReloadReportDropsDenyLine(t *testing.T) {
 		t.Errorf("removed_deny_lines %s", strs("removed_deny_lines"))
 	}
 }
+
+// When the configured principals change (a key reload: Store.SetPrincipals on the live policy),
+// the shadow policy follows, so a new principal that only p lines name is not a role to the shadow
+// alone, which would deny it: a disagreement no edit of the candidate made.
+func TestShadowFollowsTheConfiguredPrincipals(t *testing.T) {
+	const policy = "p, alice, echoes/*, call, allow\np, erin, echoes/echo, call, allow\n"
+	cfgPath, _ := writeShadowGateway(t, policy)
+	write(t, filepath.Join(filepath.Dir(cfgPath), "policy.csv"), policy)
+	gw, err := New(context.Background(), Options{ConfigPath: cfgPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	if _, _, err := gw.Policy().SetPrincipals(append(gw.Policy().Current().Principals(), "erin")); err != nil {
+		t.Fatal(err)
+	}
+	erin := pipeline.Call{Subject: authz.Subject{Principal: "erin"}, Name: "echoes__echo", Args: json.RawMessage(`{}`)}
+	if res := gw.chain.Handle(context.Background(), erin); res.IsError {
+		t.Fatalf("erin, now a configured principal, was refused: %+v", res)
+	}
+	rec := httptest.NewRecorder()
+	gw.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if strings.Contains(rec.Body.String(), "toolgate_policy_shadow_disagreements_total{") {
+		t.Fatalf("the shadow disagreed on erin's call: it kept the old principals")
+	}
+	if !slices.Contains(gw.Shadow().Current().Principals(), "erin") {
+		t.Fatal("the shadow policy did not learn the principal")
+	}
+}
