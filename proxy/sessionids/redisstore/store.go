@@ -1,0 +1,221 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/state"
+)
+
+// Feature labels this store's failures in toolgate_state_errors_total.
+const Feature = "sessions"
+
+// A session's end travels as a key and a message:
+//
+//	session:terminated:<id>   "1"; expires (PX) when the manager stops refusing the id
+//	session:terminated        the channel: the id
+//
+// A replica that ends a session writes the key and publishes the id, in
+// the background (Announce never waits on the store); every replica,
+// subscribed to the channel, adds the id to the ids it refuses. The key is
+// what a replica reads for an id it has not seen (Terminated): one that
+// was cut off when the message went out, or started afterwards, still
+// finds it there. While the store is down, announcements wait (up to
+// maxPending, the ones ending first dropped past it) and are sent when it
+// is back, unless their time is over; lookups fail at once and the id is
+// accepted (package sessionids says why), each failure counted under
+// Feature. Nothing here is read on a request's path except that one lookup
+// per id and replica.
+
+// maxPending bounds the announcements kept while the store is down: ids of
+// about 50 bytes each, so 10,000 is half a megabyte, and more DELETEs than
+// clients send during any outage the store's health check would not have
+// long reported. The replica that ended the session refuses it either way.
+const maxPending = 10_000
+
+// batch is how many announcements one round trip carries.
+const batch = 256
+
+// Store is a sessionids.Shared kept in Redis.
+type Store struct {
+	c     *state.Client
+	start sync.Once
+	wake  chan struct{}
+
+	failing bool // the last announcement failed (and was logged); only step touches it
+
+	mu        sync.Mutex
+	pending   map[string]time.Time // id -> when its refusal ends
+	followers map[int]follower
+	next      int
+}
+
+type follower struct {
+	heard  func(id string)
+	missed func()
+}
+
+// New returns the store over c's connection. It starts its goroutines (on
+// the client, until it is closed) when it is first used.
+func New(c *state.Client) *Store {
+	return &Store{c: c, wake: make(chan struct{}, 1), pending: map[string]time.Time{}, followers: map[int]follower{}}
+}
+
+func (s *Store) channel() string      { return s.c.Key("session:terminated") }
+func (s *Store) key(id string) string { return s.c.Key("session:terminated:" + id) }
+
+// begin starts the subscription and the announcer, once.
+func (s *Store) begin() { s.start.Do(s.run) }
+
+func (s *Store) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// snapshot is the followers now, to call without the lock held.
+func (s *Store) snapshot() []follower {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]follower, 0, len(s.followers))
+	for _, f := range s.followers {
+		out = append(out, f)
+	}
+	return out
+}
+
+func (s *Store) run() {
+	s.c.Subscribe(state.Subscriber{
+		Feature: Feature,
+		Subscribed: func(string) {
+			for _, f := range s.snapshot() {
+				f.missed()
+			}
+		},
+		Message: func(_, id string) {
+			for _, f := range s.snapshot() {
+				f.heard(id)
+			}
+		},
+		Lost: "not hearing other replicas' session terminations; ids this replica already knows are accepted until the store is back",
+		Back: "hearing other replicas' session terminations again; each known session id is looked up once more",
+	}, s.channel())
+	s.c.Work(s.wake, s.step)
+}
+
+// Follow implements sessionids.Shared.
+func (s *Store) Follow(heard func(id string), missed func()) (stop func()) {
+	s.mu.Lock()
+	n := s.next
+	s.next++
+	s.followers[n] = follower{heard: heard, missed: missed}
+	s.mu.Unlock()
+	s.begin()
+	return func() {
+		s.mu.Lock()
+		delete(s.followers, n)
+		s.mu.Unlock()
+	}
+}
+
+// Announce implements sessionids.Shared: id is recorded and published in
+// the background.
+func (s *Store) Announce(id string, ttl time.Duration) {
+	until := time.Now().Add(ttl)
+	s.mu.Lock()
+	if len(s.pending) >= maxPending {
+		first := ""
+		for p, u := range s.pending {
+			if first == "" || u.Before(s.pending[first]) {
+				first = p
+			}
+		}
+		delete(s.pending, first)
+		s.c.Log().Warn("too many session terminations waiting for the shared state store; the other replicas will not hear of the oldest",
+			"waiting", maxPending)
+	}
+	s.pending[id] = until
+	s.mu.Unlock()
+	s.begin()
+	s.poke()
+}
+
+// Terminated implements sessionids.Shared: one EXISTS, bounded by the
+// client's operation timeout, failing at once while the store is down.
+func (s *Store) Terminated(ctx context.Context, id string) (bool, error) {
+	var n int64
+	err := s.c.Do(ctx, Feature, func(ctx context.Context) (err error) {
+		n, err = s.c.Redis().Exists(ctx, s.key(id)).Result()
+		return err
+	})
+	return n > 0, err
+}
+
+// step sends up to one batch of pending announcements. It reports whether
+// more are waiting, and whether it failed and must be retried.
+func (s *Store) step(ctx context.Context) (more, failed bool) {
+	now := time.Now()
+	ids, ends := make([]string, 0, batch), make([]time.Time, 0, batch)
+	s.mu.Lock()
+	for id, until := range s.pending {
+		if !now.Before(until) {
+			delete(s.pending, id) // its refusal is over everywhere
+			continue
+		}
+		if len(ids) < batch {
+			ids, ends = append(ids, id), append(ends, until)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return false, false
+	}
+	err := s.c.Do(ctx, Feature, func(ctx context.Context) error {
+		cmds, err := s.c.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				p.Set(ctx, s.key(id), "1", max(ends[i].Sub(now), time.Millisecond))
+				p.Publish(ctx, s.channel(), id)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil && !s.failing {
+			s.c.Log().Warn("session terminations not shared with the other replicas yet; retrying while they last",
+				"waiting", s.pendingCount(), "err", err)
+		}
+		s.failing = true
+		return true, true
+	}
+	if s.failing {
+		s.c.Log().Info("session terminations shared with the other replicas again")
+	}
+	s.failing = false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, id := range ids {
+		if s.pending[id].Equal(ends[i]) {
+			delete(s.pending, id)
+		}
+	}
+	return len(s.pending) > 0, false
+}
