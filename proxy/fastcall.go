@@ -47,11 +47,16 @@ import (
 //
 // Both paths build the chain's Call with one function (Server.callFrom).
 //
-// Log messages an upstream sends during a fast call are written on the
-// call's own response, upgraded to an event stream, as mcp-go does (from a
-// goroutine of the call's, so a client that stops reading never stalls the
-// upstream connection: past 64 waiting events, more are dropped, as
-// mcp-go's full notification channel drops them). A client's
+// Log messages and progress notifications an upstream sends during a fast
+// call are written on the call's own response, upgraded to an event
+// stream, before the answer (from a goroutine of the call's, so a client
+// that stops reading never stalls the upstream connection: past 64 waiting
+// events, more are dropped, as mcp-go's full notification channel drops
+// them). That is where they belong: MCP relates them to the request, and a
+// client drops progress that arrives after the answer. mcp-go's handler
+// puts them on the session's one notification channel, which its GET
+// stream's pump drains too when the client listens, so part of them
+// travel on the GET stream, late (issue 17). A client's
 // notifications/cancelled for a fast call cancels it.
 //
 // Where the answers differ from mcp-go's: mcp-go answers every POST of a
@@ -176,14 +181,29 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 	}()
 	stream := &callStream{w: w}
 	defer stream.stop() // whatever happens, no notification is written after the handler returns
-	session := &callSession{ClientSession: *entry.cs.Load(), notes: make(chan mcp.JSONRPCNotification, 1)}
-	ctx = f.srv.mcp.WithContext(ctx, session)
+	session := &callSession{ClientSession: *entry.cs.Load(), notes: make(chan mcp.JSONRPCNotification, callNotes)}
+	ctx = withMCPServer(f.srv.mcp.WithContext(ctx, session), f.srv.mcp)
 	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes})
 	params := req.params()
 	call := f.srv.callFrom(ctx, &params)
+	if progress := call.Progress; progress != nil {
+		// progressRelay sent it through the ctx's session (callSession): it
+		// waits on notes, to be written on this call's response at once,
+		// so it reaches the client before the answer.
+		call.Progress = func(p upstreams.Progress) {
+			progress(p)
+			stream.notify(session.notes)
+		}
+	}
 	res, err := f.srv.runFast(ctx, call)
 	stream.finish(req.ID, res, err)
 }
+
+// callNotes is the room for a fast call's notifications between their
+// sending and stream.notify, which follows each at once: room for a few
+// sent at the same moment (a log message and a progress notification from
+// two goroutines), since mcp-go drops one sent to a full channel.
+const callNotes = 8
 
 // runFast is the chain, with a panic answered as mcp-go's recovery
 // would (panicError).

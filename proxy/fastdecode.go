@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -13,11 +14,10 @@ import (
 // The fast path's contract is an allow-list: it takes a tools/call made
 // only of the members below, each of the shape given, and hands anything
 // else to mcp-go, which knows the whole protocol. A member not listed (a
-// result beside the method, a task, a progress token, a field a later
-// revision of MCP adds) is never dropped silently: the request goes to
-// mcp-go as it is. Every member listed is one the fast path handles
-// exactly as mcp-go's handler does (FuzzFastPathMatchesMCPGo holds it to
-// that):
+// result beside the method, a task, a field a later revision of MCP adds)
+// is never dropped silently: the request goes to mcp-go as it is. Every
+// member listed is one the fast path handles exactly as mcp-go's handler
+// does (FuzzFastPathMatchesMCPGo holds it to that):
 //
 //	jsonrpc                "2.0"
 //	id                     an id mcp-go writes back with the client's bytes (plainID)
@@ -28,6 +28,17 @@ import (
 //	  traceparent          a plain string: W3C trace context, read by the chain's tracing
 //	  tracestate           a plain string: the same
 //	  io.toolgate/idempotency-key  a plain string: duplicate suppression's key
+//	  progressToken        a plain string, or an integer of up to 15 digits
+//	                       without a leading zero (not -0): mcp-go decodes a
+//	                       number into a float64, which holds those exactly and
+//	                       writes them back as the same digits; a null, a
+//	                       fraction, an exponent, a longer integer go to mcp-go
+//
+// A call with a progress token is taken so that its notifications/progress
+// go on the call's own response, before the answer (callSession). Through
+// mcp-go's handler, with the client's GET stream open, the GET stream's
+// pump drains some of them from the session's channel: they arrive after
+// the answer, and the client drops them (issue 17).
 //
 // Each member at most once (encoding/json takes the last of repeated
 // members, and matches names without regard to case: both go to mcp-go),
@@ -36,15 +47,19 @@ import (
 var (
 	requestMembers = [...]string{"jsonrpc", "id", "method", "params"}
 	paramsMembers  = [...]string{"name", "arguments", "_meta"}
-	metaMembers    = [...]string{tracing.MetaTraceparent, tracing.MetaTracestate, dedup.MetaKey}
+	metaMembers    = [...]string{tracing.MetaTraceparent, tracing.MetaTracestate, dedup.MetaKey, metaProgressToken}
 )
+
+// metaProgressToken is the one member of _meta mcp-go decodes into a field
+// of its own (mcp.Meta.ProgressToken) rather than into AdditionalFields.
+const metaProgressToken = "progressToken"
 
 // fastRequest is a tools/call the fast path takes, decoded once.
 type fastRequest struct {
 	ID   json.RawMessage // in the body
 	Name string
 	Args json.RawMessage // in the body; nil when absent
-	Meta *mcp.Meta       // nil when absent; only allowed members, with string values
+	Meta *mcp.Meta       // nil when absent; only allowed members: strings, and a progress token
 }
 
 // params are the request's params as mcp-go's handler gets them.
@@ -113,13 +128,19 @@ func decodeMeta(c *jsonscan.Cursor) (*mcp.Meta, bool) {
 	seen := 0
 	for more := c.Open(); more; {
 		bit := c.Member(&seen, metaMembers[:]...)
-		var value string
-		ok := bit != 0 && c.KnownString(&value, "")
-		if ok {
-			if meta.AdditionalFields == nil {
-				meta.AdditionalFields = make(map[string]any, len(metaMembers))
+		var ok bool
+		switch name := metaMembers[memberIndex(bit)]; {
+		case bit == 0:
+		case name == metaProgressToken:
+			meta.ProgressToken, ok = progressToken(c.Value())
+		default:
+			var value string
+			if ok = c.KnownString(&value, ""); ok {
+				if meta.AdditionalFields == nil {
+					meta.AdditionalFields = make(map[string]any, len(metaMembers))
+				}
+				meta.AdditionalFields[name] = value
 			}
-			meta.AdditionalFields[metaMembers[memberIndex(bit)]] = value
 		}
 		if more, ok = c.After(ok); !ok {
 			return nil, false
@@ -132,6 +153,29 @@ func decodeMeta(c *jsonscan.Cursor) (*mcp.Meta, bool) {
 		meta.AdditionalFields = map[string]any{} // as mcp-go decodes {}
 	}
 	return meta, true
+}
+
+// progressToken decodes a progress token as mcp-go does (into an
+// interface: a string, or a float64 for a number), for the tokens whose
+// value is certain from their bytes: a string of printable ASCII without
+// escapes, and the integers plainID takes (up to 15 digits, which a
+// float64 holds exactly). Anything else is refused (nil, false), null
+// included: mcp-go reads it as no token at all.
+func progressToken(raw []byte) (mcp.ProgressToken, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		s := raw[1 : len(raw)-1]
+		for _, c := range s {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+				return nil, false
+			}
+		}
+		return string(s), true
+	}
+	if len(raw) == 0 || raw[0] == '"' || !plainID(raw) {
+		return nil, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	return f, err == nil
 }
 
 // memberIndex is the index of a member's bit.

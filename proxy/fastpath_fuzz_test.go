@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,9 +12,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -26,7 +29,8 @@ import (
 // the endpoint with the fast path and through the one without (mcp-go's
 // handler alone), must get the same answer, byte for byte, and reach the
 // chain as the same Call. Both endpoints serve one Server, whose chain is
-// a fake that answers from the Call it gets (callEcho).
+// a fake that answers from the Call it gets (callEcho), and sends three
+// progress notifications first when the tool is hostile__progress.
 
 // fastVariant is how a request differs from the usual one besides its
 // body: its headers, its session, its client's capabilities.
@@ -69,7 +73,7 @@ var fastSeeds = []struct {
 	{toolsCallBody(`7`, `{"name":"hostile__good_output","arguments":{}}`), usualRequest, true},
 	{toolsCallBody(`8`, `{"name":"hostile__meta","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`), usualRequest, true},
 	// cmd/toolgate: TestFastPathLeavesTheRestToMCPGo
-	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":"p1"}}`), usualRequest, false},
+	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":"p1"}}`), usualRequest, true},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), samplingClient, false},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), rootsClient, false},
 	{toolsCallBody(`1.5`, `{"name":"hostile__echo","arguments":{"x":1}}`), usualRequest, false},
@@ -145,6 +149,17 @@ var fastSeeds = []struct {
 	{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"hostile__echo"}}`, usualRequest, false},
 	{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, usualRequest, false},
 	{`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, usualRequest, false},
+	// progress tokens: the chain's progress reaches the client before the answer
+	{toolsCallBody(`1`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":"p-1 <&>"}}`), usualRequest, true},
+	{toolsCallBody(`"c"`, `{"name":"hostile__progress","_meta":{"progressToken":42,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`), usualRequest, true},
+	{toolsCallBody(`2`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":-123456789012345}}`), usualRequest, true},
+	{toolsCallBody(`3`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":""}}`), usualRequest, true},
+	{toolsCallBody(`4`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":1.5}}`), usualRequest, false},
+	{toolsCallBody(`5`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":1e2}}`), usualRequest, false},
+	{toolsCallBody(`6`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":null}}`), usualRequest, false},
+	{toolsCallBody(`7`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":"\u00e9"}}`), usualRequest, false},
+	{toolsCallBody(`8`, `{"name":"hostile__progress","arguments":{}}`), usualRequest, true},
+	{toolsCallBody(`9`, `{"name":"nope__x","arguments":{},"_meta":{"progressToken":9}}`), usualRequest, true},
 }
 
 func toolsCallBody(id, params string) string {
@@ -164,6 +179,12 @@ func (e *callEcho) Handle(_ context.Context, call Call) *mcp.CallToolResult {
 	e.mu.Lock()
 	e.calls = append(e.calls, call)
 	e.mu.Unlock()
+	if call.Name == "hostile__progress" && call.Progress != nil {
+		total := 100.0
+		call.Progress(upstreams.Progress{Progress: 0, Total: &total, Message: "starting <&>"})
+		call.Progress(upstreams.Progress{Progress: 50, Total: &total})
+		call.Progress(upstreams.Progress{Progress: 100, Message: "done"})
+	}
 	args := call.Args
 	if len(args) == 0 {
 		args = json.RawMessage(`null`)
@@ -222,7 +243,7 @@ func newDifferential(tb testing.TB) *differential {
 		InitTimeout: config.DefaultInitTimeout, CallTimeout: config.DefaultCallTimeout,
 		MaxResultBytes: config.DefaultMaxResultBytes, DescriptionScan: config.DefaultDescriptionScan}}
 	var listed []upstreams.Listed
-	for _, name := range []string{"echo", "headers", "sleep", "fail", "good_output", "meta", "log"} {
+	for _, name := range []string{"echo", "headers", "sleep", "fail", "good_output", "meta", "log", "progress"} {
 		listed = append(listed, upstreams.Listed{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)})
 	}
 	cat, err := upstreams.Build(servers, map[string][]upstreams.Listed{"hostile": listed}, nil)
@@ -272,6 +293,7 @@ func (d *differential) send(tb testing.TB, h http.Handler, body []byte, v fastVa
 	if a := serve(h, http.MethodPost, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); a.Code != http.StatusAccepted {
 		tb.Fatalf("notifications/initialized: %d %s", a.Code, a.Body)
 	}
+	awaitForwarders(tb)
 	d.echo.take()
 	hdr = maps.Clone(hdr)
 	if hdr == nil {
@@ -303,13 +325,49 @@ func (d *differential) send(tb testing.TB, h http.Handler, body []byte, v fastVa
 	}
 	header := w.Header().Clone()
 	header.Del("Mcp-Session-Id")
+	answer := w.Body.String()
+	if header.Get("Content-Type") == "text/event-stream" {
+		answer = withoutEventIDs(answer)
+	}
 	calls := d.echo.take()
 	for i := range calls {
 		if calls[i].Session == sid {
 			calls[i].Session = "<session>"
 		}
 	}
-	return differentialAnswer{w.Code, header, w.Body.String()}, calls
+	return differentialAnswer{w.Code, header, answer}, calls
+}
+
+// awaitForwarders waits until no notification forwarder of mcp-go's
+// handlePost runs. mcp-go v1.2.1 answers a POSTed notification without
+// waiting for the forwarder it started for it, which goes on taking the
+// session's notifications for a moment and, seeing its request done,
+// records them on that request's stream, where no one reads them: the
+// next call's notifications could go there, and mcp-go's answer would
+// differ from run to run. (The fast path's notifications never pass
+// through the session's channel.)
+func awaitForwarders(tb testing.TB) {
+	buf := make([]byte, 1<<20)
+	for range 2000 {
+		if !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("(*StreamableHTTPServer).handlePost.func")) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tb.Fatal("mcp-go's notification forwarders did not end")
+}
+
+// withoutEventIDs drops an event stream's id lines: mcp-go, with an event
+// store, numbers its events so that a stream can be resumed, the fast path
+// does not (its streams hold one call's notifications and answer).
+func withoutEventIDs(stream string) string {
+	var b strings.Builder
+	for line := range strings.Lines(stream) {
+		if !strings.HasPrefix(line, "id: ") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // serve runs one request through h, as alice on a loopback listener

@@ -11,9 +11,10 @@ import (
 
 // callSession is the client's session as a fast call's handlers see it:
 // the registered session, except that notifications sent for this call
-// (an upstream's log messages) land on the call's own channel, to be
-// written on the call's response rather than on whichever stream happens
-// to drain the session's.
+// (an upstream's log messages and progress) land on the call's own
+// channel, to be written on the call's response rather than on whichever
+// stream happens to drain the session's (the GET stream's pump, another
+// request's forwarder).
 type callSession struct {
 	server.ClientSession
 	notes chan mcp.JSONRPCNotification

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -9,8 +10,10 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 )
 
 // This file holds everything the fast path (fastCalls) copies from mcp-go:
@@ -22,8 +25,11 @@ import (
 // fails until someone has read that version's server/streamable_http.go
 // (handlePost, writeSSEEvent), server/request_handler.go (HandleMessage,
 // the tools/call case), server/server.go (handleToolCall, WithRecovery,
-// createResponse), server/http_localhost.go, server/streamable_http_modern.go
-// and mcp/tools.go (CallToolParams, CallToolResult.MarshalJSON) against this
+// createResponse, ServerFromContext), server/session.go
+// (SendNotificationToClient), server/http_localhost.go,
+// server/streamable_http_modern.go, mcp/types.go (Meta.UnmarshalJSON: the
+// progress token) and mcp/tools.go (CallToolParams,
+// CallToolResult.MarshalJSON) against this
 // file, fixed what changed, run FuzzFastPathMatchesMCPGo for a while, and
 // updated mirroredMCPGo.
 //
@@ -35,7 +41,7 @@ import (
 //   - 2026-07-28 requests (a modern MCP-Protocol-Version header or _meta
 //     protocol version): the header check below refuses the first, the
 //     allow-list the second;
-//   - tasks, progress tokens, multi round-trip fields: not on the allow-list;
+//   - tasks, multi round-trip fields: not on the allow-list;
 //   - hooks: toolgate registers only routeUnknown (callFrom reads its note
 //     the same on both paths) and interceptSubscription (for
 //     resources/subscribe) around tools/call; no tool filter, input
@@ -69,6 +75,37 @@ func legacyVersion(version string) bool {
 // finds it by its Mcp-Session-Id, its session id manager validates that id
 // (it minted it), and its tools/call runs with that session in the
 // context, which is what the fast path puts there (callSession).
+
+// withMCPServer is what HandleMessage adds to a request's context: the
+// server, under a key private to mcp-go, for server.ServerFromContext,
+// which progressRelay reads to send the client progress (through the
+// context's session: on the fast path, the call's callSession). The key is
+// learnt once by asking ServerFromContext itself; were it ever not found,
+// the context is left as it is, the fast path would send no progress, and
+// FuzzFastPathMatchesMCPGo would say so.
+func withMCPServer(ctx context.Context, srv *server.MCPServer) context.Context {
+	if key := mcpServerKey(); key != nil {
+		return context.WithValue(ctx, key, srv)
+	}
+	return ctx
+}
+
+var mcpServerKey = sync.OnceValue(func() any {
+	probe := &keyProbe{Context: context.Background()}
+	server.ServerFromContext(probe)
+	return probe.key
+})
+
+// keyProbe is a context that notes the key it was asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(key any) any {
+	p.key = key
+	return nil
+}
 
 // dnsRebinding is ServeHTTP's rejectDNSRebinding (a loopback listener
 // reached under a Host that is not loopback): such a request goes to
