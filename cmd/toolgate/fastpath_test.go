@@ -166,7 +166,7 @@ func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
 		name, caps, body string
 		hdr              map[string]string
 	}{
-		{"progress token", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":"p1"}}`), nil},
+		{"a fractional progress token", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":1.5}}`), nil},
 		{"client can answer sampling", `{"sampling":{}}`, toolsCall(`1`, echo), nil},
 		{"client has roots", `{"roots":{"listChanged":true}}`, toolsCall(`1`, echo), nil},
 		{"fractional id", `{}`, toolsCall(`1.5`, echo), nil},
