@@ -233,13 +233,15 @@ func TestCatalog(t *testing.T) {
 				return nil
 			}},
 		},
-		Down: map[string]string{"docs": "connection refused"},
+		Down:    map[string]string{"docs": "connection refused"},
+		Blocked: map[string]string{"orders/update_order_status": "blocked by pinning: its definition changed"},
 	}
 	f := parse(t, `cases:
   - {name: not in the catalog, principal: carol, tool: orders__delete_order, expect: allow}
   - {name: schema refuses, principal: alice, tool: orders__refund_order, args: {amount: "30"}, expect: allow}
   - {name: schema refuses and deny expected, principal: alice, tool: orders__refund_order, args: {amount: "30"}, expect: deny}
   - {name: in the catalog, principal: alice, tool: orders__get_order, expect: allow}
+  - {name: blocked by pinning, principal: alice, tool: orders__update_order_status, args: {status: shipped}, expect: allow}
 `)
 	got := byName(t, f, e)
 	if r := got["not in the catalog"]; r.Pass || !strings.Contains(r.Why, "orders/delete_order is not in the catalog") || !strings.Contains(r.Why, "orders/get_order") {
@@ -247,6 +249,9 @@ func TestCatalog(t *testing.T) {
 	}
 	if r := got["schema refuses"]; r.Pass || r.Got != Deny || !strings.Contains(r.Why, "invalid_arguments") {
 		t.Errorf("arguments the schema refuses: %+v", r)
+	}
+	if r := got["blocked by pinning"]; !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "blocked by pinning") {
+		t.Errorf("a blocked tool is decided by the policy, with a note: %+v", r)
 	}
 	if !got["schema refuses and deny expected"].Pass || !got["in the catalog"].Pass {
 		t.Errorf("%+v\n%+v", got["schema refuses and deny expected"], got["in the catalog"])

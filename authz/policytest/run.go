@@ -51,6 +51,10 @@ type Catalog struct {
 	Tools map[string]Tool
 	// Down are the servers that could not be reached, with why: their tools are not checked.
 	Down map[string]string
+	// Blocked are tools an upstream lists but the gateway does not let run (pinning blocks a
+	// changed definition, the description scan quarantined it), by canonical ID, with why: the
+	// policy is still decided for them, with a note, and their arguments are not checked.
+	Blocked map[string]string
 }
 
 // Tool is one catalog entry.
@@ -106,6 +110,8 @@ func (env Env) run(c *Case) Result {
 		server, _, _ := strings.Cut(obj, "/")
 		if why, down := env.Catalog.Down[server]; down {
 			r.Notes = append(r.Notes, fmt.Sprintf("server %s is unavailable (%s): the tool and its schema were not checked", server, why))
+		} else if why, blocked := env.Catalog.Blocked[obj]; blocked {
+			r.Notes = append(r.Notes, fmt.Sprintf("tool %s is listed but blocked (%s): a call would not run whatever the policy says; its arguments were not checked", obj, why))
 		} else if t, ok := env.Catalog.Tools[obj]; !ok {
 			r.Why = fmt.Sprintf("tool %s is not in the catalog (%s lists %s): a call would answer tool_not_found", obj, server, listed(env.Catalog, server))
 			return r
@@ -374,6 +380,9 @@ func Print(w io.Writer, f *File, results []Result, verbose bool) {
 		if r.Pass {
 			if verbose {
 				fmt.Fprintf(w, "ok    %s (%s): %s\n", c.Name, where, describe(r.Got, r.DecidedBy))
+				for _, n := range r.Notes {
+					fmt.Fprintf(w, "      note:     %s\n", n)
+				}
 			}
 			continue
 		}

@@ -175,7 +175,13 @@ func startCatalog(cfg *config.Config) (*policytest.Catalog, func(), error) {
 		return nil, nil, err
 	}
 	c := set.Catalog()
-	cat := &policytest.Catalog{Tools: map[string]policytest.Tool{}, Down: c.Down()}
+	cat := &policytest.Catalog{Tools: map[string]policytest.Tool{}, Down: c.Down(), Blocked: map[string]string{}}
+	for _, ch := range c.Changed() {
+		cat.Blocked[ch.ID] = "blocked by pinning: " + ch.Reason()
+	}
+	for _, q := range c.Quarantined() {
+		cat.Blocked[q.Server+"/"+q.Upstream] = "quarantined: " + q.Reason
+	}
 	for _, t := range c.Tools() {
 		pt := policytest.Tool{Name: t.Name}
 		if t.Input != nil {
