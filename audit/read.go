@@ -30,12 +30,14 @@ const maxLine = 64 << 20
 // memory. The *Record is reused for the next line: fn must copy what it keeps. Records of kinds
 // the reader does not know are passed on like the others (Kind is an open set).
 //
-// ReadFiles does not check the chain ([Verify] does): it reads what is there. A line that is not a
-// JSON object, or a last line without its newline, is an error naming file:line. An error from fn
-// stops the read and is returned, except [ErrStop], which stops it cleanly.
+// ReadFiles does not check the chain ([Verify] does): it reads what is there, and a gateway may be
+// appending to the newest file meanwhile. A line that is not a JSON object is an error naming
+// file:line, and so is a last line without its newline in any file but the last one given; in the
+// last, it is a record still being written, and is left out. An error from fn stops the read and
+// is returned, except [ErrStop], which stops it cleanly.
 func ReadFiles(paths []string, fn func(r *Record, at Position) error) error {
-	for _, p := range paths {
-		if err := readFile(p, fn); err != nil {
+	for i, p := range paths {
+		if err := readFile(p, i == len(paths)-1, fn); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil
 			}
@@ -45,7 +47,7 @@ func ReadFiles(paths []string, fn func(r *Record, at Position) error) error {
 	return nil
 }
 
-func readFile(path string, fn func(r *Record, at Position) error) error {
+func readFile(path string, newest bool, fn func(r *Record, at Position) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
@@ -58,6 +60,9 @@ func readFile(path string, fn func(r *Record, at Position) error) error {
 		if len(ln) > 0 {
 			at := Position{File: path, Line: n}
 			if ln[len(ln)-1] != '\n' {
+				if newest {
+					return nil // being appended right now
+				}
 				return fmt.Errorf("audit: %s: the last line has no newline (a write that did not finish)", at)
 			}
 			rec = Record{}
