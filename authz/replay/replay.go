@@ -178,16 +178,73 @@ func New(o Options) *Replayer {
 }
 
 // Run replays every record of the given trails (each a list of files, oldest first, as
-// [audit.TrailFiles] gives them).
+// [audit.TrailFiles] gives them). Reading and decoding the lines, most of a replay's cost when
+// decisions are memoized, runs on its own goroutine, a batch of records ahead of the decisions.
 func Run(o Options, trails [][]string) (*Report, error) {
 	r := New(o)
-	for _, files := range trails {
-		r.rep.Files += len(files)
-		if err := audit.ReadFiles(files, r.Add); err != nil {
-			return nil, err
+	batches := make(chan []positioned, 4)
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(batches)
+		errc <- readAhead(trails, batches, done)
+	}()
+	for b := range batches {
+		for i := range b {
+			if err := r.Add(&b[i].rec, b[i].at); err != nil {
+				return nil, err
+			}
 		}
 	}
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	for _, files := range trails {
+		r.rep.Files += len(files)
+	}
 	return r.Report(), nil
+}
+
+// positioned is a record read ahead, with where it was read.
+type positioned struct {
+	rec audit.Record
+	at  audit.Position
+}
+
+// batchSize is how many records readAhead hands over at a time.
+const batchSize = 512
+
+// readAhead reads the trails into batches until done is closed. A record's slices and maps are
+// fresh for each line (audit.ReadFiles reuses only the struct), so a copy of the struct is the
+// record's own.
+func readAhead(trails [][]string, out chan<- []positioned, done <-chan struct{}) error {
+	batch := make([]positioned, 0, batchSize)
+	flush := func() bool {
+		select {
+		case out <- batch:
+			batch = make([]positioned, 0, batchSize)
+			return true
+		case <-done:
+			return false
+		}
+	}
+	for _, files := range trails {
+		err := audit.ReadFiles(files, func(rec *audit.Record, at audit.Position) error {
+			batch = append(batch, positioned{rec: *rec, at: at})
+			if len(batch) == batchSize && !flush() {
+				return audit.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	return nil
 }
 
 // Add replays one record (of any kind: only tools/call records are decided).

@@ -269,3 +269,24 @@ func benchReplay(b *testing.B, n, conditional int) {
 	}
 	b.ReportMetric(float64(calls)/time.Since(start).Seconds(), "decisions/s")
 }
+
+// A line that is not a record stops the replay with its file:line, whatever was read before it.
+func TestBadLineStopsTheReplay(t *testing.T) {
+	calls := make([]call, 0, 2000)
+	for i := range 2000 {
+		calls = append(calls, call{"alice", "orders/get_order", fmt.Sprintf(`{"order_id":%d}`, i), t0})
+	}
+	trails := trail(t, false, nil, calls)
+	f, err := os.OpenFile(trails[0][0], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("garbage\n")
+	f.Close()
+	dir := t.TempDir()
+	p := load(t, dir, "policy.csv", basePolicy)
+	_, err = Run(Options{Current: p, Candidate: p}, trails)
+	if err == nil || !strings.Contains(err.Error(), trails[0][0]+":2003: not an audit record") {
+		t.Fatalf("error %v", err)
+	}
+}
