@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -38,9 +39,6 @@ import (
 //   - the body is a tools/call made only of the members the allow-list in
 //     fastdecode.go names (anything else, and any other method, goes to
 //     mcp-go as it is);
-//   - the client declared none of sampling, elicitation and roots: an
-//     upstream's request to such a client fails on either path, and one to a
-//     client that did declare them must travel on this call's stream;
 //   - it is not the first request of the session in a quarter of its idle
 //     TTL: such a request goes to mcp-go, which is what keeps the session
 //     alive (its idle clock is private to it).
@@ -59,6 +57,11 @@ import (
 // travel on the GET stream, late (issue 17). A client's
 // notifications/cancelled for a fast call cancels it.
 //
+// An upstream's request to the client during a fast call (sampling,
+// elicitation, roots), once the client's declared capabilities allow it,
+// is written on the call's response too, and the client's answer, POSTed
+// on the session, is taken here and delivered to it (fastrequests.go).
+//
 // Where the answers differ from mcp-go's: mcp-go answers every POST of a
 // session with an event stream once the session was sent any notification,
 // the fast path keeps answering plain JSON (clients must accept both); an
@@ -73,7 +76,8 @@ type fastCalls struct {
 	next     http.Handler
 	idleTTL  time.Duration
 	now      func() time.Time
-	inflight sync.Map // fastKey -> context.CancelFunc
+	inflight sync.Map   // fastKey -> context.CancelFunc
+	asks     clientAsks // fast calls' requests to their clients, waiting for answers
 	taken    atomic.Uint64
 }
 
@@ -90,50 +94,67 @@ type clientSession struct {
 }
 
 func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	entry, req, ok := f.take(r)
-	if !ok {
+	entry, req, took := f.take(r)
+	switch took {
+	case tookCall:
+		f.taken.Add(1)
+		f.serve(w, r, entry, &req)
+	case tookAnswer:
+		w.WriteHeader(http.StatusAccepted) // as mcp-go acknowledges a client's response
+	default:
 		f.next.ServeHTTP(w, r)
-		return
 	}
-	f.taken.Add(1)
-	f.serve(w, r, entry, &req)
 }
 
-// take decides whether the request is a fast call. Whatever it decides,
-// r.Body reads the same bytes again afterwards.
-func (f *fastCalls) take(r *http.Request) (*clientSession, fastRequest, bool) {
+// What take took: nothing (the request is mcp-go's), a call to answer, or
+// a client's answer to a request of a fast call's, delivered.
+const (
+	tookNothing = iota
+	tookCall
+	tookAnswer
+)
+
+// take decides whether the request is a fast call or a client's answer to
+// one's request. Whatever it decides, r.Body reads the same bytes again
+// afterwards.
+func (f *fastCalls) take(r *http.Request) (*clientSession, fastRequest, int) {
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	if r.Method != http.MethodPost || sid == "" {
-		return nil, fastRequest{}, false
+		return nil, fastRequest{}, tookNothing
 	}
 	entry := f.srv.session(sid)
 	if entry == nil || !f.eligibleRequest(r, entry) {
-		return nil, fastRequest{}, false
+		return nil, fastRequest{}, tookNothing
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = replayBody(body, err)
 	if err != nil {
-		return nil, fastRequest{}, false
+		return nil, fastRequest{}, tookNothing
 	}
 	req, ok := decodeFast(body)
 	switch {
 	case ok && f.fresh(entry):
-		return entry, req, true
+		return entry, req, tookCall
 	case ok:
 		f.markSlow(entry) // mcp-go notes the session's activity
-	default:
-		f.aside(sid, entry, body)
+	case f.aside(sid, entry, body):
+		return nil, fastRequest{}, tookAnswer
 	}
-	return nil, fastRequest{}, false
+	return nil, fastRequest{}, tookNothing
 }
 
 // aside notes what mcp-go will do with a body the allow-list refused: a
 // request or notification is the session's activity (a response it
-// answers first), and a notifications/cancelled may name a fast call.
-func (f *fastCalls) aside(sid string, entry *clientSession, body []byte) {
+// answers first), and a notifications/cancelled may name a fast call. A
+// client's answer to a request a fast call of this session sent it is
+// delivered here (true): mcp-go knows nothing of that request.
+func (f *fastCalls) aside(sid string, entry *clientSession, body []byte) bool {
 	var msg sideMessage
 	if json.Unmarshal(body, &msg) != nil {
-		return // mcp-go refuses it before it notes the session's activity
+		return false // mcp-go refuses it before it notes the session's activity
+	}
+	if f.asks.answer(sid, &msg) {
+		return true
 	}
 	if msg.Method == string(mcp.MethodNotificationCancelled) && msg.Params != nil {
 		f.cancel(sid, msg.Params.RequestID)
@@ -141,12 +162,13 @@ func (f *fastCalls) aside(sid string, entry *clientSession, body []byte) {
 	if msg.Method != "" {
 		f.markSlow(entry)
 	}
+	return false
 }
 
 // eligibleRequest checks what the headers and the session say.
 func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
 	// Another principal's session was refused before (bindSession).
-	return entry.cs.Load() != nil && !entry.relays() && jsonContent(r.Header.Get("Content-Type")) &&
+	return entry.cs.Load() != nil && jsonContent(r.Header.Get("Content-Type")) &&
 		legacyVersion(r.Header.Get(mcp.HeaderProtocolVersion)) && !dnsRebinding(r)
 }
 
@@ -179,11 +201,18 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 		f.inflight.Delete(key)
 		cancel()
 	}()
-	stream := &callStream{w: w}
+	stream := &callStream{w: w, asks: &f.asks}
 	defer stream.stop() // whatever happens, no notification is written after the handler returns
 	session := &callSession{ClientSession: *entry.cs.Load(), notes: make(chan mcp.JSONRPCNotification, callNotes)}
-	ctx = withMCPServer(f.srv.mcp.WithContext(ctx, session), f.srv.mcp)
-	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes})
+	// As mcp-go's handler (Server.handle): the relay notes on the call's
+	// context that its client was asked something, so that duplicate
+	// suppression never shares the answer with another request.
+	ctx = pipeline.WithInteraction(withMCPServer(f.srv.mcp.WithContext(ctx, session), f.srv.mcp))
+	caps := clientCaps{} // unknown: the client is asked, and answers what it can
+	if c := entry.caps.Load(); c != nil {
+		caps = *c
+	}
+	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes, caps: caps})
 	params := req.params()
 	call := f.srv.callFrom(ctx, &params)
 	if progress := call.Progress; progress != nil {
@@ -228,10 +257,3 @@ func replayBody(body []byte, err error) io.ReadCloser {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// relays reports whether the session's client may be asked anything
-// (see clientCaps.relays); unknown counts as yes.
-func (e *clientSession) relays() bool {
-	c := e.caps.Load()
-	return c == nil || c.relays()
-}

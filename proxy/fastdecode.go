@@ -188,12 +188,17 @@ func memberIndex(bit int) int {
 	return i
 }
 
-// sideMessage is what the fast path reads of a request it does not take:
-// whether it is a request or notification mcp-go notes as the session's
-// activity, and the call a notifications/cancelled names.
+// sideMessage is what the fast path reads of a message it does not take
+// as a call: whether it is a request or notification mcp-go notes as the
+// session's activity, the call a notifications/cancelled names, and
+// whether it is a client's answer to a request of toolgate's own
+// (clientAsks.answer).
 type sideMessage struct {
 	Method string `json:"method"`
 	Params *struct {
 		RequestID json.RawMessage `json:"requestId"`
 	} `json:"params"`
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
 }

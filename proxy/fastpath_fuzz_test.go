@@ -74,8 +74,8 @@ var fastSeeds = []struct {
 	{toolsCallBody(`8`, `{"name":"hostile__meta","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`), usualRequest, true},
 	// cmd/toolgate: TestFastPathLeavesTheRestToMCPGo
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":"p1"}}`), usualRequest, true},
-	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), samplingClient, false},
-	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), rootsClient, false},
+	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), samplingClient, true},
+	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), rootsClient, true},
 	{toolsCallBody(`1.5`, `{"name":"hostile__echo","arguments":{"x":1}}`), usualRequest, false},
 	{toolsCallBody(`"a\u0041"`, `{"name":"hostile__echo","arguments":{"x":1}}`), usualRequest, false},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), noVersionHeader, false},
@@ -160,6 +160,11 @@ var fastSeeds = []struct {
 	{toolsCallBody(`7`, `{"name":"hostile__progress","arguments":{},"_meta":{"progressToken":"\u00e9"}}`), usualRequest, false},
 	{toolsCallBody(`8`, `{"name":"hostile__progress","arguments":{}}`), usualRequest, true},
 	{toolsCallBody(`9`, `{"name":"nope__x","arguments":{},"_meta":{"progressToken":9}}`), usualRequest, true},
+	// a client's responses: none answers a request of a fast call's, so all go to mcp-go
+	{`{"jsonrpc":"2.0","id":"tg-1","result":{"model":"m","role":"assistant","content":{"type":"text","text":"x"}}}`, samplingClient, false},
+	{`{"jsonrpc":"2.0","id":"tg-1","error":{"code":-1,"message":"no"}}`, samplingClient, false},
+	{`{"jsonrpc":"2.0","id":"tg-1","result":{}}`, usualRequest, false},
+	{`{"jsonrpc":"2.0","id":1,"result":{"roots":[]}}`, rootsClient, false},
 }
 
 func toolsCallBody(id, params string) string {

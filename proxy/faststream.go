@@ -38,13 +38,14 @@ func (c *callSession) SetLogLevel(level mcp.LoggingLevel) {
 }
 
 // callStream is a fast call's response: plain JSON, or an event stream
-// once a notification had to be written before the answer (the shapes
-// mcp-go writes). Notifications are written by a goroutine of their own,
+// once a notification or a request to the client had to be written before
+// the answer (the shapes mcp-go writes). Notifications are written by a goroutine of their own,
 // started by the first: they arrive on an upstream connection's read loop,
 // which a client that stops reading must never stall. After the answer,
 // nothing more is written.
 type callStream struct {
-	w http.ResponseWriter
+	w    http.ResponseWriter
+	asks *clientAsks // where a request to the client written here waits for its answer
 
 	mu       sync.Mutex
 	finished bool
@@ -71,15 +72,19 @@ func (s *callStream) notify(notes <-chan mcp.JSONRPCNotification) {
 	}
 }
 
-func (s *callStream) event(v any) {
+func (s *callStream) event(v any) { s.send(v) }
+
+// send queues one message to be written, and reports whether it was (not
+// after the answer, nor past maxQueuedEvents waiting).
+func (s *callStream) send(v any) bool {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.finished {
-		return
+		return false
 	}
 	if s.queue == nil {
 		s.queue, s.written = make(chan []byte, maxQueuedEvents), make(chan struct{})
@@ -87,7 +92,9 @@ func (s *callStream) event(v any) {
 	}
 	select {
 	case s.queue <- data:
+		return true
 	default: // the client is not reading
+		return false
 	}
 }
 

@@ -37,7 +37,10 @@ import (
 // applies to a call the fast path takes:
 //
 //   - a body that is not one JSON object, a response (result or error), a
-//     notification, a batch: decodeFast's allow-list refuses them;
+//     notification, a batch: decodeFast's allow-list refuses them (a
+//     client's response to a request a fast call sent it is taken, and
+//     acknowledged as handleSamplingResponse does, 202 and no body; mcp-go
+//     never sent that request, so it has no use for the response);
 //   - 2026-07-28 requests (a modern MCP-Protocol-Version header or _meta
 //     protocol version): the header check below refuses the first, the
 //     allow-list the second;

@@ -23,8 +23,7 @@ type clientRelay struct {
 	session string
 	// direct is set for a fast call (see fastCalls): log messages land on
 	// notes and are written on the call's response at once; requests are
-	// refused, since the fast path takes only clients that declared no
-	// capability to answer them.
+	// written there too, and wait for the client's answer (fastrequests.go).
 	direct *callStream
 	notes  chan mcp.JSONRPCNotification
 	caps   clientCaps // what the client declared it answers
@@ -61,9 +60,6 @@ func (r *clientRelay) Session() string { return r.session }
 // becomes a JSON-RPC error for the upstream, with no gateway internals.
 func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	pipeline.NoteInteraction(r.ctx) // asked, or refused for the client: either way the answer is this caller's
-	if r.direct != nil {
-		return nil, &upstreams.RelayError{Code: mcp.METHOD_NOT_FOUND, Message: "the client does not support " + method}
-	}
 	if refused := r.caps.refusal(method); refused != nil {
 		return nil, refused
 	}
@@ -81,15 +77,30 @@ func (r *clientRelay) Request(_ context.Context, method string, params json.RawM
 		if json.Unmarshal(params, &req.CreateMessageParams) != nil {
 			return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "invalid sampling/createMessage params"}
 		}
-		res, err = r.srv.RequestSampling(r.ctx, req)
+		if r.direct != nil {
+			res, err = askClient(r, method, req.CreateMessageParams)
+		} else {
+			res, err = r.srv.RequestSampling(r.ctx, req)
+		}
 	case string(mcp.MethodElicitationCreate):
 		var req mcp.ElicitationRequest
 		if json.Unmarshal(params, &req.Params) != nil {
 			return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "invalid elicitation/create params"}
 		}
-		res, err = r.srv.RequestElicitation(r.ctx, req)
+		switch {
+		case r.direct == nil:
+			res, err = r.srv.RequestElicitation(r.ctx, req)
+		case req.Params.Validate() != nil: // as RequestElicitation checks them
+			err = req.Params.Validate()
+		default:
+			res, err = askClient(r, method, req.Params)
+		}
 	default: // roots/list
-		res, err = r.srv.RequestRoots(r.ctx, mcp.ListRootsRequest{})
+		if r.direct != nil {
+			res, err = askClient(r, method, nil)
+		} else {
+			res, err = r.srv.RequestRoots(r.ctx, mcp.ListRootsRequest{})
+		}
 	}
 	if err != nil {
 		return nil, &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the client did not answer " + method + ": " + sanitize.Clip(sanitize.Text(err.Error()), 300)}

@@ -167,8 +167,6 @@ func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
 		hdr              map[string]string
 	}{
 		{"a fractional progress token", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":1.5}}`), nil},
-		{"client can answer sampling", `{"sampling":{}}`, toolsCall(`1`, echo), nil},
-		{"client has roots", `{"roots":{"listChanged":true}}`, toolsCall(`1`, echo), nil},
 		{"fractional id", `{}`, toolsCall(`1.5`, echo), nil},
 		{"escaped string id", `{}`, toolsCall(`"a\u0041"`, echo), nil},
 		{"no protocol version header", `{}`, toolsCall(`1`, echo), map[string]string{"MCP-Protocol-Version": ""}},
