@@ -24,6 +24,13 @@ const (
 	DripMarker    = "__TESTUPSTREAM_DRIP__"
 	EndlessMarker = "__TESTUPSTREAM_ENDLESS__"
 	SplitMarker   = "__TESTUPSTREAM_SPLIT__"
+	// OrderedProgressMarker, followed by " <steps> <token JSON>", is replaced by steps
+	// notifications/progress and the answer, written at once in that order (progress with
+	// ordered: true). mcp-go's servers write a tool's notifications from another goroutine than
+	// its answer, so its own progress may follow the answer; a client of a server that writes
+	// them in order (as the MCP conformance suite's reference server does) must get them all
+	// before the answer.
+	OrderedProgressMarker = "__TESTUPSTREAM_ORDERED_PROGRESS__"
 )
 
 // SplitAnswer is the text of split_line's answer, which a raw newline splits after SplitAt bytes.
@@ -251,7 +258,7 @@ func modeTools(srv *server.MCPServer, rt *runtimeState) []server.ServerTool {
 				return mcp.NewToolResultText("added " + FlippedTool), nil
 			}},
 		{Tool: tool("progress", "Sends steps progress notifications (ms apart) with the call's progressToken, then answers.",
-			`{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"maximum":10000},"ms":{"type":"integer","minimum":0}},"required":["steps"],"additionalProperties":false}`),
+			`{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"maximum":10000},"ms":{"type":"integer","minimum":0},"ordered":{"type":"boolean"}},"required":["steps"],"additionalProperties":false}`),
 			Handler: progressTool},
 		{Tool: tool("wrong_id", "Answers under a JSON-RPC id that is not the request's.", noArgs), Handler: marker(WrongIDMarker)},
 		{Tool: tool("stdout_noise", "Writes a line that is not JSON to its output, then answers.", noArgs), Handler: marker(NoiseMarker)},
@@ -299,6 +306,15 @@ func progressTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolRe
 		return mcp.NewToolResultError("progress: steps must be an integer in [0, 10000]"), nil
 	}
 	ms, _ := intArg(req, "ms")
+	if ordered, _ := req.GetArguments()["ordered"].(bool); ordered && ms == 0 && req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		// The output wrapper writes the notifications and the answer, in that
+		// order, back to back (see orderedProgress).
+		token, err := json.Marshal(req.Params.Meta.ProgressToken)
+		if err != nil {
+			return nil, err
+		}
+		return mcp.NewToolResultText(fmt.Sprintf("%s %d %s", OrderedProgressMarker, steps, token)), nil
+	}
 	for i := int64(1); i <= steps; i++ {
 		if ms > 0 {
 			t := time.NewTimer(time.Duration(ms) * time.Millisecond)

@@ -3,9 +3,11 @@ package testupstream
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -16,6 +18,9 @@ var markerPrefix = []byte("__TESTUPSTREAM_")
 // the line started with before the JSON ("data: " on an event stream); it starts every line of the
 // replacement.
 func crafted(marker string, id json.RawMessage, prefix []byte) []byte {
+	if params, ok := strings.CutPrefix(marker, OrderedProgressMarker+" "); ok {
+		return orderedProgress(params, id, prefix)
+	}
 	var result string
 	switch marker {
 	case GarbageMarker:
@@ -48,6 +53,30 @@ func crafted(marker string, id json.RawMessage, prefix []byte) []byte {
 	out = append(out, result...)
 	out = append(out, '}')
 	return out
+}
+
+// orderedProgress is the replacement for OrderedProgressMarker: params is "<steps> <token JSON>".
+// Each notification is a line of its own (an event of its own on an event stream), then the
+// answer, "done <steps> steps". Over HTTP it is only well formed on an event stream.
+func orderedProgress(params string, id json.RawMessage, prefix []byte) []byte {
+	stepsText, token, ok := strings.Cut(params, " ")
+	steps, err := strconv.Atoi(stepsText)
+	if !ok || err != nil || !json.Valid([]byte(token)) {
+		return nil
+	}
+	var out []byte
+	for i := 1; i <= steps; i++ {
+		out = append(out, prefix...)
+		out = fmt.Appendf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d,"total":%d,"message":"step %d of %d"}}`+"\n",
+			token, i, steps, i, steps)
+		if len(prefix) > 0 {
+			out = append(out, '\n') // end the event
+		}
+	}
+	out = append(out, prefix...)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	return fmt.Appendf(out, `,"result":{"content":[{"type":"text","text":"done %d steps"}]}}`, steps)
 }
 
 // wrongID is an id no client would have used for the request: a string gets a suffix, a number a
