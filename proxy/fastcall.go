@@ -38,10 +38,11 @@ import (
 //     2026-07-28, an application/json body, no DNS rebinding;
 //   - the body is a tools/call made only of the members the allow-list in
 //     fastdecode.go names (anything else, and any other method, goes to
-//     mcp-go as it is);
-//   - it is not the first request of the session in a quarter of its idle
-//     TTL: such a request goes to mcp-go, which is what keeps the session
-//     alive (its idle clock is private to it).
+//     mcp-go as it is).
+//
+// The first call of a session in each quarter of its idle TTL first sends
+// mcp-go a ping on the session, which is what keeps the session alive in
+// mcp-go (its idle clock is private to it; see fastkeepalive.go).
 //
 // Both paths build the chain's Call with one function (Server.callFrom).
 //
@@ -79,6 +80,7 @@ type fastCalls struct {
 	inflight sync.Map   // fastKey -> context.CancelFunc
 	asks     clientAsks // fast calls' requests to their clients, waiting for answers
 	taken    atomic.Uint64
+	pings    atomic.Uint64 // keep-alive pings sent to mcp-go (keepAlive)
 }
 
 // fastKey names a call in flight: the session and the request id's JSON.
@@ -133,10 +135,8 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastRequest, int) {
 	}
 	req, ok := decodeFast(body)
 	switch {
-	case ok && f.fresh(entry):
-		return entry, req, tookCall
 	case ok:
-		f.markSlow(entry) // mcp-go notes the session's activity
+		return entry, req, tookCall
 	case f.aside(sid, entry, body):
 		return nil, fastRequest{}, tookAnswer
 	}
@@ -173,7 +173,7 @@ func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool 
 }
 
 // fresh reports whether mcp-go saw the session recently enough that this
-// request need not keep it alive.
+// request need not keep it alive (see keepAlive).
 func (f *fastCalls) fresh(entry *clientSession) bool {
 	if f.idleTTL <= 0 {
 		return true
@@ -194,6 +194,7 @@ func (f *fastCalls) cancel(sid string, requestID json.RawMessage) {
 // serve runs the call through the chain and writes the answer.
 func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientSession, req *fastRequest) {
 	sid := r.Header.Get(server.HeaderKeySessionID)
+	carried := f.keepAlive(r, entry)
 	ctx, cancel := context.WithCancel(r.Context())
 	key := fastKey{sid, string(req.ID)}
 	f.inflight.Store(key, cancel)
@@ -203,6 +204,9 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 	}()
 	stream := &callStream{w: w, asks: &f.asks}
 	defer stream.stop() // whatever happens, no notification is written after the handler returns
+	for _, n := range carried {
+		stream.send(n)
+	}
 	session := &callSession{ClientSession: *entry.cs.Load(), notes: make(chan mcp.JSONRPCNotification, callNotes)}
 	// As mcp-go's handler (Server.handle): the relay notes on the call's
 	// context that its client was asked something, so that duplicate

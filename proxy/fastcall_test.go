@@ -27,7 +27,8 @@ func TestPlainID(t *testing.T) {
 
 // A session served only by fast calls would look idle to mcp-go, which
 // ends sessions idle for its TTL: once a quarter of the TTL passed since
-// mcp-go last saw the session, the next request goes to mcp-go.
+// mcp-go last saw the session, the next call pings mcp-go on it first
+// (keepAlive; TestFastCallsKeepTheSessionAlive).
 func TestFastPathKeepsSessionsAlive(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	f := &fastCalls{idleTTL: 8 * time.Minute, now: func() time.Time { return now }}

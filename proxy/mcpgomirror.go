@@ -50,8 +50,8 @@ import (
 //     resources/subscribe) around tools/call; no tool filter, input
 //     validator or middleware other than WithRecovery (runFast) is set;
 //   - tracing spans of mcp-go's own (NewServer sets no tracer);
-//   - the session's idle clock (touchSession): private, so a session's
-//     requests go to mcp-go at least every quarter of its TTL (fresh).
+//   - the session's idle clock (touchSession): private, so mcp-go is sent
+//     a ping on a session at least every quarter of its TTL (keepAlive).
 const mirroredMCPGo = "v1.2.1"
 
 // jsonContent is handlePost's content type check (mime.ParseMediaType,
