@@ -51,7 +51,7 @@ func TestUndeclaredCapabilityIsNeverAsked(t *testing.T) {
 func TestRelaysRefuseUndeclaredRoots(t *testing.T) {
 	caps := capsOf(mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}})
 	legacy := &clientRelay{ctx: context.Background(), session: "s", caps: caps}
-	parked := &parkedRelay{ctx: context.Background(), session: "s", caps: caps, call: &parkedCall{asks: make(chan *inputAsk), finished: make(chan struct{})}}
+	parked := &parkedRelay{ctx: context.Background(), session: "s", caps: caps, call: &parkedCall{asks: make(chan inputRound), finished: make(chan struct{})}}
 	for name, r := range map[string]upstreams.Relay{"legacy session": legacy, "2026-07-28 call": parked} {
 		_, err := r.Request(context.Background(), string(mcp.MethodListRoots), nil)
 		var re *upstreams.RelayError

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,16 +20,24 @@ import (
 
 // Clients on protocol 2026-07-28 cannot be sent requests (sampling,
 // elicitation, roots) in the middle of a call. When an upstream asks for
-// one during such a client's tools/call, the call is parked: the client
-// gets an input_required result carrying the upstream's request and an
-// opaque requestState, answers it, and calls again with the answers; the
+// input during such a client's tools/call, the call is parked: the client
+// gets an input_required result carrying the upstream's requests and an
+// opaque requestState, answers them, and calls again with the answers; the
 // parked call then continues where it was. The upstream never notices the
 // difference.
 //
+// A round is what the upstream asked at once: a 2026 upstream's
+// input_required reaches the client whole, under the upstream's own keys
+// (several requests, one result); a 2025 upstream's request is a round of
+// one, under a key of the gateway's. Every round gets a new requestState,
+// so a client that echoes an old one resumes nothing.
+//
 // The requestState is a random token bound to the principal and the tool:
-// another principal, or a call of another tool, cannot resume it. A parked
-// call the client never resumes ends with its own deadline (the tool's
-// timeout), like any call.
+// another principal, or a call of another tool, cannot resume it. One that
+// names no call waiting for this caller is refused as a JSON-RPC error
+// (-32600, before the call is handled: refuseStaleState), never run as a
+// new call. A parked call the client never resumes ends with its own
+// deadline (the tool's timeout), like any call.
 
 // parkedCalls are the calls waiting for their clients' answers.
 type parkedCalls struct {
@@ -39,10 +49,14 @@ type parkedCall struct {
 	principal, tool string
 	finished        chan struct{}            // closed when the pipeline returned
 	cancel          context.CancelFunc       // ends the pipeline's context (the client left)
-	asks            chan *inputAsk           // requests the upstream made, in order
+	asks            chan inputRound          // what the upstream asked, a round at a time
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
-	pending         map[string]*inputAsk     // asked, not yet answered; only the waiting handler touches it
+	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
 }
+
+// inputRound is the requests of one round, by the key the client answers
+// under.
+type inputRound map[string]*inputAsk
 
 // inputAsk is one request waiting for the client's answer.
 type inputAsk struct {
@@ -67,35 +81,56 @@ type parkedRelay struct {
 
 func (r *parkedRelay) Session() string { return r.session }
 
-// Request waits for the client's answer, at most as long as the call
-// lasts (its deadline ends it) and as the asking request's ctx allows (a
-// 2026-07-28 upstream's input round runs under the call's deadline).
+// Request asks one request, as a round of one under a key of the
+// gateway's (a 2025-era upstream asks one at a time).
 func (r *parkedRelay) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	pipeline.NoteInteraction(r.ctx)
-	if refused := r.caps.refusal(method); refused != nil {
-		return nil, refused
-	}
-	params, err := sanitize.JSON(params)
+	key := "q" + newToken()[9:17]
+	answers, err := r.RequestInputs(ctx, map[string]upstreams.InputRequest{key: {Method: method, Params: params}})
 	if err != nil {
-		return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "params are not valid JSON"}
+		return nil, err
 	}
-	ask := &inputAsk{method: method, params: params, answer: make(chan inputAnswer, 1)}
-	gone := &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered " + method}
+	return answers[key], nil
+}
+
+// RequestInputs parks the call with requests as one round, and waits for
+// the client's answers, at most as long as the call lasts (its deadline
+// ends it) and as the asking request's ctx allows.
+func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]upstreams.InputRequest) (map[string]json.RawMessage, error) {
+	pipeline.NoteInteraction(r.ctx)
+	round := make(inputRound, len(requests))
+	for key, req := range requests {
+		if refused := r.caps.refusal(req.Method); refused != nil {
+			return nil, refused
+		}
+		params, err := sanitize.JSON(req.Params)
+		if err != nil {
+			return nil, &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "params are not valid JSON"}
+		}
+		round[key] = &inputAsk{method: req.Method, params: params, answer: make(chan inputAnswer, 1)}
+	}
+	gone := &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered"}
 	select {
-	case r.call.asks <- ask:
+	case r.call.asks <- round:
 	case <-r.call.finished:
 		return nil, gone
 	case <-ctx.Done():
 		return nil, gone
 	}
-	select {
-	case a := <-ask.answer:
-		return a.result, a.err
-	case <-r.call.finished:
-		return nil, gone
-	case <-ctx.Done():
-		return nil, gone
+	answers := make(map[string]json.RawMessage, len(round))
+	for key, ask := range round {
+		select {
+		case a := <-ask.answer:
+			if a.err != nil {
+				return nil, a.err
+			}
+			answers[key] = a.result
+		case <-r.call.finished:
+			return nil, gone
+		case <-ctx.Done():
+			return nil, gone
+		}
 	}
+	return answers, nil
 }
 
 // Log drops log lines: a modern client declares its log level per
@@ -111,7 +146,7 @@ func newToken() string {
 
 // handleModern runs a 2026-07-28 client's tools/call: a new call, or the
 // resumption of a parked one (requestState set).
-func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call Call, caps clientCaps) *mcp.CallToolResult {
+func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call Call, caps clientCaps) (*mcp.CallToolResult, error) {
 	if token := req.Params.RequestState; token != "" {
 		return s.resume(ctx, token, call, req.Params.InputResponses)
 	}
@@ -120,28 +155,28 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	// execute), or by cancel when the client leaves while it runs.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name, finished: make(chan struct{}), cancel: cancel,
-		asks: make(chan *inputAsk), done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
+		asks: make(chan inputRound), done: make(chan *mcp.CallToolResult, 1)}
 	relay := &parkedRelay{call: p, ctx: runCtx, session: relaySession(ctx), caps: caps}
 	go func() {
 		defer cancel()
 		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
 		close(p.finished)
 	}()
-	return s.await(ctx, newToken(), p)
+	return s.await(ctx, p), nil
 }
 
-// await waits for the parked call's answer, or for the next request it
-// makes of the client (then the client gets input_required).
-func (s *Server) await(ctx context.Context, token string, p *parkedCall) *mcp.CallToolResult {
+// await waits for the parked call's answer, or for the next round of
+// requests it makes of the client: then the call is parked under a new
+// requestState and the client gets input_required.
+func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 	select {
 	case res := <-p.done:
-		s.parked.remove(token)
 		return res
-	case ask := <-p.asks:
-		id := "q" + newToken()[9:17]
-		p.pending[id] = ask
+	case round := <-p.asks:
+		token := newToken()
+		p.pending = round
 		s.parked.put(token, p)
-		return inputRequired(id, ask, token)
+		return inputRequired(round, token)
 	case <-ctx.Done():
 		// The client left before it learnt the token: nobody can resume
 		// the call. Cancel it (the upstream is told, like any abandoned
@@ -152,18 +187,52 @@ func (s *Server) await(ctx context.Context, token string, p *parkedCall) *mcp.Ca
 	}
 }
 
+// errStaleState answers a requestState that names no call of this tool
+// waiting for this caller's input.
+var errStaleState = errors.New("requestState does not name a call of this tool waiting for this caller's input (it may have ended, or been answered already)")
+
+// refuseStaleState answers, before mcp-go handles it, a tools/call whose
+// requestState names no call of its tool waiting for its caller: a JSON-RPC
+// error (-32600, which a 2026-07-28 request carries as HTTP 400), not a
+// tool result. resume checks again (a concurrent resume may take the call
+// in between): that rare case is answered as a handler error (-32603).
+func (s *Server) refuseStaleState(ctx context.Context, _ any, message any) error {
+	raw, ok := message.(json.RawMessage)
+	if !ok || !bytes.Contains(raw, []byte(`"requestState"`)) {
+		return nil
+	}
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name         string    `json:"name"`
+			RequestState string    `json:"requestState"`
+			Meta         *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	// mcp-go reads the request's era after this hook: read it here the way
+	// it will (a legacy request's requestState means nothing, and is left
+	// alone).
+	if json.Unmarshal(raw, &m) != nil || m.Method != string(mcp.MethodToolsCall) || m.Params.RequestState == "" ||
+		m.Params.Meta == nil || !mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion()) {
+		return nil
+	}
+	if !s.parked.waitsFor(m.Params.RequestState, SubjectFrom(ctx).Principal, m.Params.Name) {
+		return errStaleState
+	}
+	return nil
+}
+
 // resume hands the client's answers to a parked call and waits again.
-func (s *Server) resume(ctx context.Context, token string, call Call, answers mcp.InputResponses) *mcp.CallToolResult {
+func (s *Server) resume(ctx context.Context, token string, call Call, answers mcp.InputResponses) (*mcp.CallToolResult, error) {
 	p := s.parked.take(token)
 	if p == nil || p.principal != call.Subject.Principal || p.tool != call.Name {
 		if p != nil {
 			s.parked.put(token, p) // not this caller's: leave it for its owner
 		}
-		return pipeline.FailureResult(&envelope.Error{Code: envelope.InvalidArguments,
-			Message: "requestState does not name a call of this tool waiting for this caller's input (it may have ended)"}, false, false)
+		return nil, errStaleState
 	}
-	for id, ask := range p.pending {
-		answer, ok := answers[id]
+	for key, ask := range p.pending {
+		answer, ok := answers[key]
 		if !ok {
 			ask.answer <- inputAnswer{err: &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "the client did not answer " + ask.method}}
 		} else if raw, err := json.Marshal(answer); err != nil {
@@ -171,27 +240,32 @@ func (s *Server) resume(ctx context.Context, token string, call Call, answers mc
 		} else {
 			ask.answer <- inputAnswer{result: raw}
 		}
-		delete(p.pending, id)
 	}
-	return s.await(ctx, token, p)
+	p.pending = nil
+	return s.await(ctx, p), nil
 }
 
-// inputRequired is the result asking the client for one input.
-func inputRequired(id string, ask *inputAsk, token string) *mcp.CallToolResult {
-	in := mcp.InputRequest{Method: mcp.MCPMethod(ask.method)}
-	switch in.Method {
-	case mcp.MethodSamplingCreateMessage:
-		in.Sampling = &mcp.CreateMessageParams{}
-		_ = json.Unmarshal(ask.params, in.Sampling)
-	case mcp.MethodElicitationCreate:
-		in.Elicitation = &mcp.ElicitationParams{}
-		_ = json.Unmarshal(ask.params, in.Elicitation)
-	default:
-		in.Roots = &mcp.ListRootsParams{}
+// inputRequired is the result asking the client for a round's inputs,
+// under their keys.
+func inputRequired(round inputRound, token string) *mcp.CallToolResult {
+	requests := make(mcp.InputRequests, len(round))
+	for key, ask := range round {
+		in := mcp.InputRequest{Method: mcp.MCPMethod(ask.method)}
+		switch in.Method {
+		case mcp.MethodSamplingCreateMessage:
+			in.Sampling = &mcp.CreateMessageParams{}
+			_ = json.Unmarshal(ask.params, in.Sampling)
+		case mcp.MethodElicitationCreate:
+			in.Elicitation = &mcp.ElicitationParams{}
+			_ = json.Unmarshal(ask.params, in.Elicitation)
+		default:
+			in.Roots = &mcp.ListRootsParams{}
+		}
+		requests[key] = in
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{}}
 	res.ResultType = mcp.ResultTypeInputRequired
-	res.InputRequests = mcp.InputRequests{id: in}
+	res.InputRequests = requests
 	res.RequestState = token
 	return res
 }
@@ -206,6 +280,14 @@ func (c *parkedCalls) put(token string, p *parkedCall) {
 	// A call whose client never comes back is forgotten once it could no
 	// longer be running (its pipeline has ended by its deadline by then).
 	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
+}
+
+// waitsFor reports whether token names a call of tool parked for principal.
+func (c *parkedCalls) waitsFor(token, principal, tool string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.calls[token]
+	return p != nil && p.principal == principal && p.tool == tool
 }
 
 func (c *parkedCalls) take(token string) *parkedCall {

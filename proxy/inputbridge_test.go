@@ -3,32 +3,33 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/upstreams"
 )
 
 // A parked call resumes only for its own principal and tool: a requestState
-// that leaked to another caller is useless to it.
+// that leaked to another caller is useless to it, and refused as an error,
+// not answered as a tool result.
 func TestParkedCallResumesOnlyForItsOwner(t *testing.T) {
 	s := &Server{}
-	p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan *inputAsk), finished: make(chan struct{}), cancel: func() {},
-		done: make(chan *mcp.CallToolResult, 1), pending: map[string]*inputAsk{}}
+	p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan inputRound), finished: make(chan struct{}), cancel: func() {},
+		done: make(chan *mcp.CallToolResult, 1)}
 	ask := &inputAsk{method: "elicitation/create", answer: make(chan inputAnswer, 1)}
-	p.pending["q1"] = ask
+	p.pending = inputRound{"q1": ask}
 	s.parked.put("tok", p)
 
 	for _, c := range []Call{
 		{Subject: authz.Subject{Principal: "mallory"}, Name: "srv__t"},
 		{Subject: authz.Subject{Principal: "alice"}, Name: "srv__other"},
 	} {
-		res := s.resume(context.Background(), "tok", c, nil)
-		var env map[string]any
-		_ = json.Unmarshal(res.StructuredContent.(json.RawMessage), &env)
-		if env["error_code"] != "invalid_arguments" {
-			t.Errorf("%s resuming %s: %v, want invalid_arguments", c.Subject.Principal, c.Name, env)
+		if res, err := s.resume(context.Background(), "tok", c, nil); !errors.Is(err, errStaleState) || res != nil {
+			t.Errorf("%s resuming %s: %v %v, want errStaleState", c.Subject.Principal, c.Name, res, err)
 		}
 	}
 	if len(ask.answer) != 0 {
@@ -40,7 +41,10 @@ func TestParkedCallResumesOnlyForItsOwner(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"q1":{"action":"accept"}}`), &answers); err != nil {
 		t.Fatal(err)
 	}
-	res := s.resume(context.Background(), "tok", Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}, answers)
+	res, err := s.resume(context.Background(), "tok", Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := <-ask.answer; string(got.result) != `{"action":"accept"}` || got.err != nil {
 		t.Errorf("the upstream got %s %v", got.result, got.err)
 	}
@@ -49,6 +53,79 @@ func TestParkedCallResumesOnlyForItsOwner(t *testing.T) {
 	}
 	if s.parked.take("tok") != nil {
 		t.Error("a finished call is still parked")
+	}
+}
+
+// An upstream's round of several input requests reaches the client whole,
+// under the upstream's keys, and each further round gets a new
+// requestState: the old one resumes nothing (issue 17, item 5).
+func TestInputRoundsKeepTheUpstreamsKeys(t *testing.T) {
+	s := &Server{}
+	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan inputRound), finished: make(chan struct{}), cancel: cancel,
+		done: make(chan *mcp.CallToolResult, 1)}
+	relay := &parkedRelay{call: p, ctx: runCtx, caps: capsOf(mcp.ClientCapabilities{
+		Sampling: &mcp.SamplingCapability{}, Elicitation: &mcp.ElicitationCapability{}})}
+	upstream := make(chan map[string]json.RawMessage, 2)
+	go func() {
+		first, err := relay.RequestInputs(runCtx, map[string]upstreams.InputRequest{
+			"user_name": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"name?"}`)},
+			"email":     {Method: "elicitation/create", Params: json.RawMessage(`{"message":"email?"}`)},
+			"summary":   {Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[],"maxTokens":5}`)},
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		upstream <- first
+		second, err := relay.RequestInputs(runCtx, map[string]upstreams.InputRequest{
+			"confirm": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"sure?"}`)}})
+		if err != nil {
+			t.Error(err)
+		}
+		upstream <- second
+		p.done <- &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("done")}}
+	}()
+
+	res := s.await(context.Background(), p)
+	if res.ResultType != mcp.ResultTypeInputRequired || len(res.InputRequests) != 3 {
+		t.Fatalf("first round: %+v, want the three requests at once", res)
+	}
+	for _, key := range []string{"user_name", "email", "summary"} {
+		if _, ok := res.InputRequests[key]; !ok {
+			t.Errorf("the upstream's key %q is missing: %v", key, res.InputRequests)
+		}
+	}
+	state1 := res.RequestState
+	var answers mcp.InputResponses
+	if err := json.Unmarshal([]byte(`{"user_name":{"action":"accept","content":{"v":"a"}},"email":{"action":"decline"},`+
+		`"summary":{"role":"assistant","content":{"type":"text","text":"s"},"model":"m"}}`), &answers); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.resume(context.Background(), state1, alice, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-upstream; len(got) != 3 || !strings.Contains(string(got["email"]), "decline") {
+		t.Errorf("the upstream got %s", got)
+	}
+	if res.ResultType != mcp.ResultTypeInputRequired || res.RequestState == state1 || len(res.InputRequests) != 1 {
+		t.Fatalf("second round: %+v, want one request under a new requestState", res)
+	}
+	if _, err := s.resume(context.Background(), state1, alice, answers); !errors.Is(err, errStaleState) {
+		t.Fatalf("the first round's requestState again: %v, want errStaleState", err)
+	}
+	if err := json.Unmarshal([]byte(`{"confirm":{"action":"accept"}}`), &answers); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.resume(context.Background(), res.RequestState, alice, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-upstream
+	if tc, ok := res.Content[0].(mcp.TextContent); !ok || tc.Text != "done" {
+		t.Errorf("final answer %+v", res)
 	}
 }
 

@@ -73,6 +73,7 @@ func NewServer(opts Options, version string, log *slog.Logger) *Server {
 	hooks.AddAfterListResources(s.filterResources)
 	hooks.AddAfterListResourceTemplates(s.filterTemplates)
 	hooks.AddOnRequestInitialization(s.interceptSubscription)
+	hooks.AddOnRequestInitialization(s.refuseStaleState)
 	hooks.AddAfterSetLevel(s.afterSetLevel)
 	s.mcp = server.NewMCPServer("toolgate", version,
 		server.WithToolCapabilities(true),
@@ -131,7 +132,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	ctx = s.withClientRelay(pipeline.WithInteraction(ctx), caps)
 	call := s.callFrom(ctx, &req.Params)
 	if server.IsModernRequest(ctx) {
-		return s.handleModern(ctx, req, call, caps), nil
+		return s.handleModern(ctx, req, call, caps)
 	}
 	return s.opts.Calls.Handle(ctx, call), nil
 }

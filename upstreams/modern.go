@@ -123,13 +123,14 @@ func inputFailure(err error) error {
 	return &CallError{Where: Answered, RPC: details, Err: err} // the cause goes to the log, not to the client
 }
 
-// fulfil asks the caller's client each input request, in turn.
+// fulfil asks the caller's client each input request: all at once when its
+// relay can (InputBatcher), else in turn.
 func (c *Conn) fulfil(ctx context.Context, requests map[string]json.RawMessage) (map[string]json.RawMessage, error) {
 	r := relayFrom(ctx)
 	if r == nil {
 		return nil, errors.New("no client to ask")
 	}
-	out := make(map[string]json.RawMessage, len(requests))
+	asks := make(map[string]InputRequest, len(requests))
 	for id, raw := range requests {
 		var req struct {
 			Method string          `json:"method"`
@@ -141,9 +142,16 @@ func (c *Conn) fulfil(ctx context.Context, requests map[string]json.RawMessage) 
 		if len(req.Params) == 0 {
 			req.Params = json.RawMessage(`{}`)
 		}
-		res, err := r.Request(ctx, req.Method, req.Params)
+		asks[id] = InputRequest{Method: req.Method, Params: req.Params}
+	}
+	if b, ok := r.(InputBatcher); ok {
+		return b.RequestInputs(ctx, asks)
+	}
+	out := make(map[string]json.RawMessage, len(asks))
+	for id, ask := range asks {
+		res, err := r.Request(ctx, ask.Method, ask.Params)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", req.Method, err)
+			return nil, fmt.Errorf("%s: %w", ask.Method, err)
 		}
 		out[id] = res
 	}

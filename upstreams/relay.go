@@ -25,6 +25,20 @@ type Relay interface {
 	Log(params json.RawMessage)
 }
 
+// InputRequest is one request of a 2026-07-28 upstream's input_required.
+type InputRequest struct {
+	Method string
+	Params json.RawMessage
+}
+
+// InputBatcher is a Relay that can put a whole round of an upstream's
+// input requests to its client at once, under the upstream's keys (a
+// 2026-07-28 client answers them all in one retry). A Relay that is not
+// asks them one at a time through Request.
+type InputBatcher interface {
+	RequestInputs(ctx context.Context, requests map[string]InputRequest) (map[string]json.RawMessage, error)
+}
+
 // CapabilityDeclarer is a Relay that knows which of sampling, elicitation
 // and roots its client declared; Declared's known is false when it does
 // not.
