@@ -53,7 +53,7 @@ func closedURL(t *testing.T, path string) string {
 }
 
 // The CLI tells a key the gateway refuses (exit 4, "unknown or revoked key for <url>") from a
-// gateway it cannot reach (exit 3 for call, 1 for approvals, "cannot reach the gateway at <url>"),
+// gateway it cannot reach (exit 3, "cannot reach the gateway at <url>"),
 // and neither from a call that ran.
 func TestCLIUnknownKeyVsUnreachable(t *testing.T) {
 	const adminKey = "tg_test_admin_cli"
@@ -94,7 +94,7 @@ func TestCLIUnknownKeyVsUnreachable(t *testing.T) {
 		{"approvals, the key works", []string{"approvals", "list", "--url", admin, "--key", adminKey}, 0, nil},
 		{"approvals, unknown key", []string{"approvals", "list", "--url", admin, "--key", "tg_nobody"}, exitKeyRefused,
 			[]string{"unknown or revoked key for " + admin, "answered 401", "admin.key_sha256"}},
-		{"approvals, connection refused", []string{"approvals", "list", "--url", closedURL(t, ""), "--key", adminKey}, 1,
+		{"approvals, connection refused", []string{"approvals", "list", "--url", closedURL(t, ""), "--key", adminKey}, exitUnreachable,
 			[]string{"cannot reach the gateway at http://127.0.0.1:", "connection refused"}},
 	} {
 		code, _, stderr := toolgateCLI(t, c.args...)

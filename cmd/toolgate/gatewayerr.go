@@ -19,8 +19,7 @@ import (
 // refused decision) and 2 (usage, or an answer that made no sense). A script can tell a key to fix
 // from a gateway to start.
 const (
-	// exitUnreachable: nothing answered at the URL (connection refused, DNS, a timeout). `toolgate
-	// approvals` exits 1 instead (kept from before these codes existed).
+	// exitUnreachable: nothing answered at the URL (connection refused, DNS, a timeout).
 	exitUnreachable = 3
 	// exitKeyRefused: the gateway answered 401 or 403: the key is unknown to it, revoked, or missing.
 	exitKeyRefused = 4
