@@ -19,10 +19,15 @@ import (
 // changes).
 func (g *Gateway) observe() {
 	m := g.metrics
+	// wasUp is each server's last known status, for the restart counter. It
+	// starts from the status published here: a server up at boot reports no
+	// change before its first exit, and that exit is a restart too.
+	var wasUp sync.Map
 	for _, server := range g.cfg.ServerNames() {
 		m.BreakerState(server, "closed")
 		up, _ := g.set.Status(server)
 		m.UpstreamUp(server, up)
+		wasUp.Store(server, up)
 	}
 	g.breakers.OnStateChange(m.BreakerState)
 	// A server back up (initialize and tools/list answered): an open breaker
@@ -32,7 +37,6 @@ func (g *Gateway) observe() {
 			g.breakers.Reconnected(server)
 		}
 	})
-	var wasUp sync.Map
 	g.set.OnStatusChange(func(server string, up bool, _ string) {
 		m.UpstreamUp(server, up)
 		if prev, _ := wasUp.Swap(server, up); prev == true && !up {
