@@ -16,6 +16,8 @@ import (
 	breakerredis "github.com/toolgate/toolgate/breaker/redisstore"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/proxy/sessionids"
+	sessionsredis "github.com/toolgate/toolgate/proxy/sessionids/redisstore"
 	"github.com/toolgate/toolgate/state"
 )
 
@@ -28,7 +30,7 @@ func openState(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*state
 		return nil, nil
 	}
 	m.StateFeatures(state.Features...)
-	m.StateFeatures(state.FeatureDedup, state.FeatureApprovals)
+	m.StateFeatures(state.FeatureDedup, state.FeatureApprovals, sessionsredis.Feature)
 	return state.Open(state.Options{
 		URL: cfg.StateRedisURL(), KeyPrefix: cfg.StateKeyPrefix(),
 		DialTimeout: cfg.StateDialTimeout(), OpTimeout: cfg.StateOpTimeout(),
@@ -105,4 +107,16 @@ func (g *Gateway) shareBreakers() {
 	sync := breakerredis.New(g.state, g.replica, g.cfg.ServerNames(), g.breakers.ForceOpen)
 	g.breakers.OnOpen(sync.Opened)
 	sync.Start()
+}
+
+// SharedSessions is where the replicas share the sessions clients ended
+// (DELETE), for proxy.HTTPOptions.SharedSessions: in the shared store when
+// there is one, so that every replica refuses them; nil without it (each
+// replica refuses the sessions ended through it). Each call is a store of
+// its own, following the store's announcements until the gateway closes.
+func (g *Gateway) SharedSessions() sessionids.Shared {
+	if g.state == nil {
+		return nil
+	}
+	return sessionsredis.New(g.state)
 }

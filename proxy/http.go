@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/proxy/sessionids"
 )
 
 // Authenticator turns the credential on a request into a Subject. A
@@ -39,29 +40,44 @@ type HTTPOptions struct {
 	// NoFastPath sends every request through mcp-go's handler, including
 	// the tools/calls the fast path would answer (see fastCalls).
 	NoFastPath bool
-	Log        *slog.Logger
+	// SharedSessions is where replicas share the sessions clients ended
+	// (sessionids/redisstore, with state.redis); nil: the endpoint refuses
+	// only the sessions ended through it (see package sessionids).
+	SharedSessions sessionids.Shared
+	Log            *slog.Logger
 }
 
 // HTTPEndpoint is the Streamable HTTP endpoint. Shutdown stops its session
 // reaper and closes its sessions.
 type HTTPEndpoint struct {
 	http.Handler
-	mcp  *server.StreamableHTTPServer
-	fast *fastCalls
+	mcp      *server.StreamableHTTPServer
+	fast     *fastCalls
+	sessions *sessionids.Manager
 }
 
 // FastCalls is how many tools/calls the fast path answered.
 func (e *HTTPEndpoint) FastCalls() uint64 { return e.fast.taken.Load() }
 
+// Sessions is the endpoint's session id manager.
+func (e *HTTPEndpoint) Sessions() *sessionids.Manager { return e.sessions }
+
 // Shutdown ends every session; call it after the http.Server stopped.
-func (e *HTTPEndpoint) Shutdown(ctx context.Context) error { return e.mcp.Shutdown(ctx) }
+func (e *HTTPEndpoint) Shutdown(ctx context.Context) error {
+	defer e.sessions.Close()
+	return e.mcp.Shutdown(ctx)
+}
 
 // HTTPHandler serves MCP Streamable HTTP at /mcp. The order of checks is
 // deliberate: Origin (DNS rebinding) and authentication come before any
-// body is read or any MCP processing happens; the body is capped.
+// body is read or any MCP processing happens; the body is capped; a
+// request naming a session a client ended is refused (404) before the fast
+// path or mcp-go see it (package sessionids).
 func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
+	sessions := sessionids.New(sessionids.Options{IdleTTL: o.SessionIdleTTL, Shared: o.SharedSessions, Log: o.Log})
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
+		server.WithSessionIdManagerResolver(sessions.Resolver()),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			return withHTTP(WithSubject(ctx, SubjectFrom(r.Context())))
@@ -75,6 +91,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	if o.NoFastPath {
 		h = inner
 	}
+	h = sessions.Guard(h)
 	h = limitBody(h, o.MaxBodyBytes)
 	h = s.bindSession(h, o.Log)
 	h = authenticate(h, o)
@@ -86,7 +103,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 			mux.Handle(path, o.Metadata)
 		}
 	}
-	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP, fast: fast}
+	return &HTTPEndpoint{Handler: mux, mcp: mcpHTTP, fast: fast, sessions: sessions}
 }
 
 // limitBody answers 413 Request Entity Too Large, with a JSON-RPC error,

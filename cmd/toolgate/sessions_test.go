@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// A session ended with DELETE is answered 404, as the MCP specification
+// says, to a POST (through the fast path and through mcp-go's handler) and
+// to a GET (the listening stream), while another session keeps working and
+// a new initialize still opens one.
+func TestTerminatedSessionIsRefused(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", "")
+	for _, fast := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fast path", false: "mcp-go handler"}[fast], func(t *testing.T) {
+			url, _ := fastPathGateway(t, writeConfig(t, servers), fast)
+			ended, other := openRawSession(t, url, `{}`), openRawSession(t, url, `{}`)
+			call := toolsCall("2", `{"name":"hostile__echo","arguments":{"a":1}}`)
+			if a := ended.post(call, nil); a.status != http.StatusOK || !strings.Contains(a.body, `"ok":true`) {
+				t.Fatalf("call before DELETE: %+v", a)
+			}
+			if status := ended.request(http.MethodDelete); status != http.StatusOK {
+				t.Fatalf("DELETE: %d", status)
+			}
+			if a := ended.post(call, nil); a.status != http.StatusNotFound {
+				t.Fatalf("POST after DELETE: %d %s, want 404", a.status, a.body)
+			}
+			if a := ended.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, nil); a.status != http.StatusNotFound {
+				t.Fatalf("tools/list after DELETE: %d %s, want 404", a.status, a.body)
+			}
+			if status := ended.request(http.MethodGet); status != http.StatusNotFound {
+				t.Fatalf("GET after DELETE: %d, want 404", status)
+			}
+			if status := ended.request(http.MethodDelete); status != http.StatusOK {
+				t.Fatalf("a second DELETE: %d, want 200 (ending is idempotent)", status)
+			}
+			if a := other.post(call, nil); a.status != http.StatusOK || !strings.Contains(a.body, `"ok":true`) {
+				t.Fatalf("another session after the DELETE: %+v", a)
+			}
+			// A client told 404 starts again with initialize; one that still
+			// sends the old header gets a new session all the same.
+			again := openRawSession(t, url, `{}`)
+			if again.sid == ended.sid {
+				t.Fatal("initialize reused the ended session's id")
+			}
+			if a := again.post(call, nil); a.status != http.StatusOK {
+				t.Fatalf("a new session: %+v", a)
+			}
+		})
+	}
+}
+
+// request sends a bodiless GET or DELETE with the session's headers and
+// returns the status, without waiting for a stream's end.
+func (s *rawSession) request(method string) int {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.url, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+aliceKey)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if method != http.MethodGet {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	return resp.StatusCode
+}
+
+// on is the same session, its requests sent to another replica.
+func (s *rawSession) on(url string) *rawSession {
+	return &rawSession{t: s.t, url: url, sid: s.sid, client: s.client}
+}
+
+// sessionReplica is one gateway sharing srv, its endpoint built with the
+// gateway's shared session store (Gateway.SharedSessions).
+func sessionReplica(t *testing.T, srv *redistest.Server, servers string) (string, *proxy.HTTPEndpoint, *gateway.Gateway) {
+	t.Helper()
+	cfg := writeConfig(t, servers)
+	write(t, cfg, mustRead(t, cfg)+replicaYAML(srv))
+	gw, code := startGateway(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if gw == nil {
+		t.Fatalf("gateway did not start (exit %d)", code)
+	}
+	o := gw.HTTPOptions()
+	if o.SharedSessions == nil {
+		o.SharedSessions = gw.SharedSessions()
+	}
+	endpoint := gw.Server().HTTPHandler(o)
+	web := httptest.NewServer(endpoint)
+	t.Cleanup(func() {
+		web.Close()
+		_ = endpoint.Shutdown(context.Background())
+		gw.Close()
+	})
+	return web.URL + "/mcp", endpoint, gw
+}
+
+// A session ended on one replica is refused by every replica: by one that
+// was serving it (it hears the end), and by one started after the DELETE
+// (it finds the end in Redis). Other sessions work on all of them. With
+// Redis down, a replica lets a session it cannot look up through, and
+// counts the failure.
+func TestTerminatedSessionIsRefusedByEveryReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	seedDedupEpoch(t, srv)
+	servers := stdioUpstream(t, "hostile", "")
+	urlA, _, _ := sessionReplica(t, srv, servers)
+	urlB, endpointB, gwB := sessionReplica(t, srv, servers)
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		subs, err := rdb.PubSubNumSub(context.Background(), "replicas:session:terminated").Result()
+		return err == nil && subs["replicas:session:terminated"] >= 2
+	})
+	call := toolsCall("2", `{"name":"hostile__echo","arguments":{"a":1}}`)
+	ended, other := openRawSession(t, urlA, `{}`), openRawSession(t, urlA, `{}`)
+	if a := ended.on(urlB).post(call, nil); a.status != http.StatusOK {
+		t.Fatalf("replica B, before the DELETE: %+v", a)
+	}
+	if status := ended.request(http.MethodDelete); status != http.StatusOK {
+		t.Fatalf("DELETE on replica A: %d", status)
+	}
+	redistest.WaitFor(t, func() bool { return endpointB.Sessions().Terminated(ended.sid) })
+	if a := ended.on(urlB).post(call, nil); a.status != http.StatusNotFound {
+		t.Fatalf("replica B after the DELETE on A: %d %s, want 404", a.status, a.body)
+	}
+	if status := ended.on(urlB).request(http.MethodGet); status != http.StatusNotFound {
+		t.Fatalf("GET on replica B after the DELETE on A: %d, want 404", status)
+	}
+
+	urlC, _, _ := sessionReplica(t, srv, servers)
+	if a := ended.on(urlC).post(call, nil); a.status != http.StatusNotFound {
+		t.Fatalf("replica C, started after the DELETE: %d %s, want 404", a.status, a.body)
+	}
+	for _, url := range []string{urlA, urlB, urlC} {
+		if a := other.on(url).post(call, nil); a.status != http.StatusOK || !strings.Contains(a.body, `"ok":true`) {
+			t.Fatalf("another session on %s: %+v", url, a)
+		}
+	}
+
+	admin := httptest.NewServer(gwB.AdminHandler())
+	t.Cleanup(admin.Close)
+	if _, m := scrape(t, admin, "/metrics", adminKey); !strings.Contains(m, `toolgate_state_errors_total{feature="sessions"} 0`+"\n") {
+		t.Fatal(`/metrics lacks toolgate_state_errors_total{feature="sessions"} 0`)
+	}
+	srv.Kill()
+	redistest.WaitFor(t, func() bool {
+		_, m := scrape(t, admin, "/metrics", adminKey)
+		return strings.Contains(m, "toolgate_state_up 0\n")
+	})
+	unseen := openRawSession(t, urlA, `{}`)
+	if a := unseen.on(urlB).post(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, nil); a.status != http.StatusOK {
+		t.Fatalf("replica B, Redis down, a session it never saw: %d %s, want 200", a.status, a.body)
+	}
+	if _, m := scrape(t, admin, "/metrics", adminKey); strings.Contains(m, `toolgate_state_errors_total{feature="sessions"} 0`+"\n") ||
+		!strings.Contains(m, `toolgate_state_errors_total{feature="sessions"}`) {
+		t.Fatal("the lookup that failed while Redis was down is not counted under feature=sessions")
+	}
+}
