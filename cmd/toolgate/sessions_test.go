@@ -50,12 +50,16 @@ func TestTerminatedSessionIsRefused(t *testing.T) {
 			}
 			// A client told 404 starts again with initialize; one that still
 			// sends the old header gets a new session all the same.
-			again := openRawSession(t, url, `{}`)
-			if again.sid == ended.sid {
-				t.Fatal("initialize reused the ended session's id")
+			resp := ended.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+				`"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			again := &rawSession{t: t, url: url, sid: resp.Header.Get("Mcp-Session-Id"), client: ended.client}
+			if resp.StatusCode != http.StatusOK || again.sid == "" || again.sid == ended.sid {
+				t.Fatalf("initialize with the ended session's header: %d, session %q", resp.StatusCode, again.sid)
 			}
-			if a := again.post(call, nil); a.status != http.StatusOK {
-				t.Fatalf("a new session: %+v", a)
+			if a := again.post(call, nil); a.status != http.StatusOK || !strings.Contains(a.body, `"ok":true`) {
+				t.Fatalf("the new session: %+v", a)
 			}
 		})
 	}
