@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +36,7 @@ func TestProgressStaysOnTheCallStream(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("TOOLGATE_PROGRESS_CALLS")); err == nil && n > 0 {
 		calls = n
 	}
-	ph := httptest.NewServer(orderedProgressServer{})
+	ph := httptest.NewServer(&orderedProgressServer{})
 	t.Cleanup(ph.Close)
 	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "ps", "")+fmt.Sprintf("  ph:\n    url: %q\n", ph.URL+"/mcp")))
 	for _, server := range []string{"ps", "ph"} {
@@ -76,6 +78,11 @@ func TestProgressStaysOnTheCallStream(t *testing.T) {
 	}
 }
 
+// legacyEra is the protocol version of the tests' clients: the last with
+// sessions, GET listening streams and server-to-client requests, which
+// 2026-07-28 replaced.
+const legacyEra = "2025-11-25"
+
 // progressCounter is a client that counts the progress it receives per
 // token, listens on a GET stream, and declares sampling.
 type progressCounter struct {
@@ -91,7 +98,7 @@ func progressClient(t *testing.T, url string) *progressCounter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &progressCounter{Client: client.NewClient(tr, client.WithSamplingHandler(sampler{})), received: map[string]int{}}
+	c := &progressCounter{Client: client.NewClient(tr, client.WithSamplingHandler(sampler{}), client.WithProtocolVersion(legacyEra)), received: map[string]int{}}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method != string(mcp.MethodNotificationProgress) {
 			return
@@ -101,7 +108,7 @@ func progressClient(t *testing.T, url string) *progressCounter {
 		c.received[token]++
 		c.mu.Unlock()
 	})
-	initClient(t, c.Client)
+	initClientVersion(t, c.Client, legacyEra)
 	return c
 }
 
@@ -130,13 +137,61 @@ func (sampler) CreateMessage(context.Context, mcp.CreateMessageRequest) (*mcp.Cr
 	return &mcp.CreateMessageResult{SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.NewTextContent("sampled")}, Model: "test"}, nil
 }
 
-// orderedProgressServer is a Streamable HTTP upstream of one tool,
-// progress, that answers a call on an event stream: steps
-// notifications/progress, then the answer, in that order. It has no GET
-// stream and no sessions.
-type orderedProgressServer struct{}
+// An upstream's sampling request during a call reaches a client that
+// declared sampling on the call's own stream (the fast path takes the call,
+// where mcp-go's handler would send it on the GET stream), mcp-go's client
+// answers it with a POST, and the upstream gets the answer.
+func TestSamplingOnTheCallStream(t *testing.T) {
+	up := httptest.NewServer(&orderedProgressServer{})
+	t.Cleanup(up.Close)
+	logs := &syncBuffer{}
+	gw, code := startGateway(context.Background(), writeConfig(t, fmt.Sprintf("  pa:\n    url: %q\n", up.URL+"/mcp")),
+		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if gw == nil {
+		t.Fatalf("gateway did not start (exit %d); log:\n%s", code, logs)
+	}
+	endpoint := gw.MCPHandler()
+	srv := httptest.NewServer(endpoint)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = endpoint.Shutdown(context.Background())
+		gw.Close()
+	})
+	for _, listening := range []bool{false, true} {
+		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + aliceKey})}
+		if listening {
+			opts = append(opts, transport.WithContinuousListening())
+		}
+		tr, err := transport.NewStreamableHTTP(srv.URL+"/mcp", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := initClientVersion(t, client.NewClient(tr, client.WithSamplingHandler(sampler{}), client.WithProtocolVersion(legacyEra)), legacyEra)
+		before := endpoint.FastCalls()
+		for i := range 20 {
+			res, env := callE2E(t, c, "pa__ask", `{}`)
+			if env["ok"] != true || !strings.Contains(fmt.Sprint(res.Content), "sampled") {
+				t.Fatalf("listening %v, call %d: %v %v\n%s", listening, i, env, res.Content, logs)
+			}
+		}
+		if taken := endpoint.FastCalls() - before; taken != 20 {
+			t.Errorf("listening %v: the fast path took %d of 20 calls", listening, taken)
+		}
+	}
+}
 
-func (orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// orderedProgressServer is a Streamable HTTP upstream of two tools that
+// answers a call on an event stream: progress writes steps
+// notifications/progress, then the answer, in that order; ask writes a
+// sampling request, waits for the answer the gateway POSTs, and answers
+// with it. It has no GET stream and no sessions.
+type orderedProgressServer struct {
+	mu      sync.Mutex
+	asked   map[string]chan string
+	counter int
+}
+
+func (s *orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "no listening stream", http.StatusMethodNotAllowed)
 		return
@@ -144,7 +199,9 @@ func (orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
 		Params struct {
+			Name            string `json:"name"`
 			ProtocolVersion string `json:"protocolVersion"`
 			Arguments       struct {
 				Steps int `json:"steps"`
@@ -166,10 +223,23 @@ func (orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "initialize":
 		answer(fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"ordered","version":"1"}}`, msg.Params.ProtocolVersion))
 	case "tools/list":
-		answer(`{"tools":[{"name":"progress","inputSchema":{"type":"object"}}]}`)
+		answer(`{"tools":[{"name":"progress","inputSchema":{"type":"object"}},{"name":"ask","inputSchema":{"type":"object"}}]}`)
 	case "ping":
 		answer(`{}`)
+	case "":
+		s.mu.Lock()
+		waiting := s.asked[string(msg.ID)]
+		delete(s.asked, string(msg.ID))
+		s.mu.Unlock()
+		if waiting != nil {
+			waiting <- string(msg.Result)
+		}
+		w.WriteHeader(http.StatusAccepted)
 	case "tools/call":
+		if msg.Params.Name == "ask" {
+			s.ask(w, r, msg.ID)
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		steps := msg.Params.Arguments.Steps
 		for i := 1; len(msg.Params.Meta.ProgressToken) > 0 && i <= steps; i++ {
@@ -184,4 +254,31 @@ func (orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`, msg.ID)
 	}
+}
+
+// ask is the ask tool: a sampling request on the call's stream, then the
+// answer with what the client said.
+func (s *orderedProgressServer) ask(w http.ResponseWriter, r *http.Request, callID json.RawMessage) {
+	s.mu.Lock()
+	s.counter++
+	id := fmt.Sprintf(`"up-%d"`, s.counter)
+	answered := make(chan string, 1)
+	if s.asked == nil {
+		s.asked = map[string]chan string{}
+	}
+	s.asked[id] = answered
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"sampling/createMessage\",\"params\":{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"text\",\"text\":\"2+2?\"}}],\"maxTokens\":5}}\n\n", id)
+	w.(http.Flusher).Flush()
+	var said string
+	select {
+	case said = <-answered:
+	case <-r.Context().Done():
+		return
+	case <-time.After(10 * time.Second):
+		said = "nothing"
+	}
+	text, _ := json.Marshal("client said " + said)
+	fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":%s}]}}\n\n", callID, text)
 }
