@@ -258,6 +258,18 @@ func TestProtocolAbuseModesOverStdio(t *testing.T) {
 		}
 	}
 
+	// ordered: the notifications come before the answer, every one.
+	s.send(`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"progress","arguments":{"steps":3,"ordered":true},"_meta":{"progressToken":7}}}`)
+	m, notes = s.until("13")
+	if m.text() != "done 3 steps" || len(notes) != 3 {
+		t.Fatalf("ordered progress: %+v after %d notifications, want 3", m, len(notes))
+	}
+	for i, n := range notes {
+		if n.Method != "notifications/progress" || string(n.Params.ProgressToken) != `7` || n.Params.Progress != float64(i+1) || n.Params.Total != 3 {
+			t.Errorf("ordered notification %d: %+v", i, n)
+		}
+	}
+
 	// flip_tools adds and removes flipped and announces it.
 	s.call("15", "flip_tools", `{}`)
 	m, before := s.until("15")
