@@ -47,10 +47,11 @@ type Store struct {
 
 	failing bool // the last announcement failed (and was logged); only step touches it
 
-	mu        sync.Mutex
-	pending   map[string]time.Time // id -> when its refusal ends
-	followers map[int]follower
-	next      int
+	mu         sync.Mutex
+	pending    map[string]time.Time // id -> when its refusal ends
+	overflowed bool                 // pending reached maxPending (and it was logged) since it was last empty
+	followers  map[int]follower
+	next       int
 }
 
 type follower struct {
@@ -141,8 +142,11 @@ func (s *Store) Announce(id string, ttl time.Duration) {
 			}
 		}
 		delete(s.pending, first)
-		s.c.Log().Warn("too many session terminations waiting for the shared state store; the other replicas will not hear of the oldest",
-			"waiting", maxPending)
+		if !s.overflowed { // once until the backlog is sent
+			s.c.Log().Warn("too many session terminations waiting for the shared state store; the other replicas will not hear of the oldest",
+				"waiting", maxPending)
+		}
+		s.overflowed = true
 	}
 	s.pending[id] = until
 	s.mu.Unlock()
@@ -216,6 +220,9 @@ func (s *Store) step(ctx context.Context) (more, failed bool) {
 		if s.pending[id].Equal(ends[i]) {
 			delete(s.pending, id)
 		}
+	}
+	if len(s.pending) == 0 {
+		s.overflowed = false
 	}
 	return len(s.pending) > 0, false
 }
