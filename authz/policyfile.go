@@ -19,16 +19,20 @@ import (
 //   - call: a tools/call of "<server>/<tool>";
 //   - read: listing, reading, subscribing to or completing "<server>/<resource URI>" (templates:
 //     "<server>/<URI template>" for listing; a read is checked against the concrete URI);
-//   - get: listing, getting or completing the arguments of the prompt "<server>/<prompt>".
+//   - get: listing, getting or completing the arguments of the prompt "<server>/<prompt>";
+//   - approve: deciding (approving or denying) in the console a held call of the tool
+//     "<server>/<tool>", asked with the approver's name as the principal and the held call's
+//     arguments (console/). The gateway never asks it about a call, so it grants no call.
 const (
-	ActCall = "call"
-	ActRead = "read"
-	ActGet  = "get"
+	ActCall    = "call"
+	ActRead    = "read"
+	ActGet     = "get"
+	ActApprove = "approve"
 )
 
 // knownActs are the actions a policy line may name. A deny line whose action is misspelled would
 // silently never apply, so an unknown action is a load error rather than a dead rule.
-var knownActs = map[string]bool{ActCall: true, ActRead: true, ActGet: true}
+var knownActs = map[string]bool{ActCall: true, ActRead: true, ActGet: true, ActApprove: true}
 
 // Effects a policy line may carry. Casbin compares them case-sensitively: "Allow" would silently
 // mean "not allow", and "Deny" would silently not deny.
