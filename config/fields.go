@@ -22,6 +22,7 @@ func (l *loader) configFields(c *Config) fields {
 		"audit":            func(n ast.Node, p string) { l.object(n, p, l.auditFields(&c.Audit)) },
 		"rate_limits":      func(n ast.Node, p string) { l.object(n, p, l.rateLimitsFields(&c.RateLimits)) },
 		"state":            func(n ast.Node, p string) { l.object(n, p, l.stateFields(&c.State)) },
+		"console":          func(n ast.Node, p string) { l.object(n, p, l.consoleFields(&c.Console)) },
 	}
 }
 

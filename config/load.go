@@ -103,6 +103,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkAudit(&c.Audit)
 	l.checkRateLimits(c)
 	l.checkState(&c.State)
+	l.checkConsole(c)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 	}

@@ -22,6 +22,23 @@ type Config struct {
 	Audit           Audit      `yaml:"audit"`       // the hash-chained audit trail of every decision
 	RateLimits      RateLimits `yaml:"rate_limits"` // token buckets per principal, role and tool
 	State           State      `yaml:"state"`       // where state shared by replicas lives; embedded by default
+	Console         Console    `yaml:"console"`     // the approvals console on the admin listener (/ui/)
+}
+
+// Console configures the web console served on the admin listener at /ui/ (console/). It is off while
+// Approvers is empty. Read it through ConsoleEnabled, ConsoleApprovers and ConsoleSessionTTL.
+type Console struct {
+	// Approvers are who may sign in, each with a key of their own (`toolgate keys new --approver <name>`).
+	// Which tools each may decide is policy: the approve action of policy.csv, asked with the name.
+	Approvers  []Approver `yaml:"approvers"`
+	SessionTTL Duration   `yaml:"session_ttl"` // how long a sign-in lasts; 8h by default
+}
+
+// Approver is one person who signs in to the console: the name decisions are recorded under (and the
+// principal the policy's approve lines are asked about) and the SHA-256 hex of their sign-in key.
+type Approver struct {
+	Name   string `yaml:"name"`
+	SHA256 string `yaml:"sha256"`
 }
 
 // State says where the state that several replicas must share lives. Without Redis it stays in this
