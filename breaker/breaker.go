@@ -76,6 +76,9 @@ type upstream struct {
 	// end of the open, as an offset from Set.epoch. Allow reads only this while nothing is shared.
 	peerUntil atomic.Int64
 
+	// lastFault is the id of the last connection fault counted against the upstream (OncePerFault).
+	lastFault atomic.Uint64
+
 	mu       sync.Mutex // after gobreaker's own lock, never before it
 	openedAt time.Time
 	local    gobreaker.State // the local gobreaker's state, as its OnStateChange last said

@@ -21,8 +21,13 @@ type Upstreams interface {
 	CallToolProgress(ctx context.Context, server, tool string, args json.RawMessage, onProgress func(upstreams.Progress)) (json.RawMessage, error)
 }
 
-// An upstream call's error says where it failed, which decides its outcome.
-var _ breaker.Located = (*upstreams.CallError)(nil)
+// An upstream call's error says where it failed, which decides its outcome,
+// and which fault of the connection failed it with others, which the
+// breaker counts once.
+var (
+	_ breaker.Located = (*upstreams.CallError)(nil)
+	_ breaker.Fault   = (*upstreams.CallError)(nil)
+)
 
 // Executor runs calls upstream; Upstreams is required, the rest may be
 // left zero.
@@ -121,7 +126,7 @@ func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json
 	actx, span := e.Tracing.StartUpstream(ctx, out.server, "tools/call", x.Attempts)
 	raw, err := e.Upstreams.CallToolProgress(actx, out.server, out.tool, out.args, x.Call.Progress)
 	x.Outcome = breaker.Classify(ctx, err)
-	done(breakerOutcome(x.Outcome, err))
+	done(e.Resilience.Breakers.OncePerFault(out.server, breakerOutcome(x.Outcome, err), err))
 	e.Metrics.UpstreamAttempt(out.server, x.Outcome.String(), e.now().Sub(start))
 	if err != nil {
 		tracing.End(span, string(attemptError(x, err).Code))
@@ -136,7 +141,9 @@ func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json
 // (upstreams.KnownDown) counts neither way, as a cancelled attempt does:
 // the server's supervisor already knows and retries it with its own
 // backoff. A request that failed on a connection thought to be up (a dial
-// refused, say) still counts.
+// refused, say) still counts. The attempts one fault of the connection
+// failed together (a stray stdio line, the child's output ending) count
+// once: breaker.Set.OncePerFault, where the attempt is reported.
 func breakerOutcome(o breaker.Outcome, err error) breaker.Outcome {
 	if o == breaker.NeverSent && upstreams.KnownDown(err) {
 		return breaker.Cancelled

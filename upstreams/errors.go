@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +46,17 @@ type CallError struct {
 	Oversize bool                     // the answer was over the size cap (Where is Answered)
 	RPC      *mcp.JSONRPCErrorDetails // the upstream's JSON-RPC error, when Answered
 	Err      error
+	// Fault, when not 0, names the one fault of the connection that failed this request together with
+	// every other request waiting on it (a stdio line that names no waiting request, the child's output
+	// ending): they all carry the same Fault, so the breaker counts the fault once (breaker.Fault).
+	Fault uint64
 }
+
+// faults numbers the connection faults that fail several requests at once (CallError.Fault).
+var faults atomic.Uint64
+
+// newFault is the id of a new connection fault: nonzero, and above every earlier one.
+func newFault() uint64 { return faults.Add(1) }
 
 func (e *CallError) Error() string {
 	switch {
@@ -64,6 +75,9 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (e *CallError) NotSent() bool  { return e.Where == NotSent }
 func (e *CallError) Answered() bool { return e.Where == Answered }
 func (e *CallError) TooLarge() bool { return e.Oversize }
+
+// FaultID is the connection fault that failed the request with others (breaker.Fault), 0 when none.
+func (e *CallError) FaultID() uint64 { return e.Fault }
 
 // RateLimitedError is an HTTP upstream's refusal of a request for its rate
 // limit or load: HTTP 429, or 503 with a Retry-After. The upstream did not

@@ -43,8 +43,10 @@ import (
 // read loop (which must not block); the upstream's
 // requests run on goroutines of their own and are answered, method not found
 // with no handler. When the input ends or Close is called, every waiting
-// request fails with transport.ErrTransportClosed, and so does every later
-// one; an answer read before that is still delivered.
+// request fails with transport.ErrTransportClosed (each in a CallError{Where:
+// Sent} naming the same Fault: one fault of the connection, counted once by
+// the breaker), and so does every later one (bare); an answer read before
+// that is still delivered.
 //
 // Where it differs, on purpose: the upstream's requests reach the handler
 // with their params raw (json.RawMessage: big numbers and key order
@@ -59,8 +61,8 @@ import (
 // id names no request (wrong or null id), or an answer that is not one
 // (bad error member, neither result nor error) fails at once, as a
 // CallError{Where: Sent} wrapping errGarbage, the request it names, or,
-// when it names none, every request waiting. Lines that do not start with
-// '{' (a log line on stdout), JSON objects that are no JSON-RPC message at
+// when it names none, every request waiting (all naming the same Fault). Lines
+// that do not start with '{' (a log line on stdout), JSON objects that are no JSON-RPC message at
 // all (a structured log line), malformed notifications and requests from
 // the upstream (they have a method: never an answer), and late answers to
 // requests given up on are skipped, as before.
@@ -189,15 +191,22 @@ func (t *lineTransport) Close() error {
 	return err
 }
 
-// shutdown marks the transport closed and ends every waiting request.
+// shutdown marks the transport closed and ends every waiting request, all
+// with one Fault: the connection ending is one fault of the upstream, however
+// many requests were waiting on it.
 func (t *lineTransport) shutdown() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.closed.Swap(true) {
 		close(t.done)
 	}
+	if len(t.pending) == 0 {
+		return
+	}
+	fault := newFault()
 	for key, call := range t.pending {
 		delete(t.pending, key)
+		call.err = &CallError{Where: Sent, Fault: fault, Err: transport.ErrTransportClosed}
 		call.ch <- nil
 	}
 }
@@ -293,12 +302,14 @@ func (t *lineTransport) giveUp(key string) {
 	t.gaveUpFIFO = append(t.gaveUpFIFO, key)
 }
 
-// fail ends a waiting call with a garbage error, remembering its key (the
-// upstream may still answer it). Under mu.
-func (t *lineTransport) fail(call *pendingCall, why string) {
+// fail ends a waiting call with a garbage error (cause wraps errGarbage),
+// remembering its key (the upstream may still answer it). fault is the
+// CallError's Fault: shared by the calls one stray line failed, 0 for a call
+// failed alone. Under mu.
+func (t *lineTransport) fail(call *pendingCall, cause error, fault uint64) {
 	delete(t.pending, call.key)
 	t.giveUp(call.key)
-	call.err = &CallError{Where: Sent, Err: fmt.Errorf("%w: %s", errGarbage, why)}
+	call.err = &CallError{Where: Sent, Fault: fault, Err: cause}
 	call.ch <- nil
 }
 
@@ -639,7 +650,7 @@ func (t *lineTransport) answer(m *wireMessage) {
 	case key == nil:
 		t.garbledLocked(details, "an answer without an id")
 	case call != nil && invalid != "":
-		t.fail(call, invalid) // it names its request: only that one fails
+		t.fail(call, fmt.Errorf("%w: %s", errGarbage, invalid), 0) // it names its request: only that one fails
 	case call != nil:
 		delete(t.pending, call.key)
 		call.ch <- &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: call.id, Result: m.Result, Error: details}
@@ -677,7 +688,10 @@ func (t *lineTransport) answer(m *wireMessage) {
 //     and the stream resynchronises at the next newline. Restarting the
 //     child would lose its state and refuse every call during the restart,
 //     for no gain. An upstream that keeps emitting garbage trips the
-//     breaker, as these failures count against it (Sent).
+//     breaker, as these failures count against it (Sent); the requests one
+//     line failed share one Fault and count as one failure (one fault of
+//     the connection, whatever the number of requests waiting), so a single
+//     stray line does not open the breaker of a healthy upstream.
 //   - With nothing waiting, nothing fails: the line is skipped.
 //
 // details is the error the answer carried, if any (for the message).
@@ -691,11 +705,16 @@ func (t *lineTransport) garbledLocked(details *mcp.JSONRPCErrorDetails, why stri
 	if details != nil {
 		why += fmt.Sprintf(" (error %d: %s)", details.Code, sanitize.Clip(details.Message, 200))
 	}
-	if n := len(t.pending); n > 1 {
+	n := len(t.pending)
+	if n == 0 {
+		return
+	}
+	if n > 1 {
 		why += fmt.Sprintf(", while %d requests waited: it could be the answer to any of them", n)
 	}
+	cause, fault := fmt.Errorf("%w: %s", errGarbage, why), newFault()
 	for _, call := range t.pending {
-		t.fail(call, why)
+		t.fail(call, cause, fault)
 	}
 }
 
