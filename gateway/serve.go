@@ -132,6 +132,7 @@ func (g *Gateway) HTTPOptions() proxy.HTTPOptions {
 		Metadata: g.auth.ProtectedResourceMetadata(), MetadataPaths: g.auth.MetadataPaths(),
 		MaxBodyBytes: g.cfg.MaxBodyBytes(), SessionIdleTTL: g.cfg.SessionIdleTTL(),
 		AllowedOrigins: g.cfg.Listen.AllowedOrigins, NoFastPath: !g.cfg.HTTPFastPath(), Log: g.log,
+		SharedSessions: g.SharedSessions(),
 	}
 }
 
