@@ -38,10 +38,6 @@ func capsOf(c mcp.ClientCapabilities) clientCaps {
 		declared: mcp.ClientCapabilities{Sampling: c.Sampling, Elicitation: c.Elicitation, Roots: c.Roots}}
 }
 
-// relays reports whether the client may be asked anything: it declared
-// one of the capabilities, or nothing is known of it.
-func (c clientCaps) relays() bool { return !c.known || c.sampling || c.elicitation || c.roots }
-
 // refusal is the answer for the upstream when the client declared that it
 // cannot take method, or nil when it may be asked.
 func (c clientCaps) refusal(method string) *upstreams.RelayError {

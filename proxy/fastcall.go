@@ -211,7 +211,7 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 	// As mcp-go's handler (Server.handle): the relay notes on the call's
 	// context that its client was asked something, so that duplicate
 	// suppression never shares the answer with another request.
-	ctx = pipeline.WithInteraction(withMCPServer(f.srv.mcp.WithContext(ctx, session), f.srv.mcp))
+	ctx = pipeline.WithInteraction(f.srv.mcp.WithContext(ctx, session))
 	caps := clientCaps{} // unknown: the client is asked, and answers what it can
 	if c := entry.caps.Load(); c != nil {
 		caps = *c

@@ -101,10 +101,10 @@ func TestPendingCapsIsBounded(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	n.put("declared-roots", clientCaps{known: true, roots: true}, now)
 	n.put("plain", clientCaps{known: true}, now)
-	if c, ok := n.take("declared-roots"); !ok || !c.roots || !c.relays() {
+	if c, ok := n.take("declared-roots"); !ok || !c.roots || c.sampling {
 		t.Fatalf("declared-roots: %+v %v", c, ok)
 	}
-	if c, ok := n.take("plain"); !ok || c.relays() {
+	if c, ok := n.take("plain"); !ok || c.roots || c.sampling || c.elicitation {
 		t.Fatalf("plain: %+v %v", c, ok)
 	}
 	if _, ok := n.take("plain"); ok {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -10,10 +9,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 // This file holds everything the fast path (fastCalls) copies from mcp-go:
@@ -25,7 +22,7 @@ import (
 // fails until someone has read that version's server/streamable_http.go
 // (handlePost, writeSSEEvent), server/request_handler.go (HandleMessage,
 // the tools/call case), server/server.go (handleToolCall, WithRecovery,
-// createResponse, ServerFromContext), server/session.go
+// createResponse), server/session.go
 // (SendNotificationToClient), server/http_localhost.go,
 // server/streamable_http_modern.go, mcp/types.go (Meta.UnmarshalJSON: the
 // progress token) and mcp/tools.go (CallToolParams,
@@ -78,37 +75,6 @@ func legacyVersion(version string) bool {
 // finds it by its Mcp-Session-Id, its session id manager validates that id
 // (it minted it), and its tools/call runs with that session in the
 // context, which is what the fast path puts there (callSession).
-
-// withMCPServer is what HandleMessage adds to a request's context: the
-// server, under a key private to mcp-go, for server.ServerFromContext,
-// which progressRelay reads to send the client progress (through the
-// context's session: on the fast path, the call's callSession). The key is
-// learnt once by asking ServerFromContext itself; were it ever not found,
-// the context is left as it is, the fast path would send no progress, and
-// FuzzFastPathMatchesMCPGo would say so.
-func withMCPServer(ctx context.Context, srv *server.MCPServer) context.Context {
-	if key := mcpServerKey(); key != nil {
-		return context.WithValue(ctx, key, srv)
-	}
-	return ctx
-}
-
-var mcpServerKey = sync.OnceValue(func() any {
-	probe := &keyProbe{Context: context.Background()}
-	server.ServerFromContext(probe)
-	return probe.key
-})
-
-// keyProbe is a context that notes the key it was asked for.
-type keyProbe struct {
-	context.Context
-	key any
-}
-
-func (p *keyProbe) Value(key any) any {
-	p.key = key
-	return nil
-}
 
 // dnsRebinding is ServeHTTP's rejectDNSRebinding (a loopback listener
 // reached under a Host that is not loopback): such a request goes to

@@ -145,7 +145,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 func (s *Server) callFrom(ctx context.Context, p *mcp.CallToolParams) Call {
 	name, meta := p.Name, p.Meta
 	call := Call{Subject: SubjectFrom(ctx), Session: sessionID(ctx), Name: name, Args: p.RawArguments,
-		Progress: progressRelay(ctx, meta)}
+		Progress: s.progressRelay(ctx, meta)}
 	if meta != nil && len(meta.AdditionalFields) > 0 {
 		call.TraceMeta = meta.AdditionalFields
 	}
@@ -245,16 +245,14 @@ func (s *Server) PolicyChanged(old, new Policy) {
 }
 
 // progressRelay forwards an upstream's progress to the client under the
-// client's own token, or is nil when the client asked for no progress.
-func progressRelay(ctx context.Context, meta *mcp.Meta) func(upstreams.Progress) {
+// client's own token, or is nil when the client asked for no progress. It
+// goes through the context's session: on the fast path, the call's
+// callSession, so it travels on the call's own response.
+func (s *Server) progressRelay(ctx context.Context, meta *mcp.Meta) func(upstreams.Progress) {
 	if meta == nil || meta.ProgressToken == nil {
 		return nil
 	}
-	token := meta.ProgressToken
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
-		return nil
-	}
+	token, srv := meta.ProgressToken, s.mcp
 	return func(p upstreams.Progress) {
 		params := map[string]any{"progressToken": token, "progress": p.Progress}
 		if p.Total != nil {
