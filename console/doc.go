@@ -1,0 +1,30 @@
+// Package console is toolgate's web console for the people who approve held calls, served on the
+// admin listener at /ui/ when console.approvers is configured (issue 19, first slice: approvals).
+//
+// Why a console: the calls policy holds for a human (a lines) are decided today with `toolgate
+// approvals` in a terminal, but the people who approve a refund are support supervisors, not
+// operators with a shell. The console shows each pending call exactly as it will run (principal,
+// tool, the canonical arguments the approval binds to, the policy line that held it, its age and
+// expiry) and decides it through the same approvals.Store functions as the admin API, so a decision
+// stays bound to that exact call (principal, tool, argument digest) and expires as before.
+//
+// Why it is built this way:
+//   - Server-rendered with html/template and embed: no Node build, no JavaScript at all, one CSS
+//     file; it works on a phone and is cheap to audit. Everything a request carries (arguments,
+//     principal, tool, reasons) is untrusted and reaches the page only through html/template's
+//     contextual escaping, never as template.HTML.
+//   - Approvers sign in with a key of their own (console.approvers: name and SHA-256 of the key,
+//     compared in constant time); decisions are recorded under that name, in the store and in the
+//     audit trail. A sign-in creates a server-side session (Sessions) whose id is a random cookie
+//     (HttpOnly, SameSite=Strict, Path=/ui/, Secure over TLS); the store keeps only the id's hash.
+//     The session does not care how the approver proved who they are, so an OIDC sign-in (a later
+//     slice) only has to call begin with the name it established.
+//   - Who may decide what is policy: the approve action of policy.csv, asked with the approver's
+//     name as the principal (and its roles from g lines) and the held call's arguments, so an
+//     approve line may carry a condition (amount <= 1000). Nobody decides a request they made.
+//   - Every form carries a CSRF token bound to the session (the sign-in form one bound to a
+//     pre-session cookie), checked on every POST, on top of SameSite=Strict and an Origin check.
+//     Every answer carries a strict Content-Security-Policy, nosniff and no-referrer; nothing
+//     under /ui/ is served without a session except the sign-in page and the stylesheet.
+//   - Failed sign-ins are limited per remote address, in bounded memory (limiter).
+package console
