@@ -54,6 +54,7 @@ type Conn struct {
 	relays   relaySet
 	caps     mcp.ServerCapabilities // as declared in initialize (or server/discover)
 	proto    string                 // the protocol version asked for (config: protocol)
+	spoken   atomic.Pointer[string] // a 2026 version the upstream asked for with -32022 instead of proto (era.go)
 	modern   bool                   // the 2026-07-28 era was negotiated (see modern.go)
 	listener listener               // the subscriptions/listen request of a modern connection
 	closed   atomic.Bool            // down or closing: no new requests
@@ -84,6 +85,12 @@ type connHooks struct {
 	// logLevel is the level 2026-07-28 requests declare ("" for none).
 	logLevel    func() string
 	streamEnded func() // an HTTP event stream (the GET listening stream) ended
+	// listenRefused: a 2026-07-28 upstream answered subscriptions/listen
+	// as a method it does not serve (listen.go).
+	listenRefused func(err error)
+	// era is the protocol era to try first when the server's config names
+	// none: the one the supervisor last connected in ("" for 2025-11-25).
+	era string
 }
 
 // ErrClosed is the cause when the gateway closed the connection itself.
@@ -102,8 +109,31 @@ func Dial(ctx context.Context, srv *Server, maxMessage int, log *slog.Logger) (*
 	return dial(ctx, srv, maxMessage, log, connHooks{})
 }
 
+// dial connects in the era the server's config names, else the era the
+// supervisor learned (hooks.era), else 2025-11-25; an upstream without a
+// configured era that refuses initialize as unknown is tried again in
+// 2026-07-28 (era.go).
 func dial(ctx context.Context, srv *Server, maxMessage int, log *slog.Logger, hooks connHooks) (*Conn, error) {
-	c := &Conn{name: srv.Name, log: log, hooks: hooks, proto: cmp.Or(srv.Protocol, upstreamProtocol)}
+	proto := cmp.Or(srv.Protocol, hooks.era, upstreamProtocol)
+	c, err := dialAs(ctx, srv, proto, maxMessage, log, hooks)
+	if srv.Protocol == "" && hooks.era != "" {
+		if err == nil && c.modern {
+			return c, nil
+		}
+		if err == nil || eraRefused(err) {
+			return dialLegacyAgain(ctx, srv, c, maxMessage, log, hooks)
+		}
+		return nil, err
+	}
+	if err == nil || srv.Protocol != "" || mcp.IsModernProtocol(proto) {
+		return c, err
+	}
+	return dialModernAfter(ctx, srv, err, maxMessage, log, hooks)
+}
+
+// dialAs is one attempt to connect, speaking proto.
+func dialAs(ctx context.Context, srv *Server, proto string, maxMessage int, log *slog.Logger, hooks connHooks) (*Conn, error) {
+	c := &Conn{name: srv.Name, log: log, hooks: hooks, proto: proto}
 	c.life, c.kill = context.WithCancelCause(context.Background())
 	if err := c.openTransport(srv, maxMessage); err != nil {
 		c.kill(err)
@@ -325,6 +355,15 @@ func declaredCapabilities(ctx context.Context) mcp.ClientCapabilities {
 	return relayedCapabilities()
 }
 
+// Protocol is the protocol version the connection speaks: the one
+// negotiated in initialize, or the 2026-07-28 version its requests declare.
+func (c *Conn) Protocol() string {
+	if c.modern {
+		return c.version()
+	}
+	return c.client.ProtocolVersion()
+}
+
 // Name is the configured server name.
 func (c *Conn) Name() string { return c.name }
 
@@ -338,8 +377,22 @@ func (c *Conn) request(ctx context.Context, method string, params any) (json.Raw
 }
 
 // roundTrip sends one request; while it waits, progress queued on route is
-// handed to onProgress on the caller's goroutine.
+// handed to onProgress on the caller's goroutine. A 2026-07-28 upstream
+// that refuses the request's protocol version (-32022) and names one
+// toolgate speaks gets the request once more in that version (era.go).
 func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *progressRoute, onProgress func(Progress)) (json.RawMessage, error) {
+	raw, err := c.roundTripOnce(ctx, method, params, route, onProgress)
+	if version, ok := c.versionAskedFor(err); ok {
+		c.log.Info("upstream refused the request's protocol version (-32022); sending it again with the version it asked for in _meta and Mcp-Protocol-Version",
+			"method", method, "version", version)
+		c.speak(version)
+		raw, err = c.roundTripOnce(ctx, method, params, route, onProgress)
+	}
+	return raw, err
+}
+
+// roundTripOnce is one attempt of roundTrip.
+func (c *Conn) roundTripOnce(ctx context.Context, method string, params any, route *progressRoute, onProgress func(Progress)) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -371,6 +424,10 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 		return nil, ctx.Err()
 	case err != nil:
 		c.noteFailure(err)
+		if c.modern && errors.Is(err, transport.ErrSessionTerminated) {
+			// 2026-07-28 has no session: a 404 refuses this request only.
+			return nil, &CallError{Where: NotSent, Err: errNotServed}
+		}
 		var located *CallError
 		if errors.As(err, &located) {
 			if errors.Is(err, errGarbage) {
@@ -404,10 +461,13 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *
 
 // noteFailure marks the connection down when a failed request proves it
 // is: the transport is closed, the HTTP session is gone, or the server
-// cannot be reached at all.
+// cannot be reached at all. A 2026-07-28 connection has no session, so a
+// 404 there says only that the server does not serve that request (a
+// method it lacks, as subscriptions/listen may be): taking the connection
+// down for it would reconnect for ever and refuse every call meanwhile.
 func (c *Conn) noteFailure(err error) {
 	var op *net.OpError
-	if errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, transport.ErrSessionTerminated) ||
+	if errors.Is(err, transport.ErrTransportClosed) || (errors.Is(err, transport.ErrSessionTerminated) && !c.modern) ||
 		errors.Is(err, errConnLost) || (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) {
 		c.markDown(err)
 	}

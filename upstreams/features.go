@@ -29,7 +29,8 @@ func (c *Conn) listFeatures(ctx context.Context) *ServerFeatures {
 	caps := c.caps
 	f := &ServerFeatures{Logging: caps.Logging != nil, Completions: caps.Completions != nil}
 	if caps.Resources != nil {
-		f.HasResources, f.Subscribe = true, caps.Resources.Subscribe
+		// A 2026-07-28 upstream's updates arrive only on subscriptions/listen.
+		f.HasResources, f.Subscribe = true, caps.Resources.Subscribe && !c.ListenRefused()
 		c.listOrWarn(ctx, string(mcp.MethodResourcesList), "resources", func(raw []byte) error {
 			return appendDecoded(raw, &f.Resources)
 		})

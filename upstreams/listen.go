@@ -6,9 +6,13 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // Protocol 2026-07-28 removed resources/subscribe and the listening
@@ -21,7 +25,20 @@ type listener struct {
 	mu     sync.Mutex
 	uris   map[string]bool
 	cancel context.CancelFunc // ends the current listen request; nil before the first
+	// refused: the upstream answered subscriptions/listen as a method it
+	// does not serve. The request is not sent again on this connection.
+	refused atomic.Bool
 }
+
+// subscriptions/listen is optional: a 2026-07-28 upstream may lack it
+// (HTTP 404 or 405, or JSON-RPC -32601 Method not found). That is not a
+// dead connection, and taking the connection down for it reconnected for
+// ever while every call was refused (issue 17, item 6). The connection
+// stays up; the supervisor logs once what the upstream lacks and falls
+// back: it re-reads the upstream's tools, resources and prompts every
+// listPoll and on each reconnect (in place of list_changed), and the
+// upstream's resources no longer offer subscriptions (resources/subscribe
+// for them is refused: toolgate could not pass their updates on).
 
 // listen (re)starts the connection's subscriptions/listen request with
 // the current URIs. The previous request, if any, is cancelled (the
@@ -32,6 +49,9 @@ func (c *Conn) listen() {
 	if c.listener.cancel != nil {
 		c.listener.cancel()
 	}
+	if c.listener.refused.Load() {
+		return
+	}
 	ctx, cancel := context.WithCancel(c.life)
 	c.listener.cancel = cancel
 	params := mcp.SubscriptionsListenParams{Notifications: mcp.SubscriptionFilter{
@@ -41,11 +61,46 @@ func (c *Conn) listen() {
 	c.goTracked(func() {
 		_, err := c.roundTrip(ctx, string(mcp.MethodSubscriptionsListen), params, nil, nil)
 		if err != nil && ctx.Err() == nil && c.life.Err() == nil {
+			if listenNotServed(err) {
+				c.listenRefused(err)
+				return
+			}
 			c.log.Warn("subscriptions/listen ended; list changes and resource updates are not received until the next reconnect",
 				"err", err.Error())
 		}
 	})
 }
+
+// listenNotServed reports whether err is an upstream's answer that it
+// does not serve subscriptions/listen: HTTP 404 (errNotServed) or 405, or
+// JSON-RPC -32601, whatever the HTTP status that carried it.
+func listenNotServed(err error) bool {
+	var ce *CallError
+	if errors.As(err, &ce) && ce.RPC != nil {
+		return ce.RPC.Code == mcp.METHOD_NOT_FOUND
+	}
+	return errors.Is(err, errNotServed) || strings.Contains(err.Error(), "request failed with status 405")
+}
+
+// listenRefused records that the upstream does not serve
+// subscriptions/listen, and tells the supervisor (which logs it once and
+// re-lists the features, so the catalog stops offering subscriptions).
+// Without a supervisor, the connection logs it itself.
+func (c *Conn) listenRefused(err error) {
+	if !c.listener.refused.CompareAndSwap(false, true) {
+		return
+	}
+	if c.hooks.listenRefused != nil {
+		c.hooks.listenRefused(err)
+		return
+	}
+	c.log.Warn("upstream does not support subscriptions/listen: its list changes and resource updates are not received",
+		"err", sanitize.Text(err.Error()))
+}
+
+// ListenRefused reports whether the upstream answered subscriptions/listen
+// as a method it does not serve.
+func (c *Conn) ListenRefused() bool { return c.listener.refused.Load() }
 
 // listenURIs is the sorted set of subscribed URIs. listener.mu is held.
 func (c *Conn) listenURIs() []string {
@@ -69,6 +124,9 @@ func (c *Conn) modernSubscription(method string, params any) (json.RawMessage, e
 	}
 	if err := json.Unmarshal(b, &p); err != nil || p.URI == "" {
 		return nil, &CallError{Where: NotSent, Err: errors.New("subscription without a uri")}
+	}
+	if c.listener.refused.Load() && method == string(mcp.MethodResourcesSubscribe) {
+		return nil, &CallError{Where: NotSent, Err: errors.New("the upstream does not support subscriptions/listen: toolgate cannot pass its resource updates on")}
 	}
 	c.listener.mu.Lock()
 	if c.listener.uris == nil {

@@ -30,7 +30,12 @@ const maxInputRounds = 10
 // its input requests per request, and must not plan on one the client
 // cannot answer. The gateway's own requests (listing, refreshing) declare
 // everything it can relay, so the catalog holds what any client may use.
+//
+// The version goes in _meta and in the Mcp-Protocol-Version header (which
+// mcp-go's HTTP transport sets again from its own record of the version:
+// speak keeps the two equal).
 func (c *Conn) modernize(ctx context.Context, req *transport.JSONRPCRequest) error {
+	version := c.version()
 	fields := map[string]json.RawMessage{}
 	if req.Params != nil {
 		b, err := json.Marshal(req.Params)
@@ -45,7 +50,7 @@ func (c *Conn) modernize(ctx context.Context, req *transport.JSONRPCRequest) err
 	if raw, ok := fields["_meta"]; ok {
 		_ = json.Unmarshal(raw, &meta)
 	}
-	meta[mcp.MetaKeyProtocolVersion] = c.proto
+	meta[mcp.MetaKeyProtocolVersion] = version
 	meta[mcp.MetaKeyClientCapabilities] = declaredCapabilities(ctx)
 	meta[mcp.MetaKeyClientInfo] = mcp.Implementation{Name: "toolgate", Version: Version}
 	if c.hooks.logLevel != nil {
@@ -64,9 +69,10 @@ func (c *Conn) modernize(ctx context.Context, req *transport.JSONRPCRequest) err
 	}
 	req.Params = json.RawMessage(encoded)
 	req.Header = http.Header{}
-	for name, value := range mcp.StandardHeaders(c.proto, mcp.MCPMethod(req.Method), encoded) {
+	for name, value := range mcp.StandardHeaders(version, mcp.MCPMethod(req.Method), encoded) {
 		req.Header.Set(name, value)
 	}
+	req.Header.Set(transport.HeaderKeyProtocolVersion, version)
 	return nil
 }
 

@@ -32,6 +32,13 @@ var DefaultBackoff = Backoff{Initial: time.Second, Max: time.Minute, ResetAfter:
 // after listDebounceMax times this, if it never is).
 var DefaultListDebounce = 250 * time.Millisecond
 
+// listPoll is how often the supervisor re-reads the tools, resources and
+// prompts of a 2026-07-28 upstream that does not serve
+// subscriptions/listen, whose list changes it cannot hear of (listen.go).
+// A minute keeps the catalog at most that stale for one small request per
+// list a minute; a reconnect re-reads them too. Tests set it before Start.
+var listPoll = time.Minute
+
 // listDebounceMax bounds the wait for a quiet moment, so an upstream that
 // never stops announcing changes is still re-read now and then.
 const listDebounceMax = 8
@@ -80,6 +87,14 @@ type supervisor struct {
 	whyDown atomic.Pointer[string]
 	kick    chan struct{} // capacity 1: the tool list may have changed
 	level   chan struct{} // capacity 1: the log level clients chose changed
+
+	// era is the protocol era the last connection spoke, when the config
+	// names none and it was 2026-07-28: the next connection starts there
+	// (era.go). Only the supervisor's goroutine uses it.
+	era string
+	// listenLogged: that the upstream lacks subscriptions/listen was
+	// logged (once, not on every reconnect).
+	listenLogged atomic.Bool
 }
 
 func newSupervisor(s *Set, srv *Server) *supervisor {
@@ -147,7 +162,7 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 			continue
 		}
 		sv.conn.Store(conn)
-		sv.log.Info("upstream connected", "tools", len(tools))
+		sv.log.Info("upstream connected", "tools", len(tools), "protocol", conn.Protocol())
 		sv.set.listedTools(sv.srv.Name, tools, feats)
 		bootDone()
 		sv.set.statusChanged(sv.srv.Name, true, "")
@@ -220,9 +235,16 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *Serv
 	stop := context.AfterFunc(life, cancel)
 	defer stop()
 	conn, err := dial(ctx, srv, sv.maxMessage, sv.log, connHooks{supervised: true, listChanged: sv.poke, streamEnded: sv.poke,
-		resourceUpdated: func(uri string) { sv.set.resourceUpdated(srv.Name, uri) }, logLevel: sv.set.currentLogLevel})
+		resourceUpdated: func(uri string) { sv.set.resourceUpdated(srv.Name, uri) }, logLevel: sv.set.currentLogLevel,
+		listenRefused: sv.listenRefused, era: sv.era})
 	if err != nil {
 		return nil, nil, nil, boundErr(ctx, srv, err)
+	}
+	if srv.Protocol == "" {
+		sv.era = ""
+		if conn.modern {
+			sv.era = conn.version()
+		}
 	}
 	// The list read now is current: an older announcement is moot.
 	select {
@@ -237,6 +259,21 @@ func (sv *supervisor) connect(ctx, life context.Context) (*Conn, []Listed, *Serv
 	feats := conn.listFeatures(ctx)
 	sv.applyLogLevel(conn)
 	return conn, tools, feats, nil
+}
+
+// listenRefused: the connection's upstream does not serve
+// subscriptions/listen (listen.go). It runs on the listen request's
+// goroutine: it logs (once for the supervisor's life) and asks for a
+// re-list, which drops subscriptions from the upstream's features; serve
+// then re-lists every listPoll.
+func (sv *supervisor) listenRefused(err error) {
+	if sv.listenLogged.CompareAndSwap(false, true) {
+		sv.log.Warn("upstream does not support subscriptions/listen (2026-07-28), so its list_changed and resource update "+
+			"notifications are not received: toolgate re-reads its tools, resources and prompts every "+listPoll.String()+
+			" and on each reconnect, and refuses resources/subscribe for its resources",
+			"err", sanitize.Text(err.Error()))
+	}
+	sv.poke()
 }
 
 // applyLogLevel passes the level clients last set on to the upstream, if
@@ -258,7 +295,13 @@ func (sv *supervisor) applyLogLevel(conn *Conn) {
 // HTTP, when its event stream ended: the read then also shows whether the
 // session is still there).
 func (sv *supervisor) serve(life context.Context, conn *Conn) {
+	var poll <-chan time.Time // set once the upstream proves to lack subscriptions/listen
 	for {
+		if poll == nil && conn.ListenRefused() {
+			t := time.NewTicker(listPoll)
+			defer t.Stop()
+			poll = t.C
+		}
 		select {
 		case <-life.Done():
 			return
@@ -268,6 +311,8 @@ func (sv *supervisor) serve(life context.Context, conn *Conn) {
 			if !sv.debounce(life, conn) {
 				return
 			}
+			sv.relist(life, conn)
+		case <-poll:
 			sv.relist(life, conn)
 		case <-sv.level:
 			sv.applyLogLevel(conn)
