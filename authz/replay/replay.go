@@ -4,6 +4,9 @@
 // the candidate, and reports the calls whose decision (allow, deny, approval) differs, grouped
 // by principal and tool, with the line that decides each way.
 //
+// [Shadow], for `toolgate policy diff --shadow`, decides nothing again: it reads the disagreements a
+// running shadow policy (authz.shadow_policy) wrote on the call records, grouped the same way.
+//
 // # Why a package of its own
 //
 // The gateway never replays anything: this is policy tooling, like authz/explain and

@@ -28,6 +28,12 @@ const policyUsage = `usage:
   toolgate policy diff --against CANDIDATE.csv [--config F] [--audit TRAIL] [--since T] [--until T] [--json]
       replay the audit trail's calls through the candidate policy; exit 0 nothing changes,
       1 some calls would be decided otherwise or could not be replayed, 2 usage or file errors
+  toolgate policy diff --shadow [--config F] [--audit TRAIL] [--since T] [--until T] [--json]
+      the calls the shadow policy (authz.shadow_policy) decided otherwise, as the audit trail
+      recorded them; exit 0 none, 1 some, 2 usage or file errors
+  toolgate policy history [--config F | --audit TRAIL] [-n N]
+      the policy reloads in the audit trail, newest first, with what each changed;
+      exit 0 listed (none is fine), 2 usage or a trail that cannot be read
 `
 
 // runPolicy is `toolgate policy`: tests and diffs of policy changes, offline.
@@ -201,10 +207,15 @@ func policyDiff(args []string, out, errOut io.Writer) int {
 	since := fs.String("since", "", "replay records from this time on: RFC 3339, a date (2026-11-30), or a duration ago (24h)")
 	until := fs.String("until", "", "replay records before this time (same forms as --since)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	shadow := fs.Bool("shadow", false, "report the disagreements the shadow policy recorded in the trail instead of replaying a candidate")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *against == "" || fs.NArg() != 0 {
+	if *shadow && *against != "" {
+		fmt.Fprintln(errOut, "toolgate policy diff: --shadow reads what the running shadow policy recorded: it takes no --against")
+		return 2
+	}
+	if (*against == "" && !*shadow) || fs.NArg() != 0 {
 		fmt.Fprint(errOut, policyUsage)
 		return 2
 	}
@@ -219,6 +230,9 @@ func policyDiff(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(errOut, "toolgate policy diff: --until:", err)
 		return 2
 	}
+	if *shadow {
+		return shadowDiff(*configPath, *trail, replay.ShadowOptions{Since: o.Since, Until: o.Until}, *asJSON, out, errOut)
+	}
 	cfg, current, ok := loadPolicyFiles(*configPath, "", errOut)
 	if !ok {
 		return 2
@@ -228,20 +242,8 @@ func policyDiff(args []string, out, errOut io.Writer) int {
 		printProblems(errOut, "invalid candidate policy "+*against, err)
 		return 2
 	}
-	path := *trail
-	if path == "" {
-		if !cfg.AuditEnabled() {
-			fmt.Fprintf(errOut, "toolgate policy diff: %s disables the audit trail; name one with --audit\n", cfg.File)
-			return 2
-		}
-		path = cfg.AuditPath()
-	}
-	trails, err := audit.TrailFiles(path)
-	if err == nil && len(trails) == 0 {
-		err = fmt.Errorf("no trail at %s", path)
-	}
-	if err != nil {
-		fmt.Fprintln(errOut, "toolgate policy diff:", err)
+	trails, ok := diffTrails(cfg, *trail, errOut)
+	if !ok {
 		return 2
 	}
 	o.Current, o.Candidate = current, candidate
@@ -266,6 +268,97 @@ func policyDiff(args []string, out, errOut io.Writer) int {
 		return 0
 	}
 	return 1
+}
+
+// diffTrails are the trails `policy diff` reads: the files of --audit, else of the config's
+// audit.file.
+func diffTrails(cfg *config.Config, trail string, errOut io.Writer) ([][]string, bool) {
+	path := trail
+	if path == "" {
+		if !cfg.AuditEnabled() {
+			fmt.Fprintf(errOut, "toolgate policy diff: %s disables the audit trail; name one with --audit\n", cfg.File)
+			return nil, false
+		}
+		path = cfg.AuditPath()
+	}
+	trails, err := audit.TrailFiles(path)
+	if err == nil && len(trails) == 0 {
+		err = fmt.Errorf("no trail at %s", path)
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "toolgate policy diff:", err)
+		return nil, false
+	}
+	return trails, true
+}
+
+// shadowDiff is `policy diff --shadow`: the disagreements of the shadow policy, as the trail recorded
+// them (nothing is decided again, so the policies are not loaded; the config names the trail).
+func shadowDiff(configPath, trail string, o replay.ShadowOptions, asJSON bool, out, errOut io.Writer) int {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		printProblems(errOut, "invalid configuration", err)
+		return 2
+	}
+	trails, ok := diffTrails(cfg, trail, errOut)
+	if !ok {
+		return 2
+	}
+	rep, err := replay.Shadow(o, trails)
+	if err != nil {
+		fmt.Fprintln(errOut, "toolgate policy diff:", err)
+		return 2
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(shadowJSON{ShadowPolicy: cfg.ShadowPolicyPath(), Trails: trails, ShadowReport: rep}); err != nil {
+			fmt.Fprintln(errOut, "toolgate policy diff:", err)
+			return 2
+		}
+	} else {
+		printShadow(out, cfg, trails, rep)
+	}
+	if rep.Empty() {
+		return 0
+	}
+	return 1
+}
+
+// shadowJSON is `policy diff --shadow --json`.
+type shadowJSON struct {
+	ShadowPolicy string     `json:"shadow_policy,omitempty"` // authz.shadow_policy in the config now
+	Trails       [][]string `json:"trails"`
+	*replay.ShadowReport
+}
+
+func printShadow(w io.Writer, cfg *config.Config, trails [][]string, rep *replay.ShadowReport) {
+	if p := cfg.ShadowPolicyPath(); p != "" {
+		fmt.Fprintf(w, "shadow policy: %s (now; the records name the version that disagreed)\n", p)
+	} else {
+		fmt.Fprintln(w, "shadow policy: none configured now (authz.shadow_policy); the trail may still hold earlier disagreements")
+	}
+	for _, files := range trails {
+		fmt.Fprintf(w, "trail:         %s (%d file(s))\n", files[len(files)-1], len(files))
+	}
+	fmt.Fprintln(w, rep.Summary())
+	if rep.OutsideWindow > 0 {
+		fmt.Fprintf(w, "(%d call(s) outside --since/--until not read)\n", rep.OutsideWindow)
+	}
+	if rep.Empty() {
+		fmt.Fprintln(w, "no recorded call was decided otherwise by the shadow policy")
+		return
+	}
+	fmt.Fprintln(w, "\ncalls the shadow policy decided otherwise (by principal and tool):")
+	for _, d := range rep.Disagreements {
+		fmt.Fprintf(w, "\n  %s  %s  %s  %d call(s), %s .. %s\n", d.Principal, d.Tool, d.Direction, d.Calls,
+			d.First.UTC().Format(time.RFC3339), d.Last.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "    live:   %s\n    shadow: %s", d.Live, d.Shadow)
+		if len(d.ShadowVersions) > 0 {
+			fmt.Fprintf(w, " (version %s)", strings.Join(d.ShadowVersions, ", "))
+		}
+		fmt.Fprintf(w, "\n    first record: %s\n", d.Example)
+	}
 }
 
 // diffJSON is `policy diff --json`.
