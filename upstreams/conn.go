@@ -312,7 +312,7 @@ func (c *Conn) handshake(ctx context.Context) error {
 	// The gateway answers the upstream's own requests itself, raw, so
 	// nothing is lost in mcp-go's typed handlers (Start installed those).
 	if bidi, ok := c.tr.(transport.BidirectionalInterface); ok {
-		bidi.SetRequestHandler(c.onRequest)
+		bidi.SetRequestHandler(c.answerUpstream)
 	}
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = c.proto

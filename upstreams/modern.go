@@ -150,16 +150,26 @@ func (c *Conn) fulfil(ctx context.Context, requests map[string]json.RawMessage) 
 		}
 		asks[id] = InputRequest{Method: req.Method, Params: req.Params}
 	}
+	var out map[string]json.RawMessage
 	if b, ok := r.(InputBatcher); ok {
-		return b.RequestInputs(ctx, asks)
-	}
-	out := make(map[string]json.RawMessage, len(asks))
-	for id, ask := range asks {
-		res, err := r.Request(ctx, ask.Method, ask.Params)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ask.Method, err)
+		var err error
+		if out, err = b.RequestInputs(ctx, asks); err != nil {
+			return nil, err
 		}
-		out[id] = res
+	} else {
+		out = make(map[string]json.RawMessage, len(asks))
+		for id, ask := range asks {
+			res, err := r.Request(ctx, ask.Method, ask.Params)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ask.Method, err)
+			}
+			out[id] = res
+		}
+	}
+	for id, ask := range asks {
+		if res, ok := out[id]; ok && ask.Method == string(mcp.MethodElicitationCreate) {
+			out[id] = withElicitationDefaults(ask.Params, res) // elicitdefaults.go
+		}
 	}
 	return out, nil
 }
