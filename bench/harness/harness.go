@@ -30,6 +30,11 @@ const (
 	ToolgateHTTPSlow = "toolgate-http-nofast"
 	MCPProxy         = "mcp-proxy"
 	Supergateway     = "supergateway"
+	// RelayHTTP and RelayStdio are the zero-check Go relay (bench/relay):
+	// mcp-go's server in front, its client behind, nothing checked (issue
+	// 22), over Streamable HTTP and over stdio.
+	RelayHTTP  = "relay-http"
+	RelayStdio = "relay-stdio"
 
 	GoEcho     = "go"
 	Everything = "everything"
@@ -58,6 +63,8 @@ type Options struct {
 	Revision   string            // what Toolgate was built from, for the report
 	Echo       []string          // the Go echo server's command; built from Root when empty
 	EchoEnv    map[string]string // its extra environment
+	Relay      []string          // the relay's command; built from Root (bench/cmd/relay) when empty
+	RelayEnv   map[string]string // its extra environment (not the upstream's)
 	BuildFlags []string          // extra `go build` flags (the test passes -race under -race)
 	NPMDir     string            // bench/npm
 	Keep       bool              // keep the work directory (configs, audit trails)
@@ -86,7 +93,7 @@ func (o *Options) Defaults() {
 		o.Upstreams = []string{GoEcho, Everything}
 	}
 	if len(o.Targets) == 0 {
-		o.Targets = []string{Direct, ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio, MCPProxy, Supergateway}
+		o.Targets = []string{Direct, RelayHTTP, RelayStdio, ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio, MCPProxy, Supergateway}
 	}
 	if o.Client == "" {
 		o.Client = targets.Lean
@@ -148,6 +155,7 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 type env struct {
 	toolgate string           // binary
 	echo     targets.Upstream // the Go echo server
+	relay    targets.Relay    // the zero-check relay's command, when a relay target runs
 	model    string           // model.conf text
 	npm      error            // why the npm packages are unusable, or nil
 	npmDir   string

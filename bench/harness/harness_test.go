@@ -15,17 +15,22 @@ import (
 	"github.com/toolgate/toolgate/bench/echo"
 	"github.com/toolgate/toolgate/bench/harness"
 	"github.com/toolgate/toolgate/bench/procstat"
+	"github.com/toolgate/toolgate/bench/relay"
 	"github.com/toolgate/toolgate/bench/report"
 	"github.com/toolgate/toolgate/bench/targets"
 )
 
-// The test binary is also the Go echo upstream, re-executed with this
-// variable set: no separate build.
+// The test binary is also the Go echo upstream and the zero-check relay,
+// re-executed with this variable set: no separate build. The relay passes
+// the upstream its own value (-env), so the child it starts is the echo.
 const execRole = "LOADBENCH_TEST_EXEC"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(execRole) == "echoserver" {
+	switch os.Getenv(execRole) {
+	case "echoserver":
 		os.Exit(echo.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	case "relay":
+		os.Exit(relay.Main(os.Args[1:]))
 	}
 	// Nothing is ignored, not even net/http's keep-alive loops: every
 	// client and server a run starts is closed when the run ends, so a
@@ -34,9 +39,10 @@ func TestMain(m *testing.M) {
 }
 
 // TestQuickRun runs the harness in -quick mode against the Go echo server,
-// directly and through toolgate over HTTP, with each load client, and
-// checks the report's shape: every row there, every figure non-zero, the
-// client named. It asserts no timing.
+// directly, through the zero-check relay over HTTP and stdio, and through
+// toolgate over HTTP, with each load client, and checks the report's shape:
+// every row there, every figure non-zero, toolgate's ratio to the relay,
+// the client named. It asserts no timing.
 //
 // toolgate is built once, before either run's clock starts: a cold build
 // with -race on a loaded machine can take most of a run's two minutes.
@@ -76,9 +82,10 @@ func quickRun(t *testing.T, root, toolgate string, client targets.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, err = harness.Run(ctx, harness.Options{Root: root, Out: out, Command: "test", Quick: true, Table: true, Client: client,
-		Upstreams: []string{harness.GoEcho}, Targets: []string{harness.Direct, harness.ToolgateHTTP},
+		Upstreams: []string{harness.GoEcho}, Targets: []string{harness.Direct, harness.RelayHTTP, harness.RelayStdio, harness.ToolgateHTTP},
 		Toolgate: toolgate, Revision: "this tree, built by the test",
-		Echo: []string{self}, EchoEnv: map[string]string{execRole: "echoserver"}, Log: &log})
+		Echo: []string{self}, EchoEnv: map[string]string{execRole: "echoserver"},
+		Relay: []string{self}, RelayEnv: map[string]string{execRole: "relay"}, Log: &log})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
@@ -101,7 +108,8 @@ func quickRun(t *testing.T, root, toolgate string, client targets.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| go | direct | 1 |", "| go | toolgate-http | 16 |", "| go | toolgate-http | 64 |", "Load client: " + string(client) + " ("} {
+	for _, want := range []string{"| go | direct | 1 |", "| go | relay-http | 16 |", "| go | relay-stdio | 64 |", "| go | toolgate-http | 16 |",
+		"| go | toolgate-http | 64 |", "calls/s × relay", "Load client: " + string(client) + " ("} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, md)
 		}
@@ -123,16 +131,18 @@ func checkTable(t *testing.T, md string) {
 	}
 }
 
-// checkRows wants direct and toolgate-http at concurrency 1, 16 and 64,
-// each measured, with calls, latency and throughput. CPU is read in 10 ms
-// ticks, so one short cell may show none: the sum over a target's cells
-// must not be zero.
+// checkRows wants direct, relay-http, relay-stdio and toolgate-http at
+// concurrency 1, 16 and 64, each measured, with calls, latency and
+// throughput, and toolgate-http's ratios to relay-http. CPU is read in
+// 10 ms ticks, so one short cell may show none: the sum over a target's
+// cells must not be zero.
 func checkRows(t *testing.T, rows []report.Row, log string) {
 	t.Helper()
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want 6 (2 targets × 3 concurrencies):\n%s", len(rows), log)
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 12 (4 targets × 3 concurrencies):\n%s", len(rows), log)
 	}
-	var upstreamCPU, gatewayCPU float64
+	var upstreamCPU float64
+	gatewayCPU := map[string]float64{}
 	for _, r := range rows {
 		if r.NA != "" || r.Calls == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms || r.Throughput <= 0 || r.TputRatio <= 0 {
 			t.Errorf("row %s/%s/%d is not a measurement: %+v\n%s", r.Upstream, r.Target, r.Concurrency, r, log)
@@ -141,16 +151,27 @@ func checkRows(t *testing.T, rows []report.Row, log string) {
 			t.Errorf("row %s/%d: %d errors, first: %s", r.Target, r.Concurrency, r.Errors, r.FirstError)
 		}
 		upstreamCPU += r.UpstreamCPU
-		if r.Target == harness.ToolgateHTTP {
-			gatewayCPU += r.GatewayCPU
-			if r.PeakRSSMB <= 0 {
-				t.Errorf("toolgate-http/%d: no peak RSS", r.Concurrency)
+		if r.Target == harness.Direct {
+			if r.GatewayCPU >= 0 || r.PeakRSSMB != 0 {
+				t.Errorf("direct/%d has gateway figures: %+v", r.Concurrency, r)
 			}
-		} else if r.GatewayCPU >= 0 || r.PeakRSSMB != 0 {
-			t.Errorf("direct/%d has gateway figures: %+v", r.Concurrency, r)
+			continue
+		}
+		gatewayCPU[r.Target] += r.GatewayCPU
+		if r.PeakRSSMB <= 0 {
+			t.Errorf("%s/%d: no peak RSS", r.Target, r.Concurrency)
+		}
+		wantRelay := r.Target == harness.ToolgateHTTP
+		if got := r.P50VsRelay > 0 && r.TputVsRelay > 0; got != wantRelay {
+			t.Errorf("%s/%d: ratios to the relay %v and %v, want them only for toolgate-http", r.Target, r.Concurrency, r.P50VsRelay, r.TputVsRelay)
 		}
 	}
-	if upstreamCPU <= 0 || gatewayCPU <= 0 {
-		t.Errorf("CPU per call: upstream %v, gateway %v; want both above zero", upstreamCPU, gatewayCPU)
+	if upstreamCPU <= 0 {
+		t.Errorf("upstream CPU per call %v, want above zero", upstreamCPU)
+	}
+	for _, target := range []string{harness.RelayHTTP, harness.RelayStdio, harness.ToolgateHTTP} {
+		if gatewayCPU[target] <= 0 {
+			t.Errorf("%s: gateway CPU per call %v, want above zero", target, gatewayCPU[target])
+		}
 	}
 }

@@ -36,6 +36,17 @@ func prepare(ctx context.Context, o *Options, work string) (*env, error) {
 		cmd = []string{bin}
 	}
 	e.echo = targets.Upstream{Name: GoEcho, Command: cmd[0], Args: cmd[1:], Env: o.EchoEnv, Tool: echo.Tool}
+	if o.Table && (slices.Contains(o.Targets, RelayHTTP) || slices.Contains(o.Targets, RelayStdio)) {
+		cmd := o.Relay
+		if len(cmd) == 0 {
+			bin, err := build(ctx, o, work, "relay", "./bench/cmd/relay")
+			if err != nil {
+				return nil, err
+			}
+			cmd = []string{bin}
+		}
+		e.relay = targets.Relay{Command: cmd, Env: o.RelayEnv}
+	}
 	model, err := os.ReadFile(filepath.Join(o.Root, "model.conf"))
 	if err != nil {
 		return nil, err

@@ -57,8 +57,13 @@ func table(ctx context.Context, o *Options, e *env) []report.Row {
 		}
 	}
 	measure.Ratios(rows)
+	measure.RelayRatios(rows, relayOf)
 	return rows
 }
+
+// relayOf pairs each toolgate target with the relay on its transport, for
+// the × relay columns.
+var relayOf = map[string]string{ToolgateHTTP: RelayHTTP, ToolgateHTTPSlow: RelayHTTP, ToolgateStdio: RelayStdio}
 
 // rounds measures the cells round by round: round r runs, per upstream and
 // concurrency, every target once, starting with the r-th, so slow drift
@@ -161,6 +166,10 @@ func start(ctx context.Context, client targets.Client, e *env, name string, u ta
 			return targets.StartToolgateHTTP(ctx, client, name, e.toolgate, cfg, tool, benchKey)
 		}
 		return targets.StartToolgateStdio(ctx, client, name, e.toolgate, cfg, tool)
+	case RelayHTTP:
+		return targets.StartRelayHTTP(ctx, client, name, e.relay, u)
+	case RelayStdio:
+		return targets.StartRelayStdio(ctx, client, name, e.relay, u)
 	case MCPProxy, Supergateway:
 		if e.npm != nil {
 			return nil, e.npm
@@ -208,7 +217,7 @@ func tableNotes(o *Options, e *env) []string {
 	notes := []string{
 		"Workload: the upstream's `echo` tool with `{\"message\": \"ping <n>\"}`, n unique per call (so toolgate's duplicate suppression runs on every call but never replays one); each answer must carry the message back, or the call counts as an error. Upstreams: `go` is bench/echo (mcp-go, stdio); `everything` is npm @modelcontextprotocol/server-everything over stdio.",
 		clientNote(o.Client),
-		"direct: the client talks to the upstream process over stdio: the physical limit. toolgate-http: `toolgate serve` with the full pipeline (API key, Casbin, schema validation, breaker, retries, duplicate suppression, envelope, audit trail with its default fsync (interval: written before the answer, on disk within 1 s), one log line per call at the default level info); max_in_flight raised to 256 so the 64 workers are never refused. toolgate-http-nofast: the same with `listen.fast_path: false`, so every call goes through mcp-go's Streamable HTTP handler (toolgate-http answers plain tools/calls itself). toolgate-stdio: `toolgate serve --stdio`, same config. mcp-proxy 6.7.19 (one upstream for all sessions) and supergateway 4.0.0 --stateful (one upstream process per session) check nothing.",
+		"direct: the client talks to the upstream process over stdio: the physical limit. toolgate-http: `toolgate serve` with the full pipeline (API key, Casbin, schema validation, breaker, retries, duplicate suppression, envelope, audit trail with its default fsync (interval: written before the answer, on disk within 1 s), one log line per call at the default level info); max_in_flight raised to 256 so the 64 workers are never refused. toolgate-http-nofast: the same with `listen.fast_path: false`, so every call goes through mcp-go's Streamable HTTP handler (toolgate-http answers plain tools/calls itself). toolgate-stdio: `toolgate serve --stdio`, same config. relay-http and relay-stdio: a zero-check Go relay on mcp-go (bench/relay: mcp-go's server in front, over Streamable HTTP or stdio, mcp-go's stdio client behind, the upstream's tools listed at start and passed through; no auth, policy, validation, audit or log line; every mcp-go default kept, untuned); × relay compares toolgate-http and toolgate-http-nofast with relay-http, toolgate-stdio with relay-stdio. mcp-proxy 6.7.19 (one upstream for all sessions) and supergateway 4.0.0 --stateful (one upstream process per session) check nothing.",
 		"CPU µs/call: utime+stime from /proc/<pid>/stat (10 ms ticks) around the measured part of the cell, divided by its calls. gateway: the gateway or proxy process; upstream: every process below it (or the direct upstream process), plus children it reaped meanwhile; client: this harness process, which makes the calls on the same cores (and reads the targets' log output). Peak RSS: the gateway's VmHWM, reset at each cell's start (clear_refs), so each cell shows its own peak. other CPU %: the share of the machine's CPU that other processes used during the cell (from /proc/stat): anything above a few % means the cell was disturbed.",
 		fmt.Sprintf("What bounds it on this machine: %d cores shared by the load client, the gateway and the upstream, so at saturation calls/s ≈ cores ÷ (client + gateway + upstream CPU per call). A small append+fsync in the work directory takes %.2f ms (median of 50) here: what every call would pay at concurrency 1 with audit.fsync: always (the default, interval, pays it once a second).",
 			runtime.NumCPU(), float64(e.fsync)/float64(time.Millisecond)),

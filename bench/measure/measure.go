@@ -185,6 +185,29 @@ func median(v []float64) float64 {
 	return (v[n/2-1] + v[n/2]) / 2
 }
 
+// RelayRatios sets the ratios to the relay of each row whose target relays
+// names (gateway target -> relay target): to the relay's row of the same
+// upstream and concurrency, when it was measured.
+func RelayRatios(rows []report.Row, relays map[string]string) {
+	for i := range rows {
+		r := &rows[i]
+		relay, ok := relays[r.Target]
+		if !ok || r.NA != "" {
+			continue
+		}
+		for _, d := range rows {
+			if d.Target == relay && d.Upstream == r.Upstream && d.Concurrency == r.Concurrency && d.NA == "" {
+				if d.P50Ms > 0 {
+					r.P50VsRelay = r.P50Ms / d.P50Ms
+				}
+				if d.Throughput > 0 {
+					r.TputVsRelay = r.Throughput / d.Throughput
+				}
+			}
+		}
+	}
+}
+
 // Ratios sets each row's ratios to the direct row of the same upstream and
 // concurrency.
 func Ratios(rows []report.Row) {

@@ -52,14 +52,15 @@ func quickNote(quick bool) string {
 	return ""
 }
 
-// writeRows writes the side-by-side table; vsDirect adds the ratio columns.
+// writeRows writes the side-by-side table; vsDirect adds the ratio columns,
+// to direct and to the zero-check relay.
 func writeRows(b *strings.Builder, rows []Row, vsDirect bool) {
 	b.WriteString("| upstream | target | conc | p50 ms | p99 ms | calls/s |")
 	if vsDirect {
-		b.WriteString(" p50 × direct | calls/s × direct |")
+		b.WriteString(" p50 × direct | calls/s × direct | p50 × relay | calls/s × relay |")
 	}
 	b.WriteString(" gateway CPU µs/call | upstream CPU µs/call | client CPU µs/call | gateway peak RSS MB | errors | other CPU % |\n")
-	cols := 14
+	cols := 16
 	if !vsDirect {
 		cols = 12
 	}
@@ -72,7 +73,7 @@ func writeRows(b *strings.Builder, rows []Row, vsDirect bool) {
 		}
 		fmt.Fprintf(b, " %s | %s | %s |", ms(r.P50Ms), ms(r.P99Ms), num(r.Throughput))
 		if vsDirect {
-			fmt.Fprintf(b, " %s | %s |", ratio(r.P50Ratio), ratio(r.TputRatio))
+			fmt.Fprintf(b, " %s | %s | %s | %s |", ratio(r.P50Ratio), ratio(r.TputRatio), ratio(r.P50VsRelay), ratio(r.TputVsRelay))
 		}
 		fmt.Fprintf(b, " %s | %s | %s | %s | %d | %.0f |\n", cpu(r.GatewayCPU), cpu(r.UpstreamCPU), cpu(r.ClientCPU), mb(r.PeakRSSMB), r.Errors, r.OtherCPUPct)
 	}

@@ -65,7 +65,7 @@ type Sample struct {
 
 // Row is one upstream × target × concurrency over all rounds: the median
 // of the rounds' figures (peak RSS: the largest), and ratios to the direct
-// call at the same concurrency.
+// call at the same concurrency (and, for toolgate, to the relay).
 type Row struct {
 	Upstream    string   `json:"upstream"`
 	Target      string   `json:"target"`
@@ -77,8 +77,10 @@ type Row struct {
 	P50Ms       float64  `json:"p50_ms"`
 	P99Ms       float64  `json:"p99_ms"`
 	Throughput  float64  `json:"calls_per_s"`
-	P50Ratio    float64  `json:"p50_vs_direct"`        // 0: no direct figure
-	TputRatio   float64  `json:"throughput_vs_direct"` // 0: no direct figure
+	P50Ratio    float64  `json:"p50_vs_direct"`                 // 0: no direct figure
+	TputRatio   float64  `json:"throughput_vs_direct"`          // 0: no direct figure
+	P50VsRelay  float64  `json:"p50_vs_relay,omitempty"`        // to the zero-check relay on the same transport (issue 22); 0: none
+	TputVsRelay float64  `json:"throughput_vs_relay,omitempty"` // to the zero-check relay on the same transport; 0: none
 	GatewayCPU  float64  `json:"gateway_cpu_us_per_call"`
 	UpstreamCPU float64  `json:"upstream_cpu_us_per_call"`
 	ClientCPU   float64  `json:"client_cpu_us_per_call"`

@@ -46,7 +46,7 @@ func StartMCPProxy(ctx context.Context, client Client, npmDir string, up Upstrea
 		return nil, err
 	}
 	args := append([]string{"--port", fmt.Sprint(port), "--host", "127.0.0.1", "--server", "stream", "--", up.Command}, up.Args...)
-	return startPeer(ctx, client, "mcp-proxy", NPMBin(npmDir, "mcp-proxy"), args, up, port)
+	return startListening(ctx, client, "mcp-proxy", NPMBin(npmDir, "mcp-proxy"), args, up.Env, up.Tool, port)
 }
 
 // StartSupergateway runs npm supergateway in front of up, stateful (without
@@ -61,11 +61,14 @@ func StartSupergateway(ctx context.Context, client Client, npmDir string, up Ups
 	command := shellQuote(append([]string{up.Command}, up.Args...))
 	args := []string{"--stdio", command, "--outputTransport", "streamableHttp", "--stateful",
 		"--port", fmt.Sprint(port), "--logLevel", "none"}
-	return startPeer(ctx, client, "supergateway", NPMBin(npmDir, "supergateway"), args, up, port)
+	return startListening(ctx, client, "supergateway", NPMBin(npmDir, "supergateway"), args, up.Env, up.Tool, port)
 }
 
-func startPeer(ctx context.Context, client Client, name, bin string, args []string, up Upstream, port int) (Target, error) {
-	p, err := startProcess(bin, args, up.Env, "")
+// startListening runs bin, a proxy serving Streamable HTTP at /mcp on port
+// of loopback, with env added to its environment, and waits until the port
+// accepts connections. tool is the client-facing tool name.
+func startListening(ctx context.Context, client Client, name, bin string, args []string, env map[string]string, tool string, port int) (Target, error) {
+	p, err := startProcess(bin, args, env, "")
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +79,7 @@ func startPeer(ctx context.Context, client Client, name, bin string, args []stri
 		_ = p.stop(stopGrace)
 		return nil, err
 	}
-	return &httpTarget{name: name, client: client, proc: p, url: "http://" + addr + "/mcp", tool: up.Tool, hc: httpClient()}, nil
+	return &httpTarget{name: name, client: client, proc: p, url: "http://" + addr + "/mcp", tool: tool, hc: httpClient()}, nil
 }
 
 // freePort asks the kernel for a free loopback port. The peers take a port

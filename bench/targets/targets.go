@@ -1,6 +1,7 @@
 // Package targets starts what the load harness measures and opens client
 // sessions on it: an upstream called directly, toolgate over Streamable
-// HTTP and over stdio, and the npm peer proxies. Every target is a real
+// HTTP and over stdio, the zero-check Go relay (bench/relay) over each, and
+// the npm peer proxies. Every target is a real
 // process tree the harness started, so its CPU and memory can be read from
 // /proc and it can be stopped whole. The sessions are the lean client's
 // (lean_*.go) or mcp-go's, as the harness chooses (Client).
@@ -31,7 +32,7 @@ type Upstream struct {
 
 // Target is one way of reaching an upstream.
 type Target interface {
-	// Name is the row label: direct, toolgate-http, toolgate-stdio, mcp-proxy, supergateway.
+	// Name is the row label: direct, relay-http, relay-stdio, toolgate-http, toolgate-stdio, mcp-proxy, supergateway.
 	Name() string
 	// Open opens n client sessions, one per load worker, and a func that
 	// closes them. Over stdio there is one session per process: the n

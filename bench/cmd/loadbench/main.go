@@ -1,6 +1,7 @@
 // Command loadbench is toolgate's load harness (issue 8): the same echo
 // workload called directly, through toolgate over Streamable HTTP and
-// stdio, and through the npm peers mcp-proxy and supergateway, in
+// stdio, through a zero-check Go relay on mcp-go (issue 22), and through
+// the npm peers mcp-proxy and supergateway, in
 // interleaved rounds, with the scaling figures on request. See
 // bench/README.md.
 //
@@ -39,7 +40,7 @@ func run() int {
 	flag.DurationVar(&o.Settle, "settle", 0, "the most each cell waits for the machine to be quiet first (default 30s; off with -quick; negative: off)")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "concurrent workers per cell, comma-separated")
 	flag.StringVar(&ups, "upstreams", "go,everything", "upstreams: go (bench/echo), everything (npm server-everything)")
-	flag.StringVar(&tgts, "targets", "direct,toolgate-http,toolgate-http-nofast,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
+	flag.StringVar(&tgts, "targets", "direct,relay-http,relay-stdio,toolgate-http,toolgate-http-nofast,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
 	flag.StringVar(&o.Toolgate, "toolgate", "", "a toolgate binary to measure instead of building ./cmd/toolgate")
 	flag.StringVar(&o.Revision, "toolgate-rev", "", "what the -toolgate binary was built from (a commit), for the report")
 	flag.StringVar(&client, "client", "lean", "the load client: lean (the harness's own, cheap in CPU) or mcp-go (mcp-go's client)")
