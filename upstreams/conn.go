@@ -61,6 +61,11 @@ type Conn struct {
 	stdin    *watchedWriter         // nil unless stdio
 	closing  sync.Once
 
+	// versionRetried: a request was sent again after a -32022;
+	// versionUnknown: a -32022 named no version toolgate speaks (each
+	// logged once).
+	versionRetried, versionUnknown atomic.Bool
+
 	// life ends, with the reason as its cause, when the connection is known
 	// to be down: the process exited, its output ended, the session ended,
 	// or Close was called.
@@ -383,7 +388,11 @@ func (c *Conn) request(ctx context.Context, method string, params any) (json.Raw
 func (c *Conn) roundTrip(ctx context.Context, method string, params any, route *progressRoute, onProgress func(Progress)) (json.RawMessage, error) {
 	raw, err := c.roundTripOnce(ctx, method, params, route, onProgress)
 	if version, ok := c.versionAskedFor(err); ok {
-		c.log.Info("upstream refused the request's protocol version (-32022); sending it again with the version it asked for in _meta and Mcp-Protocol-Version",
+		level := slog.LevelDebug
+		if c.versionRetried.CompareAndSwap(false, true) {
+			level = slog.LevelInfo // once per connection: an upstream that always asks would fill the log
+		}
+		c.log.Log(ctx, level, "upstream refused the request's protocol version (-32022); sending it again with the version it asked for in _meta and Mcp-Protocol-Version",
 			"method", method, "version", version)
 		c.speak(version)
 		raw, err = c.roundTripOnce(ctx, method, params, route, onProgress)

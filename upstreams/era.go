@@ -114,8 +114,10 @@ func (c *Conn) versionAskedFor(err error) (string, bool) {
 			return v, true
 		}
 	}
-	c.log.Warn("upstream refused the request's protocol version (-32022) and names none toolgate speaks in the 2026-07-28 era",
-		"sent", c.version(), "supported", sanitize.Clip(fmt.Sprint(data.Supported), 200))
+	if c.versionUnknown.CompareAndSwap(false, true) {
+		c.log.Warn("upstream refused the request's protocol version (-32022) and names none toolgate speaks in the 2026-07-28 era",
+			"sent", c.version(), "supported", sanitize.Clip(fmt.Sprint(data.Supported), 200))
+	}
 	return "", false
 }
 
