@@ -421,3 +421,33 @@ func TestUpstreamBackToTheHandshakeEra(t *testing.T) {
 		t.Errorf("the change of era is not logged; log:\n%s", h.logs)
 	}
 }
+
+// Both at once, as the suite's 2026 reference server behaves: no
+// protocol: in the config, initialize refused with HTTP 400, and
+// subscriptions/listen answered 404. toolgate connects with
+// server/discover once and stays connected.
+func TestModernOnlyUpstreamWithoutListen(t *testing.T) {
+	setListPoll(t, 10*time.Millisecond)
+	f := newModernFront(t, func(method string, _ int, id json.RawMessage) (int, string) {
+		switch method {
+		case string(mcp.MethodInitialize):
+			return http.StatusBadRequest, rpcErrorBody(id, mcp.METHOD_NOT_FOUND, "initialize was removed in 2026-07-28", "")
+		case string(mcp.MethodSubscriptionsListen):
+			return http.StatusNotFound, rpcErrorBody(id, mcp.METHOD_NOT_FOUND, "Method not found", "")
+		}
+		return 0, ""
+	})
+	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, URL: f.url}))
+	for i := range 3 {
+		f.nextList(t, h, fmt.Sprintf("tools/list number %d", i+1))
+	}
+	for i := range 3 {
+		if got := mustCall(t, h.set, "m", "echo", fmt.Sprintf(`{"n":%d}`, i)); got != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("call %d answered %s", i, got)
+		}
+	}
+	h.noEvents(t)
+	if n, m, l := f.count(string(mcp.MethodInitialize)), f.count(string(mcp.MethodServerDiscover)), f.count(string(mcp.MethodSubscriptionsListen)); n != 1 || m != 1 || l != 1 {
+		t.Errorf("initialize sent %d times, server/discover %d, subscriptions/listen %d; want 1 each", n, m, l)
+	}
+}
