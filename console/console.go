@@ -166,15 +166,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
-// sameOrigin refuses a POST that a browser says comes from another site: an Origin header naming
-// another host, or Sec-Fetch-Site cross-site. Requests without either (curl, old browsers) pass on
-// to the CSRF token check, which every POST must pass anyway.
+// sameOrigin refuses a POST that the browser says comes from another site. Sec-Fetch-Site, where
+// the browser sends it, must be same-origin (or none: typed by the user). Without it, an Origin
+// header must name this host, unless it is "null", which is what browsers send for the console's
+// own forms under Referrer-Policy: no-referrer. What passes still needs the form's CSRF token,
+// which every POST must carry anyway.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
 	origin := r.Header.Get("Origin")
-	if origin == "" {
+	if origin == "" || origin == "null" {
 		return true
 	}
 	u, err := url.Parse(origin)
@@ -542,7 +544,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *Session) {
 	}
 	if why := c.mayDecide(req, s.Approver, c.o.Policy()); why != "" {
 		c.o.Log.Warn("console: decision refused", "approver", s.Approver, "id", req.ID, "principal", req.Principal, "tool", req.Tool, "why", why)
-		refuse(http.StatusForbidden, why+" Nothing was decided.")
+		refuse(http.StatusForbidden, "Request "+req.ID+": "+why+" Nothing was decided.")
 		return
 	}
 	if decision == "approve" {

@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/console"
 	"github.com/toolgate/toolgate/dedup"
 	dedupredis "github.com/toolgate/toolgate/dedup/redisstore"
 	"github.com/toolgate/toolgate/metrics"
@@ -203,7 +207,53 @@ func PolicyOptions(cfg *config.Config) authz.Options {
 	for _, k := range cfg.Auth.APIKeys {
 		principals = append(principals, k.Principal)
 	}
+	// The console's approvers are asked about as principals (the approve action), so a name
+	// that only an approve line mentions is an approver, not a role.
+	for _, a := range cfg.ConsoleApprovers() {
+		principals = append(principals, a.Name)
+	}
 	return authz.Options{Servers: cfg.ServerNames(), Principals: principals}
+}
+
+// ConsoleOptions are the approvals console's settings from the config (the approvers and how long
+// a sign-in lasts) and the text of the policy line a request names, read from the policy file; the
+// gateway adds the store, the policy and the log.
+func ConsoleOptions(cfg *config.Config) console.Options {
+	o := console.Options{SessionTTL: cfg.ConsoleSessionTTL()}
+	for _, a := range cfg.ConsoleApprovers() {
+		o.Approvers = append(o.Approvers, console.Approver{Name: a.Name, KeySHA256: a.SHA256})
+	}
+	policy := cfg.PolicyPath()
+	o.RuleText = func(ref string) string { return approvalLineText(policy, ref) }
+	return o
+}
+
+// approvalLineText is the text of the approval (a) line ref names ("<policy file>:<line>"), as the
+// policy file reads now, or "" when ref names another file, the file cannot be read, or that line
+// is no longer an a line (the file changed since the request was held).
+func approvalLineText(policy, ref string) string {
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || ref[:i] != policy {
+		return ""
+	}
+	n, err := strconv.Atoi(ref[i+1:])
+	if err != nil || n < 1 {
+		return ""
+	}
+	data, err := os.ReadFile(policy)
+	if err != nil || len(data) > 16<<20 {
+		return ""
+	}
+	for num, line := range strings.Split(string(data), "\n") {
+		if num+1 == n {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "a,") {
+				return line
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // OpenPins opens the tool-pin lock file in the configured mode; opts are

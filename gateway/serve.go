@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/console"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -40,14 +41,42 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.cfg.AdminKeySHA256() == "" {
 		g.log.Info("no admin.key_sha256: the admin listener serves /healthz and /readyz only (no metrics, approvals cannot be decided) until a reload of the config file sets one")
 	}
+	admin, err := g.AdminListenerHandler()
+	if err != nil {
+		g.serving.stop(g.log)
+		return err
+	}
 	aln, err := net.Listen("tcp", g.cfg.AdminAddr())
 	if err != nil {
 		g.serving.stop(g.log) // nothing is served unless everything is
 		return fmt.Errorf("cannot listen for the admin API on %s: %w", g.cfg.AdminAddr(), err)
 	}
-	g.serving.admin = g.serve(aln, g.AdminHandler())
+	g.serving.admin = g.serve(aln, admin)
 	g.log.Info("serving the admin API", "url", "http://"+aln.Addr().String())
+	if g.cfg.ConsoleEnabled() {
+		g.log.Info("serving the approvals console", "url", "http://"+aln.Addr().String()+console.Prefix, "approvers", len(g.cfg.ConsoleApprovers()))
+	}
 	return nil
+}
+
+// AdminListenerHandler is what the admin listener serves: AdminHandler, and in front of it the
+// approvals console (console/) at /ui/ when console.approvers is set. The console has its own
+// sign-in; deciding there goes through the same approvals store, and so into the audit trail.
+func (g *Gateway) AdminListenerHandler() (http.Handler, error) {
+	admin := g.AdminHandler()
+	if !g.cfg.ConsoleEnabled() {
+		return admin, nil
+	}
+	o := ConsoleOptions(g.cfg)
+	o.Store, o.Policy, o.Log = g.approvals, g.policy.Current, g.log
+	c, err := console.New(o)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(console.Prefix, c)
+	mux.Handle("/", admin)
+	return mux, nil
 }
 
 // Failed receives the error of a listener that stopped on its own.
