@@ -144,6 +144,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		if reason != "" {
 			return authz.Subject{}, fail(http.StatusUnauthorized, a.invalid, reason)
 		}
+		// Kept for token_exchange upstreams only, which trade it for a token of their own; it is
+		// never sent upstream itself and prints redacted (authz.Secret).
+		sub.Bearer = authz.Secret(token)
 		return sub, nil
 	}
 	key, ok := a.keys.Load().lookup(token) // one load: the request sees one set, whatever a reload does

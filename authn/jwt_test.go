@@ -119,11 +119,16 @@ func TestJWT(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub, err := a.Authenticate(request("", bearer(tt.token())))
+			token := tt.token()
+			sub, err := a.Authenticate(request("", bearer(token)))
 			if tt.want != nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
+				if sub.Bearer.Reveal() != token {
+					t.Fatal("the subject does not keep the caller's JWT (Bearer), which token_exchange upstreams need")
+				}
+				sub.Bearer = ""
 				if !reflect.DeepEqual(sub, *tt.want) {
 					t.Fatalf("subject %+v, want %+v", sub, *tt.want)
 				}
@@ -181,6 +186,7 @@ func TestJWTClaimSettings(t *testing.T) {
 			tt.opts(o.JWT)
 			a, _ := newAuth(t, o)
 			sub, err := a.Authenticate(request("", bearer(tt.token())))
+			sub.Bearer = "" // TestJWT checks it
 			if tt.want != nil {
 				if err != nil || !reflect.DeepEqual(sub, *tt.want) {
 					t.Fatalf("got %+v, %v; want %+v", sub, err, *tt.want)

@@ -1,6 +1,10 @@
 package authz
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+)
 
 // Subject is who asks, as established by the credential: the principal
 // (API key owner, JWT subject or the stdio principal), roles the credential
@@ -11,7 +15,34 @@ type Subject struct {
 	Principal string
 	Roles     []string
 	Attrs     map[string]string
+	// Bearer is the caller's inbound JWT as presented, kept only so that an upstream with auth mode
+	// token_exchange can exchange it (upstreams/credentials); "" for every other credential (an API
+	// key is never kept). It prints, logs and marshals redacted: Reveal is the one way to read it.
+	Bearer Secret
 }
+
+// Secret is a credential that must never reach a log, an audit record, a metric or a client: every
+// way of printing or encoding it gives "[redacted]" (or "" in JSON), and Reveal is the one way to read
+// it, for the code that sends it where it belongs.
+type Secret string
+
+// Reveal is the secret itself.
+func (s Secret) Reveal() string { return string(s) }
+
+func (s Secret) redacted() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// String, GoString, Format, LogValue, MarshalText and MarshalJSON keep the value out of every output.
+func (s Secret) String() string               { return s.redacted() }
+func (s Secret) GoString() string             { return `"` + s.redacted() + `"` }
+func (s Secret) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte(s.redacted())) }
+func (s Secret) LogValue() slog.Value         { return slog.StringValue(s.redacted()) }
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.redacted()), nil }
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`""`), nil }
 
 // Request is one authorization question.
 type Request struct {
