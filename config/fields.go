@@ -216,6 +216,7 @@ func (l *loader) serverFields(x *Server) fields {
 		"cwd":              set(&x.Cwd, l.str),
 		"url":              set(&x.URL, l.str),
 		"headers":          func(n ast.Node, p string) { x.Headers = l.strMap(n, p, l.checkHeaderName) },
+		"auth":             set(&x.Auth, l.upstreamAuth),
 		"type":             set(&x.Type, l.str),
 		"prefix":           set(&x.Prefix, l.prefix),
 		"disabled":         set(&x.Disabled, l.boolean),

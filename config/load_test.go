@@ -325,6 +325,7 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Limits{}, l.limitsFields(&Limits{})},
 		{Server{}, l.serverFields(&Server{})},
 		{Tool{}, l.toolFields(&Tool{})},
+		{UpstreamAuth{}, l.upstreamAuthFields(&UpstreamAuth{})},
 		{Breaker{}, l.breakerFields(&Breaker{})},
 		{Retry{}, l.retryFields(&Retry{})},
 		{RetryBudget{}, l.retryBudgetFields(&RetryBudget{})},

@@ -51,7 +51,7 @@ var resilienceProblems = func() []problemCase {
 		{"dedup max_entries negative", "limits: {dedup: {max_entries: -1}}\n", nil, 1, "limits.dedup.max_entries", "expected a whole number from 1 to 1000000, got -1"},
 		{"dedup unknown key", "limits: {dedup: {windw: 1m}}\n", nil, 1, "limits.dedup.windw", "unknown key"},
 		{"ratio infinite", "limits: {retry_budget: {ratio: .inf}}\n", nil, 1, "limits.retry_budget.ratio", "expected a number such as 0.5, got the number .inf"},
-		{"retry_budget on a server", stdio + "    retry_budget: {ratio: 0.1}\n", nil, 4, "mcpServers.orders.retry_budget", `unknown key; allowed keys here: args, breaker`},
+		{"retry_budget on a server", stdio + "    retry_budget: {ratio: 0.1}\n", nil, 4, "mcpServers.orders.retry_budget", `unknown key; allowed keys here: args, auth, breaker`},
 		{"trusted not a boolean", stdio + "    trusted: \"yes\"\n", nil, 4, "mcpServers.orders.trusted", `expected true or false, got the string "yes"`},
 		{"tool retry_safe not a boolean", stdio + "    tools:\n      get_order: {retry_safe: 1}\n", nil, 5, "mcpServers.orders.tools.get_order.retry_safe",
 			"expected true or false, got the number 1"},

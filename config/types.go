@@ -254,6 +254,9 @@ type Server struct {
 	// http / sse
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"` // sent upstream; never the client's credential
+	// Auth is how toolgate authenticates to this upstream beyond Headers: nil or mode static, the headers
+	// only (config/upstreamauth.go).
+	Auth *UpstreamAuth `yaml:"auth"`
 
 	Type     string  `yaml:"type"`   // as written: "", stdio, http, streamable-http, streamableHttp, sse
 	Prefix   *string `yaml:"prefix"` // nil means the default; see ToolPrefix
