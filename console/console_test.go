@@ -1,7 +1,10 @@
 package console
 
 import (
+	"compress/gzip"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -373,5 +376,26 @@ func TestExpiredRequestRefused(t *testing.T) {
 	}
 	if a := b.post("/ui/approvals/apr_nope", url.Values{"decision": {"approve"}, "csrf": {token}}); a.StatusCode != http.StatusNotFound {
 		t.Errorf("an unknown request: %d", a.StatusCode)
+	}
+}
+
+func TestLongPagesAreCompressed(t *testing.T) {
+	f := newFixture(t)
+	for i := range 5 {
+		f.hold("alice", fmt.Sprintf(`{"amount":%d,"order_id":4821}`, 60+i))
+	}
+	b := f.browser()
+	b.signIn(carolKey)
+	a := b.do(http.MethodGet, "/ui/approvals", nil, map[string]string{"Accept-Encoding": "gzip"})
+	if a.StatusCode != http.StatusOK || a.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("%d, Content-Encoding %q", a.StatusCode, a.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(strings.NewReader(a.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(zr)
+	if err != nil || !strings.Contains(string(page), "&#34;amount&#34;: 64") {
+		t.Errorf("the gzipped page does not read back: %v", err)
 	}
 }
