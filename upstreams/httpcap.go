@@ -1,6 +1,8 @@
 package upstreams
 
 import (
+	"context"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -15,17 +17,33 @@ import (
 // also tells the connection when a GET event stream (Streamable HTTP's
 // listening stream, or legacy SSE's only stream) ends: the upstream may be
 // gone.
+//
+// With creds (an upstream whose auth block is not static) every request
+// first gets its Authorization from them, or is not sent at all.
 type cappedTransport struct {
 	base        http.RoundTripper
 	max         int
 	onOversize  func(id []byte)
-	onStreamEnd func() // may be nil
+	onStreamEnd func()      // may be nil
+	creds       Credentials // may be nil: the configured headers only
 }
 
 func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var authorization string
+	if t.creds != nil {
+		var err error
+		if req, authorization, err = authorize(req, t.creds); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if authorization != "" && resp.StatusCode == http.StatusUnauthorized {
+		// A token the upstream no longer takes (revoked, rotated keys):
+		// the next request fetches a new one.
+		t.creds.Rejected(req.Context(), authorization)
 	}
 	if limited := rateLimited(req, resp); limited != nil {
 		// Read a little so the connection can be reused, then refuse: the
@@ -114,3 +132,61 @@ func retryAfter(v string, now time.Time) (after time.Duration, named bool) {
 // maxRetryAfter bounds a parsed Retry-After (seconds): a day is longer than
 // any call's deadline, so the call is not repeated either way.
 const maxRetryAfter = 24 * 60 * 60
+
+// Credentials give each request to an HTTP upstream its Authorization
+// header, per request: the gateway's own token (client_credentials) or one
+// for the caller whose request it is (token_exchange). The caller is known
+// from the request's context, which is the call's. Package
+// upstreams/credentials implements it; the gateway sets Server.Credentials
+// for an upstream whose auth block is not static.
+type Credentials interface {
+	// Authorization is the header value for a request made in ctx. An
+	// error means the request must not be sent.
+	Authorization(ctx context.Context) (string, error)
+	// Rejected says the upstream answered 401 to a request that carried
+	// authorization, so a cached token with that value is dropped.
+	Rejected(ctx context.Context, authorization string)
+}
+
+// CredentialError is a request that was never sent because it could not
+// be given a credential: the authorization server refused or could not be
+// reached, or (CallerRefused) the caller cannot be served by this
+// upstream at all, having no JWT to exchange. It arrives wrapped in a
+// NotSent CallError. Its message names no token or secret.
+type CredentialError struct {
+	Err error
+}
+
+func (e *CredentialError) Error() string { return e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
+
+// CallerRefused reports whether repeating the call cannot help: the
+// caller has no credential this upstream can use (the error says so with
+// a CallerRefused method returning true).
+func (e *CredentialError) CallerRefused() bool {
+	var r interface{ CallerRefused() bool }
+	return errors.As(e.Err, &r) && r.CallerRefused()
+}
+
+// IsCredentialError reports whether err is a call that was not sent for
+// want of a credential, and whether the caller was refused outright.
+func IsCredentialError(err error) (isCredential, callerRefused bool) {
+	var ce *CredentialError
+	if !errors.As(err, &ce) {
+		return false, false
+	}
+	return true, ce.CallerRefused()
+}
+
+// authorize is req with the Authorization creds give it, on a copy (a
+// RoundTripper must not change the request it is given), or the NotSent
+// error that stops it.
+func authorize(req *http.Request, creds Credentials) (*http.Request, string, error) {
+	v, err := creds.Authorization(req.Context())
+	if err != nil {
+		return nil, "", &CallError{Where: NotSent, Err: &CredentialError{Err: err}}
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", v)
+	return req, v, nil
+}

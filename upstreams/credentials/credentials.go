@@ -100,6 +100,9 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// CallerRefused is Refused, for upstreams.CredentialError (which does not import this package).
+func (e *Error) CallerRefused() bool { return e.Refused }
+
 // ErrNoSubjectToken is why a caller without a JWT is refused by a token_exchange upstream.
 var ErrNoSubjectToken = errors.New("the upstream acts as the caller (token_exchange) and needs the caller's JWT; " +
 	"this caller authenticated without one (an API key, stdio or anonymous)")
