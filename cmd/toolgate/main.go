@@ -33,6 +33,7 @@ Usage:
   toolgate import <file> [--out DIR] [--force]       toolgate.yaml and a starter policy from a client's MCP config
   toolgate keys new <principal>                      mint an API key and print its config line
   toolgate keys new --admin                          mint the admin API key (admin.key_sha256)
+  toolgate keys new --approver <name>                mint an approver's console sign-in key (console.approvers)
   toolgate demo-orders                               run the built-in demo upstream on stdio
   toolgate version
 `
