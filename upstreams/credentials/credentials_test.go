@@ -20,6 +20,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/upstreams/credentials/credentialstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -161,7 +163,7 @@ func newSource(t *testing.T, o Options) (*Source, *logBuffer) {
 // noSecrets fails when any secret appears in text.
 func noSecrets(t *testing.T, where, text string, secrets ...string) {
 	t.Helper()
-	for _, s := range append(secrets, gatewaySecret) {
+	for _, s := range append(secrets, credentialstest.GatewaySecret) {
 		if s != "" && strings.Contains(text, s) {
 			t.Errorf("%s carries a secret or token: %s", where, text)
 		}
@@ -169,10 +171,10 @@ func noSecrets(t *testing.T, where, text string, secrets ...string) {
 }
 
 func TestClientCredentialsFetchedOnceForConcurrentCalls(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	up := startUpstream(t)
-	src, logs := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.tokenURL(),
-		ClientID: gatewayID, ClientSecret: gatewaySecret, Scopes: []string{"orders:read", "orders:write"},
+	src, logs := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(),
+		ClientID: credentialstest.GatewayID, ClientSecret: credentialstest.GatewaySecret, Scopes: []string{"orders:read", "orders:write"},
 		Audience: "orders-api", Resource: up.url})
 	c := connect(t, up, src)
 
@@ -190,10 +192,10 @@ func TestClientCredentialsFetchedOnceForConcurrentCalls(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Fatalf("%d of 100 calls failed", failed.Load())
 	}
-	if n := as.grants("client_credentials"); n != 1 {
+	if n := as.Grants("client_credentials"); n != 1 {
 		t.Errorf("the authorization server got %d client_credentials requests for 100 calls and a handshake, want 1", n)
 	}
-	f := as.lastRequest()
+	f := as.LastRequest()
 	if f.Get("resource") != up.url || f.Get("audience") != "orders-api" || f.Get("scope") != "orders:read orders:write" {
 		t.Errorf("token request: resource %q audience %q scope %q", f.Get("resource"), f.Get("audience"), f.Get("scope"))
 	}
@@ -209,9 +211,9 @@ func TestClientCredentialsFetchedOnceForConcurrentCalls(t *testing.T) {
 			t.Fatalf("the upstream saw Authorization %.20q and %.20q: one token should serve every request", seen[0], a)
 		}
 	}
-	cl := claims(t, strings.TrimPrefix(seen[0], "Bearer "))
-	if cl["sub"] != gatewayID || !slices.Contains(audiences(cl), up.url) || !slices.Contains(audiences(cl), "orders-api") {
-		t.Errorf("the upstream's token is for sub %v, aud %v; want %s and the upstream", cl["sub"], cl["aud"], gatewayID)
+	cl := credentialstest.Claims(t, strings.TrimPrefix(seen[0], "Bearer "))
+	if cl["sub"] != credentialstest.GatewayID || !slices.Contains(credentialstest.Audiences(cl), up.url) || !slices.Contains(credentialstest.Audiences(cl), "orders-api") {
+		t.Errorf("the upstream's token is for sub %v, aud %v; want %s and the upstream", cl["sub"], cl["aud"], credentialstest.GatewayID)
 	}
 	noSecrets(t, "the log", logs.String(), strings.TrimPrefix(seen[0], "Bearer "))
 }
@@ -235,10 +237,10 @@ func (c *clock) add(d time.Duration) {
 }
 
 func TestClientCredentialsRefreshedBeforeExpiry(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	clk := &clock{now: time.Now()}
-	src, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.tokenURL(),
-		ClientID: gatewayID, ClientSecret: gatewaySecret, Now: clk.Now})
+	src, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(),
+		ClientID: credentialstest.GatewayID, ClientSecret: credentialstest.GatewaySecret, Now: clk.Now})
 	ctx := context.Background()
 	first, err := src.Authorization(ctx)
 	if err != nil {
@@ -249,7 +251,7 @@ func TestClientCredentialsRefreshedBeforeExpiry(t *testing.T) {
 	if again, err := src.Authorization(ctx); err != nil || again != first {
 		t.Fatalf("within its life the token changed or failed: %v", err)
 	}
-	if n := as.grants("client_credentials"); n != 1 {
+	if n := as.Grants("client_credentials"); n != 1 {
 		t.Fatalf("%d token requests within the token's life, want 1", n)
 	}
 	// Due for refresh, still valid: the caller gets the old token at once and one refresh runs.
@@ -257,7 +259,7 @@ func TestClientCredentialsRefreshedBeforeExpiry(t *testing.T) {
 	if soon, err := src.Authorization(ctx); err != nil || soon != first {
 		t.Fatalf("a token due for refresh but valid should still be used while it is refreshed: %v", err)
 	}
-	waitFor(t, func() bool { return as.grants("client_credentials") == 2 })
+	waitFor(t, func() bool { return as.Grants("client_credentials") == 2 })
 	// Expired: a new one.
 	clk.add(time.Minute)
 	next, err := src.Authorization(ctx)
@@ -267,7 +269,7 @@ func TestClientCredentialsRefreshedBeforeExpiry(t *testing.T) {
 	if next == first {
 		t.Error("after expiry the old token was used")
 	}
-	if n := as.grants("client_credentials"); n > 3 {
+	if n := as.Grants("client_credentials"); n > 3 {
 		t.Errorf("%d token requests, want at most 3", n)
 	}
 }
@@ -283,17 +285,17 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-func exchangeOptions(as *authServer, up *upstream) Options {
-	return Options{Server: "orders", Mode: TokenExchange, TokenURL: as.tokenURL(), ClientID: gatewayID, ClientSecret: gatewaySecret,
+func exchangeOptions(as *credentialstest.AuthServer, up *upstream) Options {
+	return Options{Server: "orders", Mode: TokenExchange, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID, ClientSecret: credentialstest.GatewaySecret,
 		Audience: "orders-api", Resource: up.url, Scopes: []string{"orders:read"}}
 }
 
 func TestTokenExchangeGivesEachCallerTheirOwnToken(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	up := startUpstream(t)
 	src, logs := newSource(t, exchangeOptions(as, up))
 	c := connect(t, up, src)
-	alice, bob := as.userToken("alice"), as.userToken("bob")
+	alice, bob := as.UserToken("alice"), as.UserToken("bob")
 	handshake := len(up.authorizations())
 
 	aliceCtx := asCaller(context.Background(), Caller{Principal: "alice", Token: alice})
@@ -305,10 +307,10 @@ func TestTokenExchangeGivesEachCallerTheirOwnToken(t *testing.T) {
 			}
 		}
 	}
-	if n := as.grants(GrantTypeTokenExchange); n != 2 {
+	if n := as.Grants(GrantTypeTokenExchange); n != 2 {
 		t.Errorf("%d token exchanges for two callers making three calls each, want 2 (cached per caller)", n)
 	}
-	f := as.lastRequest()
+	f := as.LastRequest()
 	if f.Get("subject_token_type") != TokenTypeAccessToken || f.Get("requested_token_type") != TokenTypeAccessToken ||
 		f.Get("resource") != up.url || f.Get("audience") != "orders-api" || f.Get("scope") != "orders:read" {
 		t.Errorf("exchange request: %v", []string{f.Get("subject_token_type"), f.Get("requested_token_type"), f.Get("resource"), f.Get("audience"), f.Get("scope")})
@@ -319,13 +321,13 @@ func TestTokenExchangeGivesEachCallerTheirOwnToken(t *testing.T) {
 		if tok == alice || tok == bob {
 			t.Fatal("the upstream saw a caller's inbound JWT")
 		}
-		cl := claims(t, tok)
+		cl := credentialstest.Claims(t, tok)
 		sub, _ := cl["sub"].(string)
 		if prev, ok := subs[sub]; ok && prev != tok {
 			t.Errorf("%s's calls carried two tokens; the exchanged token should be cached", sub)
 		}
 		subs[sub] = tok
-		if !slices.Contains(audiences(cl), "orders-api") {
+		if !slices.Contains(credentialstest.Audiences(cl), "orders-api") {
 			t.Errorf("the exchanged token's audience is %v, not the upstream's", cl["aud"])
 		}
 	}
@@ -333,8 +335,8 @@ func TestTokenExchangeGivesEachCallerTheirOwnToken(t *testing.T) {
 		t.Errorf("the upstream saw the identities %v; want alice and bob with different tokens", mapsKeys(subs))
 	}
 	for _, a := range up.authorizations()[:handshake] {
-		if sub := claims(t, strings.TrimPrefix(a, "Bearer "))["sub"]; sub != gatewayID {
-			t.Errorf("the handshake (no caller) went as %v, want the gateway's client %s", sub, gatewayID)
+		if sub := credentialstest.Claims(t, strings.TrimPrefix(a, "Bearer "))["sub"]; sub != credentialstest.GatewayID {
+			t.Errorf("the handshake (no caller) went as %v, want the gateway's client %s", sub, credentialstest.GatewayID)
 		}
 	}
 	noSecrets(t, "the log", logs.String(), alice, bob, subs["alice"], subs["bob"])
@@ -350,11 +352,11 @@ func mapsKeys(m map[string]string) []string {
 }
 
 func TestTokenExchangeRefusesCallerWithoutJWT(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	up := startUpstream(t)
 	src, _ := newSource(t, exchangeOptions(as, up))
 	c := connect(t, up, src)
-	before, asked := len(up.authorizations()), as.grants(GrantTypeTokenExchange)
+	before, asked := len(up.authorizations()), as.Grants(GrantTypeTokenExchange)
 
 	ctx := asCaller(context.Background(), Caller{Principal: "carol"}) // an API-key caller
 	_, err := src.Authorization(ctx)
@@ -365,7 +367,7 @@ func TestTokenExchangeRefusesCallerWithoutJWT(t *testing.T) {
 	if err := call(ctx, c); err == nil || !errors.Is(err, ErrNoSubjectToken) {
 		t.Fatalf("the call of an API-key caller: %v", err)
 	}
-	if len(up.authorizations()) != before || as.grants(GrantTypeTokenExchange) != asked {
+	if len(up.authorizations()) != before || as.Grants(GrantTypeTokenExchange) != asked {
 		t.Error("a refused call reached the upstream or the authorization server")
 	}
 
@@ -377,20 +379,20 @@ func TestTokenExchangeRefusesCallerWithoutJWT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub := claims(t, strings.TrimPrefix(v, "Bearer "))["sub"]; sub != gatewayID {
-		t.Errorf("the fallback token is for %v, want %s", sub, gatewayID)
+	if sub := credentialstest.Claims(t, strings.TrimPrefix(v, "Bearer "))["sub"]; sub != credentialstest.GatewayID {
+		t.Errorf("the fallback token is for %v, want %s", sub, credentialstest.GatewayID)
 	}
 }
 
 func TestAuthServerDown(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	protected := startUpstream(t)
 	open := startUpstream(t) // a static upstream: no auth block
 	src, logs := newSource(t, exchangeOptions(as, protected))
 	c := connect(t, protected, src)
 	plain := connect(t, open, nil)
-	alice := as.userToken("alice")
-	as.setDown(true)
+	alice := as.UserToken("alice")
+	as.SetDown(true)
 	before := len(protected.authorizations())
 
 	ctx := asCaller(context.Background(), Caller{Principal: "alice", Token: alice})
@@ -406,11 +408,11 @@ func TestAuthServerDown(t *testing.T) {
 		t.Error("a request went to the upstream without a credential")
 	}
 	// Held back: a second call within a second does not ask the server again.
-	asked := as.count()
+	asked := as.Count()
 	if err := call(ctx, c); err == nil {
 		t.Fatal("the second call succeeded with the server down")
 	}
-	if as.count() != asked {
+	if as.Count() != asked {
 		t.Error("a failed fetch was repeated at once; it should be held back")
 	}
 	if err := call(context.Background(), plain); err != nil {
@@ -423,7 +425,7 @@ func TestAuthServerDown(t *testing.T) {
 	noSecrets(t, "the log", logged, alice)
 	noSecrets(t, "the error", err.Error(), alice)
 
-	as.setDown(false)
+	as.SetDown(false)
 	time.Sleep(failureHoldoff)
 	if err := call(ctx, c); err != nil {
 		t.Fatalf("after the server came back: %v", err)
@@ -431,13 +433,13 @@ func TestAuthServerDown(t *testing.T) {
 }
 
 func TestExchangedTokensCacheIsBounded(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	up := startUpstream(t)
 	o := exchangeOptions(as, up)
 	o.MaxCached = 2
 	src, _ := newSource(t, o)
 	for i, who := range []string{"alice", "bob", "alice"} {
-		tok := as.userToken(who) // a new inbound token each time: a new cache key
+		tok := as.UserToken(who) // a new inbound token each time: a new cache key
 		if _, err := src.Authorization(asCaller(context.Background(), Caller{Principal: fmt.Sprint(who, i), Token: tok})); err != nil {
 			t.Fatal(err)
 		}
@@ -448,8 +450,8 @@ func TestExchangedTokensCacheIsBounded(t *testing.T) {
 }
 
 func TestRejectedTokenIsFetchedAgain(t *testing.T) {
-	as := startAuthServer(t)
-	src, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.tokenURL(), ClientID: gatewayID, ClientSecret: gatewaySecret})
+	as := credentialstest.Start(t)
+	src, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID, ClientSecret: credentialstest.GatewaySecret})
 	ctx := context.Background()
 	first, err := src.Authorization(ctx)
 	if err != nil {
@@ -459,14 +461,14 @@ func TestRejectedTokenIsFetchedAgain(t *testing.T) {
 	if _, err := src.Authorization(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := as.grants("client_credentials"); n != 2 {
+	if n := as.Grants("client_credentials"); n != 2 {
 		t.Errorf("%d token requests after a 401, want 2", n)
 	}
 }
 
 func TestWrongClientSecretNamesNoSecret(t *testing.T) {
-	as := startAuthServer(t)
-	src, logs := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.tokenURL(), ClientID: gatewayID, ClientSecret: "wrong-secret-value"})
+	as := credentialstest.Start(t)
+	src, logs := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID, ClientSecret: "wrong-secret-value"})
 	_, err := src.Authorization(context.Background())
 	var oe *OAuthError
 	if !errors.As(err, &oe) || oe.Status != http.StatusUnauthorized && oe.Status != http.StatusBadRequest {
@@ -479,11 +481,11 @@ func TestWrongClientSecretNamesNoSecret(t *testing.T) {
 // TestNoThunderingHerd: 100 callers arriving together at a source with no token yet make one token
 // request (client credentials), and 100 calls of one caller one exchange.
 func TestNoThunderingHerd(t *testing.T) {
-	as := startAuthServer(t)
+	as := credentialstest.Start(t)
 	up := startUpstream(t)
-	cc, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.tokenURL(), ClientID: gatewayID, ClientSecret: gatewaySecret})
+	cc, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID, ClientSecret: credentialstest.GatewaySecret})
 	te, _ := newSource(t, exchangeOptions(as, up))
-	alice := as.userToken("alice")
+	alice := as.UserToken("alice")
 	ctx := asCaller(context.Background(), Caller{Principal: "alice", Token: alice})
 	for _, src := range []*Source{cc, te} {
 		start := make(chan struct{})
@@ -509,10 +511,10 @@ func TestNoThunderingHerd(t *testing.T) {
 			}
 		}
 	}
-	if m := as.grants(GrantTypeTokenExchange); m != 1 {
+	if m := as.Grants(GrantTypeTokenExchange); m != 1 {
 		t.Errorf("100 concurrent calls of one caller made %d token exchanges, want 1", m)
 	}
-	if n := as.grants("client_credentials"); n != 2 { // alice's own token, and the gateway's once
+	if n := as.Grants("client_credentials"); n != 2 { // alice's own token, and the gateway's once
 		t.Errorf("100 concurrent calls made %d client_credentials requests (with alice's own), want 2", n)
 	}
 }

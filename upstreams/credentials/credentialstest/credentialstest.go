@@ -1,4 +1,8 @@
-package credentials
+// Package credentialstest runs a real authorization server for tests of upstream credentials: zitadel/oidc's
+// OpenID Provider (pkg/op, on the in-memory storage of its example server), serving client credentials and
+// RFC 8693 token exchange on 127.0.0.1:0 and issuing JWT access tokens, so a test can read who a token is
+// for and its audience, and a gateway can verify callers' JWTs against its key set (/keys).
+package credentialstest
 
 import (
 	"context"
@@ -21,12 +25,11 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// authServer is a real OpenID Provider (zitadel/oidc's pkg/op, on the in-memory storage of its
-// example server) serving client credentials and RFC 8693 token exchange on 127.0.0.1:0. It issues
-// JWT access tokens, so the tests can read who a token is for and its audience. It records the form
-// of every token request (never printed).
-type authServer struct {
-	t      *testing.T
+// AuthServer is the running authorization server. It records the form of every token request (never
+// printed). Its clients: GatewayID (client credentials and token exchange), and alice and bob, whose
+// client-credentials tokens (UserToken) stand for the JWTs callers present.
+type AuthServer struct {
+	t      testing.TB
 	srv    *httptest.Server
 	issuer string
 	store  *asStorage
@@ -102,23 +105,23 @@ func (s *asStorage) CreateAccessToken(ctx context.Context, r op.TokenRequest) (s
 	return id, exp, err
 }
 
-// The clients of the test authorization server. toolgate is the gateway; alice and bob are the
-// callers, whose access tokens (client credentials of their own) are the inbound JWTs.
+// The gateway's client at the test authorization server.
 const (
-	gatewayID     = "toolgate"
-	gatewaySecret = "gw-secret-ZW5jb2RlZA"
+	GatewayID     = "toolgate"
+	GatewaySecret = "gw-secret-ZW5jb2RlZA"
 )
 
-func startAuthServer(t *testing.T) *authServer {
+// Start runs the server until the test ends.
+func Start(t testing.TB) *AuthServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	as := &authServer{t: t, issuer: "http://" + ln.Addr().String()}
+	as := &AuthServer{t: t, issuer: "http://" + ln.Addr().String()}
 	cc := []oidc.GrantType{oidc.GrantTypeClientCredentials}
 	clients := map[string]*asClient{
-		gatewayID: {Client: storage.WebClient(gatewayID, gatewaySecret, "http://127.0.0.1/cb"), secret: gatewaySecret,
+		GatewayID: {Client: storage.WebClient(GatewayID, GatewaySecret, "http://127.0.0.1/cb"), secret: GatewaySecret,
 			grants: []oidc.GrantType{oidc.GrantTypeClientCredentials, oidc.GrantTypeTokenExchange}},
 		"alice": {Client: storage.WebClient("alice", "alice-secret", "http://127.0.0.1/cb"), secret: "alice-secret", grants: cc},
 		"bob":   {Client: storage.WebClient("bob", "bob-secret", "http://127.0.0.1/cb"), secret: "bob-secret", grants: cc},
@@ -137,7 +140,7 @@ func startAuthServer(t *testing.T) *authServer {
 }
 
 // record keeps the form of every token request and serves 503 while the server is "down".
-func (as *authServer) record(next http.Handler) http.Handler {
+func (as *AuthServer) record(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		as.mu.Lock()
 		down := as.down
@@ -157,10 +160,17 @@ func (as *authServer) record(next http.Handler) http.Handler {
 	})
 }
 
-func (as *authServer) tokenURL() string { return as.issuer + "/oauth/token" }
+// TokenURL is the token endpoint.
+func (as *AuthServer) TokenURL() string { return as.issuer + "/oauth/token" }
 
-// grants counts the token requests of grant type g so far.
-func (as *authServer) grants(g string) int {
+// Issuer is the iss of the tokens it issues.
+func (as *AuthServer) Issuer() string { return as.issuer }
+
+// JWKSURL is where its signing keys are.
+func (as *AuthServer) JWKSURL() string { return as.issuer + "/keys" }
+
+// Grants counts the token requests of grant type g so far.
+func (as *AuthServer) Grants(g string) int {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	n := 0
@@ -172,14 +182,15 @@ func (as *authServer) grants(g string) int {
 	return n
 }
 
-// count is the number of token requests so far.
-func (as *authServer) count() int {
+// Count is the number of token requests so far.
+func (as *AuthServer) Count() int {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	return len(as.requests)
 }
 
-func (as *authServer) lastRequest() url.Values {
+// LastRequest is the form of the last token request.
+func (as *AuthServer) LastRequest() url.Values {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	if len(as.requests) == 0 {
@@ -188,16 +199,19 @@ func (as *authServer) lastRequest() url.Values {
 	return as.requests[len(as.requests)-1]
 }
 
-func (as *authServer) setDown(down bool) {
+// SetDown makes every request answer 503 (true) or be served again (false).
+func (as *AuthServer) SetDown(down bool) {
 	as.mu.Lock()
 	as.down = down
 	as.mu.Unlock()
 }
 
-// userToken is an access token (a JWT) the server issues to a caller: the caller's inbound JWT.
-func (as *authServer) userToken(id string) string {
+// UserToken is an access token (a JWT) the server issues to caller id ("alice" or "bob"), with
+// audience as its aud when given: the JWT a caller presents.
+func (as *AuthServer) UserToken(id string, audience ...string) string {
 	as.t.Helper()
-	cfg := clientcredentials.Config{ClientID: id, ClientSecret: id + "-secret", TokenURL: as.tokenURL(), Scopes: []string{"openid"}}
+	cfg := clientcredentials.Config{ClientID: id, ClientSecret: id + "-secret", TokenURL: as.TokenURL(), Scopes: []string{"openid"},
+		EndpointParams: url.Values{"audience": audience}}
 	tok, err := cfg.Token(context.Background())
 	if err != nil {
 		as.t.Fatalf("token for %s: %v", id, err)
@@ -205,8 +219,8 @@ func (as *authServer) userToken(id string) string {
 	return tok.AccessToken
 }
 
-// claims reads a JWT's payload (the tests only look; the upstream in a deployment verifies).
-func claims(t *testing.T, jwt string) map[string]any {
+// Claims reads a JWT's payload (the tests only look; the upstream in a deployment verifies).
+func Claims(t testing.TB, jwt string) map[string]any {
 	t.Helper()
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
@@ -223,8 +237,8 @@ func claims(t *testing.T, jwt string) map[string]any {
 	return c
 }
 
-// audiences is a JWT's aud as a list.
-func audiences(c map[string]any) []string {
+// Audiences is a JWT's aud as a list.
+func Audiences(c map[string]any) []string {
 	switch a := c["aud"].(type) {
 	case string:
 		return []string{a}
