@@ -91,7 +91,7 @@ const (
 // CSP is the Content-Security-Policy of every answer: the page loads its own stylesheet and nothing
 // else, runs no script (script-src 'self' admits only files of the console, and it has none), posts
 // forms only to itself, and cannot be framed.
-const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // New builds the console.
 func New(o Options) (*Console, error) {

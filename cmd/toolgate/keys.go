@@ -66,7 +66,7 @@ func newApproverKey(name string) int {
 	}
 	fmt.Printf("Console sign-in key for %s (shown once; toolgate stores only its hash):\n\n  %s\n\n", name, key)
 	fmt.Printf("Add under console.approvers in toolgate.yaml:\n\n  - {name: %s, sha256: \"%s\"}\n\n", name, hash)
-	fmt.Printf("and let the policy say what %s may decide (docs/policy.md, \"Who may approve\"), e.g.:\n\n"+
+	fmt.Printf("and let the policy say what %s may decide with approve lines (see docs/policy.md), e.g.:\n\n"+
 		"  p, supervisor, orders/refund_order, approve, allow\n  g, %s, supervisor\n", name, name)
 	return 0
 }
