@@ -319,3 +319,43 @@ func TestDetachableWriterRefusesStartedResponse(t *testing.T) {
 	default:
 	}
 }
+
+// TestNotificationsPrecedeAnswerOnTheCallsStream: with the client's GET stream open (as the
+// TypeScript SDK keeps one), progress and logs still travel on the call's own POST stream, all
+// before the answer, as the suite's reference server writes them; mcp-go alone would let the GET
+// stream take some (trap 11) and could write the last after the answer (trap 5).
+func TestNotificationsPrecedeAnswerOnTheCallsStream(t *testing.T) {
+	s := newRawSession(t, startHTTP(t))
+	get := s.do(http.MethodGet, "", map[string]string{"Accept": "text/event-stream"})
+	defer get.Body.Close()
+	if get.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %s", get.Status)
+	}
+	readAll(t, s.do(http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, nil))
+	for i := range 20 {
+		for _, call := range []struct{ tool, method string }{
+			{"test_tool_with_progress", "notifications/progress"}, {"test_tool_with_logging", "notifications/message"},
+		} {
+			resp := s.do(http.MethodPost, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":`+
+				`{"name":%q,"arguments":{},"_meta":{"progressToken":"p%d"}}}`, 10+i, call.tool, i), nil)
+			var got []string
+			for _, e := range readEvents(t, resp) {
+				var msg struct {
+					Method string          `json:"method"`
+					Result json.RawMessage `json:"result"`
+				}
+				if err := json.Unmarshal([]byte(e.data), &msg); err != nil {
+					t.Fatalf("event %q: %v", e.data, err)
+				}
+				if msg.Result != nil {
+					msg.Method = "result"
+				}
+				got = append(got, msg.Method)
+			}
+			want := []string{call.method, call.method, call.method, "result"}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("call %d of %s: events %q, want %q", i, call.tool, got, want)
+			}
+		}
+	}
+}

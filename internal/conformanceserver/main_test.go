@@ -3,6 +3,7 @@ package conformanceserver
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -135,4 +136,33 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestMainStdioOrdersNotifications: over stdio too, a call's progress comes before its answer,
+// every time (mcp-go writes notifications from another goroutine than the answer).
+func TestMainStdioOrdersNotifications(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() {
+		run(context.Background(), nil, inR, outW, io.Discard)
+		_ = outW.Close()
+	}()
+	defer inW.Close()
+	lines := bufio.NewScanner(outR)
+	send := func(msg string) { _, _ = io.WriteString(inW, msg+"\n") }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	lines.Scan()
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for i := range 50 {
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":%d}}}`, 10+i, i))
+		for n := range 4 {
+			if !lines.Scan() {
+				t.Fatal("stdout ended")
+			}
+			isResult := strings.Contains(lines.Text(), `"result"`)
+			if isResult != (n == 3) {
+				t.Fatalf("call %d, line %d: %s", i, n, lines.Text())
+			}
+		}
+	}
 }

@@ -26,7 +26,7 @@ import (
 const (
 	pollIDPrefix = "poll-"
 	// pollRetry is the reconnection delay announced in the priming event: short, since the answer
-	// is usually ready within one tool step.
+	// is usually ready within reconnectWork.
 	pollRetry = 100 * time.Millisecond
 	// parkTTL bounds how long a call closed for polling may run and wait to be collected.
 	parkTTL = 2 * time.Minute

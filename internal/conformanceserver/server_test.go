@@ -502,7 +502,7 @@ func TestLegacySamplingNeedsListeningStream(t *testing.T) {
 }
 
 // TestProgressIsNotDropped runs many concurrent calls, because the notification loss this server
-// works around (see step) shows up in a few percent of calls, not in every one.
+// avoids by writing notifications itself (ordered.go) shows up in a few percent of calls, not in every one.
 func TestProgressIsNotDropped(t *testing.T) {
 	const calls = 20
 	for _, tr := range transports {
