@@ -78,9 +78,9 @@ type recorded struct {
 	argsKey  Key  // to refuse an idempotency key reused with other arguments
 	finished time.Time
 	// interactive: the upstream asked the caller's client something during
-	// the call (pipeline.Interacted), so the answer is that caller's alone:
-	// it is neither replayed nor handed to a joined call.
+	// the call (pipeline.Interacted); see shareable.
 	interactive bool
+	keyed       bool // the call named its operation with an idempotency key
 	// remote is how the shared level settled the call when another
 	// replica's call answered it (0: it ran here). Such an answer is not
 	// recorded in the local table: the shared one holds it, with its own
@@ -126,22 +126,38 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 }
 
 // do runs the rest of the chain through the table: at most once per
-// identical call, unless the call it would join turns out to have asked its
-// client something (recorded.interactive), whose answer is not this
-// caller's: then it tries again, to run on its own or join the next one.
+// identical call. A call that joined one whose answer is not shareable (it
+// carries what another caller's client said) runs on its own, beside it
+// rather than after it.
 func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next, key Key, window time.Duration, argsKey Key) (recorded, Sharing, error) {
-	for {
-		a, sharing, err := g.table.Do(ctx, key, window, func(ctx context.Context) recorded {
-			if g.Shared != nil {
-				return g.runShared(ctx, x, next, key, window, argsKey)
-			}
-			next(ctx, x)
-			return answerOf(ctx, x, argsKey, g.Now())
-		}, func(a recorded) bool { return a.reached && a.remote == 0 && !a.interactive })
-		if sharing != Joined || err != nil || !a.interactive {
-			return a, sharing, err
+	a, sharing, err := g.table.Do(ctx, key, window, func(ctx context.Context) recorded {
+		if g.Shared != nil {
+			return g.runShared(ctx, x, next, key, window, argsKey)
 		}
+		next(ctx, x)
+		return answerOf(ctx, x, argsKey, g.Now())
+	}, func(a recorded) bool { return a.reached && a.remote == 0 && a.shareable() })
+	if sharing == Joined && err == nil && !a.shareable() {
+		next(ctx, x)
+		return answerOf(ctx, x, argsKey, g.Now()), Executed, nil
 	}
+	return a, sharing, err
+}
+
+// shareable reports whether another request may be given this answer. One
+// of a call during which the upstream asked its client something (sampling,
+// elicitation, roots) depends on what that client said, so it is not
+// shared: an identical call runs and asks its own client. Except when the
+// answer carries nothing the client said and sharing is what prevents a
+// second execution: an unknown outcome (the tool may have run; the
+// failure's text is the gateway's), or a call under an idempotency key
+// (the client named the operation itself: a retry with the key is the same
+// operation).
+func (a recorded) shareable() bool {
+	if !a.interactive || a.keyed {
+		return true
+	}
+	return a.failed != nil && (a.failed.Code == envelope.UpstreamError || a.failed.Code == envelope.ToolTimeout)
 }
 
 // sharedDownWait is the retry hint while the shared store cannot be
@@ -250,8 +266,8 @@ func outcomeUnknown(why string) *envelope.Error {
 }
 
 // settle ends the lease: the answer is recorded when the call may have
-// reached the upstream, else, or when the call asked its client something
-// (its answer is that caller's alone), the lease is released so an
+// reached the upstream, else, or when the answer is not shareable (it
+// carries what the caller's client said), the lease is released so an
 // identical call may run. It happens even when the caller has gone. A failure is logged only:
 // the caller has its answer, and the store's marker runs out into "outcome
 // unknown", never into a second execution. An answer that cannot be
@@ -260,7 +276,7 @@ func outcomeUnknown(why string) *envelope.Error {
 func (g *Guard) settle(ctx context.Context, x *pipeline.Exchange, l Lease, a recorded) {
 	ctx = context.WithoutCancel(ctx)
 	var err error
-	if a.reached && !a.interactive {
+	if a.reached && a.shareable() {
 		data, encErr := g.encode(a)
 		if encErr != nil {
 			if g.Log != nil {
@@ -358,8 +374,8 @@ func answerOf(ctx context.Context, x *pipeline.Exchange, argsKey Key, now time.T
 	return recorded{
 		result: freshResult(x.Answer), failed: x.Failed, stage: x.Stage, outcome: x.Outcome,
 		reached:     x.Attempts > 0 && x.Outcome != breaker.NeverSent,
-		interactive: pipeline.Interacted(ctx),
-		argsKey:     argsKey, finished: now,
+		interactive: pipeline.Interacted(ctx), keyed: x.Call.IdempotencyKey != "",
+		argsKey: argsKey, finished: now,
 	}
 }
 

@@ -478,3 +478,36 @@ func TestInteractiveCallIsNeverShared(t *testing.T) {
 		}
 	})
 }
+
+// What sharing protects stays protected for an interactive call: an
+// unknown outcome is replayed (the tool may have run; the failure carries
+// nothing the client said), and so is any answer of a call made under an
+// idempotency key (the client named the operation: its retry is the same
+// operation, and must not run it twice).
+func TestInteractiveCallKeepsAtMostOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		broken := &countingUpstream{Fn: func(ctx context.Context, _ int32) (json.RawMessage, error) {
+			pipeline.NoteInteraction(ctx)
+			return nil, pipelinetest.Broken
+		}}
+		p := dedupPipeline(t, broken)
+		call := func(c pipeline.Call) envelope.Envelope {
+			return pipelinetest.Envelope(t, p.Handle(pipeline.WithInteraction(context.Background()), c))
+		}
+		call(getOrder)
+		if env := call(getOrder); broken.Calls.Load() != 1 || !env.Replayed || pipelinetest.Code(env) != "upstream_error" {
+			t.Fatalf("an interactive call's unknown outcome, repeated: %d executions, %s replayed=%v", broken.Calls.Load(), pipelinetest.Code(env), env.Replayed)
+		}
+		ok := &countingUpstream{Fn: func(ctx context.Context, _ int32) (json.RawMessage, error) {
+			pipeline.NoteInteraction(ctx)
+			return json.RawMessage(pipelinetest.OKText), nil
+		}}
+		p = dedupPipeline(t, ok)
+		keyed := getOrder
+		keyed.IdempotencyKey = "refund-1"
+		call(keyed)
+		if env := call(keyed); ok.Calls.Load() != 1 || !env.Replayed {
+			t.Fatalf("an interactive call's retry under its idempotency key: %d executions, replayed=%v", ok.Calls.Load(), env.Replayed)
+		}
+	})
+}
