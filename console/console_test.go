@@ -399,3 +399,26 @@ func TestLongPagesAreCompressed(t *testing.T) {
 		t.Errorf("the gzipped page does not read back: %v", err)
 	}
 }
+
+func TestPendingPages(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := range MaxPendingShown + 5 {
+		ids = append(ids, f.hold("alice", fmt.Sprintf(`{"amount":%d,"order_id":4821}`, 60+i)).ID)
+	}
+	b := f.browser()
+	b.signIn(carolKey)
+	first := b.get("/ui/approvals").body
+	if !strings.Contains(first, fmt.Sprintf("Showing 1 to %d of %d", MaxPendingShown, MaxPendingShown+5)) ||
+		!strings.Contains(first, `id="`+ids[0]+`"`) || strings.Contains(first, `id="`+ids[MaxPendingShown]+`"`) ||
+		!strings.Contains(first, fmt.Sprintf(`href="/ui/approvals?from=%d"`, MaxPendingShown)) {
+		t.Fatal("the first page does not show the oldest requests with a link to the rest")
+	}
+	next := b.get(fmt.Sprintf("/ui/approvals?from=%d", MaxPendingShown)).body
+	if !strings.Contains(next, `id="`+ids[MaxPendingShown+4]+`"`) || strings.Contains(next, `id="`+ids[0]+`"`) || !strings.Contains(next, `href="/ui/approvals?from=0"`) {
+		t.Fatal("the second page does not show the newest requests with a link back")
+	}
+	if a := b.get("/ui/approvals?from=-7"); a.StatusCode != http.StatusOK || !strings.Contains(a.body, `id="`+ids[0]+`"`) {
+		t.Error("a negative from is not the first page")
+	}
+}
