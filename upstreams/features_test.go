@@ -159,3 +159,27 @@ func TestFeaturesListingUntouchedAndComparable(t *testing.T) {
 		t.Error("different listings compare the same")
 	}
 }
+
+// A request from the upstream that nothing ties to a client request goes
+// only to the one request in flight: two calls of one session are not
+// interchangeable (the answer is part of one call's outcome, and on the
+// fast path the question travels on that call's own response), so with two
+// in flight it is refused, as with two sessions.
+func TestRelaySetOnly(t *testing.T) {
+	var s relaySet
+	if s.only() != nil {
+		t.Fatal("empty set has a relay")
+	}
+	s.add("1", fakeRelay{"x"})
+	if r := s.only(); r == nil || r.Session() != "x" {
+		t.Fatalf("one request in flight: %v", r)
+	}
+	s.add("2", fakeRelay{"x"})
+	if r := s.only(); r != nil {
+		t.Fatalf("two calls of one session in flight, yet relayed to one of them (%s)", r.Session())
+	}
+	s.remove("1")
+	if r := s.only(); r == nil {
+		t.Fatal("back to one request, no relay")
+	}
+}

@@ -71,11 +71,16 @@ func relayFrom(ctx context.Context) Relay {
 // Which client a server-to-client request belongs to is known exactly
 // only over Streamable HTTP, where it arrives on the response stream of the
 // request that caused it. Over stdio and on HTTP's listening stream nothing
-// ties it to a request: it goes to the one client session with requests in
-// flight, and is refused when there are several (or none). Sending one
-// client's sampling request or log line to another client would leak
-// between tenants; refusing only costs the upstream an error it must
-// handle anyway (the client may decline too).
+// ties it to a request. A request (sampling, elicitation, roots) then goes
+// to the one client request in flight, and is refused when there are
+// several (or none): even two calls of one client session are not
+// interchangeable, since the answer is part of one call's outcome (it is
+// marked interactive, and on the fast path the question travels on that
+// call's own response and lives as long as that call). A log line goes to
+// the one client session with requests in flight. Sending one client's
+// sampling request or log line to another client would leak between
+// tenants; refusing only costs the upstream an error it must handle anyway
+// (the client may decline too).
 type relaySet struct {
 	mu sync.Mutex
 	m  map[string]Relay // request id key -> relay
@@ -94,6 +99,19 @@ func (s *relaySet) remove(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key)
+}
+
+// only is the relay of the one request in flight with one, or nil.
+func (s *relaySet) only() Relay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) != 1 {
+		return nil
+	}
+	for _, r := range s.m {
+		return r
+	}
+	return nil
 }
 
 // sole is the relay when every request in flight with one belongs to the
@@ -130,12 +148,12 @@ func (c *Conn) onRequest(ctx context.Context, req transport.JSONRPCRequest) (*tr
 	}
 	r := relayFrom(ctx)
 	if r == nil {
-		r = c.relays.sole()
+		r = c.relays.only()
 	}
 	if r == nil {
-		c.log.Info("upstream request refused: no single client call in flight to relay it to", "method", req.Method)
+		c.log.Info("upstream request refused: no single client request in flight to relay it to", "method", req.Method)
 		return transport.NewJSONRPCErrorResponse(req.ID, mcp.INVALID_REQUEST,
-			"toolgate relays this request only while exactly one client has a request in flight on this server", nil), nil
+			"toolgate relays this request only while exactly one client request is in flight on this server", nil), nil
 	}
 	params, err := json.Marshal(req.Params)
 	if err != nil {
