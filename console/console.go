@@ -426,6 +426,9 @@ func (c *Console) match(key string) (string, bool) {
 // begin starts a session for name, however they proved who they are (method: "key"; an OIDC
 // sign-in would call it with the name its ID token established), and sets its cookie.
 func (c *Console) begin(w http.ResponseWriter, r *http.Request, name, method string) error {
+	if old, err := r.Cookie(sessionCookie); err == nil && old.Value != "" {
+		_ = c.o.Sessions.Delete(r.Context(), storeKey(old.Value)) // a sign-in always gets a new id
+	}
 	id := randomToken()
 	now := c.o.Now()
 	s := Session{Approver: name, Method: method, CSRF: randomToken(), Created: now, Expires: now.Add(c.o.SessionTTL)}
