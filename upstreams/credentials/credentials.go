@@ -77,11 +77,10 @@ type Options struct {
 	// made (the gateway's own: initialize, listing, the listening stream). Required for TokenExchange.
 	Caller func(ctx context.Context) (c Caller, ok bool)
 
-	HTTPClient *http.Client      // for the token endpoint; nil: a client that refuses redirects
-	Now        func() time.Time  // time.Now when nil
-	Log        *slog.Logger      // nil discards
-	MaxCached  int               // exchanged tokens kept; 0: DefaultMaxCached
-	fetchHook  func(kind string) // tests: called before each token request
+	HTTPClient *http.Client     // for the token endpoint; nil: a client that refuses redirects
+	Now        func() time.Time // time.Now when nil
+	Log        *slog.Logger     // nil discards
+	MaxCached  int              // exchanged tokens kept; 0: DefaultMaxCached
 }
 
 // Error is a request that was not sent upstream because it could not be given a credential. Its
@@ -269,7 +268,13 @@ func (s *Source) get(ctx context.Context, sl *slot, kind, principal string, fetc
 	}
 	usable := sl.g.value != "" && now.Before(sl.g.expiry)
 	if sl.flight == nil {
-		if !usable && sl.failed != nil && now.Before(sl.failedAt.Add(failureHoldoff)) {
+		if sl.failed != nil && now.Before(sl.failedAt.Add(failureHoldoff)) {
+			// Held back: the still-usable token if there is one, else the failure.
+			if usable {
+				v := sl.g.value
+				sl.mu.Unlock()
+				return v, nil
+			}
 			err := sl.failed
 			sl.mu.Unlock()
 			return "", err
@@ -304,9 +309,6 @@ func (s *Source) start(sl *slot, kind, principal string, fetch func(context.Cont
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.base, fetchTimeout)
 		defer cancel()
-		if s.o.fetchHook != nil {
-			s.o.fetchHook(kind)
-		}
 		g, err := fetch(ctx)
 		if err != nil {
 			err = &Error{Server: s.o.Server, Err: err}

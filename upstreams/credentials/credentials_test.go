@@ -518,3 +518,33 @@ func TestNoThunderingHerd(t *testing.T) {
 		t.Errorf("100 concurrent calls made %d client_credentials requests (with alice's own), want 2", n)
 	}
 }
+
+// TestDueTokenServesWhileServerDown: a token due for refresh but still valid keeps serving while the
+// authorization server is down, and the refresh is tried once per holdoff, not once per call.
+func TestDueTokenServesWhileServerDown(t *testing.T) {
+	as := credentialstest.Start(t)
+	clk := &clock{now: time.Now()}
+	src, _ := newSource(t, Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(),
+		ClientID: credentialstest.GatewayID, ClientSecret: credentialstest.GatewaySecret, Now: clk.Now})
+	ctx := context.Background()
+	first, err := src.Authorization(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.SetDown(true)
+	clk.add(4*time.Minute + 40*time.Second) // due (4m30s), not expired (4m55s)
+	for range 50 {
+		v, err := src.Authorization(ctx)
+		if err != nil || v != first {
+			t.Fatalf("a due but valid token should serve while the server is down: %v", err)
+		}
+		waitFor(t, func() bool { src.gw.mu.Lock(); defer src.gw.mu.Unlock(); return src.gw.flight == nil })
+	}
+	if n := as.DownHits(); n != 1 {
+		t.Errorf("the server was asked %d times in one holdoff, want 1", n)
+	}
+	clk.add(20 * time.Second) // expired
+	if _, err := src.Authorization(ctx); err == nil {
+		t.Error("an expired token was used")
+	}
+}

@@ -37,6 +37,7 @@ type AuthServer struct {
 	mu       sync.Mutex
 	requests []url.Values
 	down     bool
+	downHits int // requests answered 503 while down
 }
 
 // asClient is one client of the authorization server: its secret and the grants it may use.
@@ -146,6 +147,9 @@ func (as *AuthServer) record(next http.Handler) http.Handler {
 		down := as.down
 		as.mu.Unlock()
 		if down {
+			as.mu.Lock()
+			as.downHits++
+			as.mu.Unlock()
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
@@ -197,6 +201,13 @@ func (as *AuthServer) LastRequest() url.Values {
 		return nil
 	}
 	return as.requests[len(as.requests)-1]
+}
+
+// DownHits is the number of requests answered 503 while the server was down.
+func (as *AuthServer) DownHits() int {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return as.downHits
 }
 
 // SetDown makes every request answer 503 (true) or be served again (false).
