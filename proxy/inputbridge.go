@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,6 +51,7 @@ type parkedCall struct {
 	asks            chan inputRound          // what the upstream asked, a round at a time
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
 	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
+	token           string                   // the requestState it is parked under; parkedCalls.mu guards it
 }
 
 // inputRound is the requests of one round, by the key the client answers
@@ -161,6 +161,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 		defer cancel()
 		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
 		close(p.finished)
+		s.parked.forget(p)
 	}()
 	return s.await(ctx, p), nil
 }
@@ -197,8 +198,11 @@ var errStaleState = errors.New("requestState does not name a call of this tool w
 // tool result. resume checks again (a concurrent resume may take the call
 // in between): that rare case is answered as a handler error (-32603).
 func (s *Server) refuseStaleState(ctx context.Context, _ any, message any) error {
+	// No byte-level prefilter: encoding/json matches member names without
+	// regard to case and decodes escapes, so "RequestState" or
+	// "request\u0053tate" reach mcp-go as the same member.
 	raw, ok := message.(json.RawMessage)
-	if !ok || !bytes.Contains(raw, []byte(`"requestState"`)) {
+	if !ok {
 		return nil
 	}
 	var m struct {
@@ -277,9 +281,21 @@ func (c *parkedCalls) put(token string, p *parkedCall) {
 		c.calls = map[string]*parkedCall{}
 	}
 	c.calls[token] = p
+	p.token = token
 	// A call whose client never comes back is forgotten once it could no
-	// longer be running (its pipeline has ended by its deadline by then).
+	// longer be running (its pipeline has ended by its deadline by then);
+	// forget drops it as soon as its pipeline ends.
 	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
+}
+
+// forget drops p's token once its pipeline has ended: the round it waits
+// for can no longer be answered, and its answer is held by nobody.
+func (c *parkedCalls) forget(p *parkedCall) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.token != "" && c.calls[p.token] == p {
+		delete(c.calls, p.token)
+	}
 }
 
 // waitsFor reports whether token names a call of tool parked for principal.

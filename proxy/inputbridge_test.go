@@ -137,3 +137,18 @@ func TestRelaySessionIsUniqueWithoutASession(t *testing.T) {
 		t.Errorf("sessionless requests got relay sessions %q and %q", a, b)
 	}
 }
+
+// A parked call whose pipeline ended (its deadline passed while its client
+// was away) is forgotten at once rather than held for parkedLifetime, and
+// only its own token goes.
+func TestFinishedParkedCallIsForgotten(t *testing.T) {
+	var c parkedCalls
+	ended, other := &parkedCall{principal: "alice", tool: "t"}, &parkedCall{principal: "alice", tool: "t"}
+	c.put("ended", ended)
+	c.put("other", other)
+	c.forget(ended)
+	if c.waitsFor("ended", "alice", "t") || !c.waitsFor("other", "alice", "t") {
+		t.Fatal("forget dropped the wrong call")
+	}
+	c.forget(other)
+}
