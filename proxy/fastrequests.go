@@ -38,15 +38,21 @@ const askPrefix = "tg-"
 
 // maxClientAsks bounds the requests waiting for their clients' answers at
 // once, over every session. Each waits within its call (whose context
-// ends it), so this is only a backstop.
-const maxClientAsks = 4096
+// ends it), so this is only a backstop; maxSessionAsks keeps one session
+// (one upstream fanning out questions, or one principal's calls) from
+// taking all of it.
+const (
+	maxClientAsks  = 4096
+	maxSessionAsks = 32
+)
 
 // clientAsks are the requests fast calls have put to their clients and
 // not had answered. The zero value is ready.
 type clientAsks struct {
-	mu      sync.Mutex
-	waiting map[askKey]chan clientAnswer
-	last    atomic.Uint64
+	mu        sync.Mutex
+	waiting   map[askKey]chan clientAnswer
+	bySession map[string]int // how many of waiting each session has
+	last      atomic.Uint64
 }
 
 // askKey names a waiting request: the session and toolgate's id for it.
@@ -93,20 +99,27 @@ func (a *clientAsks) ask(ctx context.Context, stream *callStream, session, metho
 func (a *clientAsks) open(key askKey, answered chan clientAnswer) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.waiting) >= maxClientAsks {
+	if len(a.waiting) >= maxClientAsks || a.bySession[key.session] >= maxSessionAsks {
 		return false
 	}
 	if a.waiting == nil {
-		a.waiting = map[askKey]chan clientAnswer{}
+		a.waiting, a.bySession = map[askKey]chan clientAnswer{}, map[string]int{}
 	}
 	a.waiting[key] = answered
+	a.bySession[key.session]++
 	return true
 }
 
 func (a *clientAsks) close(key askKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if _, ok := a.waiting[key]; !ok {
+		return
+	}
 	delete(a.waiting, key)
+	if a.bySession[key.session]--; a.bySession[key.session] <= 0 {
+		delete(a.bySession, key.session)
+	}
 }
 
 // pending is how many requests wait.

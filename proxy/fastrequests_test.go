@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -234,12 +235,36 @@ func TestFastCallEndingDropsItsRequest(t *testing.T) {
 func TestClientAsksAreBounded(t *testing.T) {
 	var a clientAsks
 	for i := range maxClientAsks {
-		if !a.open(askKey{"s", string(rune(i))}, make(chan clientAnswer, 1)) {
+		session := fmt.Sprint("s", i/maxSessionAsks) // sessions of maxSessionAsks each
+		if !a.open(askKey{session, fmt.Sprint(i)}, make(chan clientAnswer, 1)) {
 			t.Fatalf("refused at %d", i)
 		}
 	}
-	if _, err := a.ask(t.Context(), &callStream{}, "s", "roots/list", nil); err != errAsksFull {
+	if _, err := a.ask(t.Context(), &callStream{}, "fresh", "roots/list", nil); err != errAsksFull {
 		t.Fatalf("past the bound: %v", err)
+	}
+}
+
+// One session cannot take every slot: past maxSessionAsks of its own, its
+// requests are refused while another session's still go through, and a
+// closed request frees its slot.
+func TestOneSessionCannotFillTheAsks(t *testing.T) {
+	var a clientAsks
+	for i := range maxSessionAsks {
+		if !a.open(askKey{"greedy", fmt.Sprint(i)}, make(chan clientAnswer, 1)) {
+			t.Fatalf("refused at %d", i)
+		}
+	}
+	if a.open(askKey{"greedy", "more"}, make(chan clientAnswer, 1)) {
+		t.Fatal("a session went past its share")
+	}
+	if !a.open(askKey{"other", "1"}, make(chan clientAnswer, 1)) {
+		t.Fatal("another session was refused")
+	}
+	a.close(askKey{"greedy", "0"})
+	a.close(askKey{"greedy", "0"}) // twice: counted once
+	if !a.open(askKey{"greedy", "again"}, make(chan clientAnswer, 1)) || a.open(askKey{"greedy", "past"}, make(chan clientAnswer, 1)) {
+		t.Fatal("a closed request's slot was not freed exactly once")
 	}
 }
 
