@@ -102,6 +102,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // CallerRefused is Refused, for upstreams.CredentialError (which does not import this package).
 func (e *Error) CallerRefused() bool { return e.Refused }
 
+// errClosed: the Source was closed, so it fetches nothing more.
+var errClosed = errors.New("the credential source is closed")
+
 // ErrNoSubjectToken is why a caller without a JWT is refused by a token_exchange upstream.
 var ErrNoSubjectToken = errors.New("the upstream acts as the caller (token_exchange) and needs the caller's JWT; " +
 	"this caller authenticated without one (an API key, stdio or anonymous)")
@@ -278,6 +281,10 @@ func (s *Source) get(ctx context.Context, sl *slot, kind, principal string, fetc
 			err := sl.failed
 			sl.mu.Unlock()
 			return "", err
+		}
+		if s.base.Err() != nil {
+			sl.mu.Unlock()
+			return "", &Error{Server: s.o.Server, Err: errClosed}
 		}
 		s.start(sl, kind, principal, fetch)
 	}
