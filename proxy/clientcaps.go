@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -39,8 +40,37 @@ func capsOf(c mcp.ClientCapabilities) clientCaps {
 }
 
 // refusal is the answer for the upstream when the client declared that it
-// cannot take method, or nil when it may be asked.
-func (c clientCaps) refusal(method string) *upstreams.RelayError {
+// cannot take method with params, or nil when it may be asked. Besides the
+// capability itself, the sub-capabilities MCP makes a must: elicitation in
+// url mode needs elicitation.url (a bare "elicitation": {} is form mode
+// only), and sampling with tools needs sampling.tools.
+func (c clientCaps) refusal(method string, params json.RawMessage) *upstreams.RelayError {
+	if refused := c.capabilityRefusal(method); refused != nil || !c.known {
+		return refused
+	}
+	var p struct {
+		Mode       string          `json:"mode"`
+		Tools      json.RawMessage `json:"tools"`
+		ToolChoice json.RawMessage `json:"toolChoice"`
+	}
+	if len(params) == 0 || json.Unmarshal(params, &p) != nil {
+		return nil // the relay refuses params that are not JSON itself
+	}
+	switch {
+	case method == string(mcp.MethodElicitationCreate) && p.Mode == "url" && (c.declared.Elicitation == nil || c.declared.Elicitation.URL == nil):
+		return &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "the client did not declare elicitation in url mode"}
+	case method == string(mcp.MethodElicitationCreate) && p.Mode != "url" && c.declared.Elicitation != nil &&
+		c.declared.Elicitation.Form == nil && c.declared.Elicitation.URL != nil:
+		return &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "the client declared elicitation in url mode only"}
+	case method == string(mcp.MethodSamplingCreateMessage) && (len(p.Tools) > 0 || len(p.ToolChoice) > 0) &&
+		(c.declared.Sampling == nil || c.declared.Sampling.Tools == nil):
+		return &upstreams.RelayError{Code: mcp.INVALID_PARAMS, Message: "the client did not declare sampling with tools"}
+	}
+	return nil
+}
+
+// capabilityRefusal is refusal for the capability alone.
+func (c clientCaps) capabilityRefusal(method string) *upstreams.RelayError {
 	if !c.known {
 		return nil
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestUndeclaredCapabilityIsNeverAsked(t *testing.T) {
 		{"unknown", clientCaps{}, []bool{false, false, false}},
 	} {
 		for i, m := range methods {
-			got := tc.caps.refusal(m)
+			got := tc.caps.refusal(m, nil)
 			if (got != nil) != tc.refused[i] {
 				t.Errorf("%s: %s refused=%v, want %v", tc.name, m, got != nil, tc.refused[i])
 			}
@@ -70,5 +71,35 @@ func TestRelaysDeclareWhatTheClientDeclared(t *testing.T) {
 	}
 	if _, known := (&parkedRelay{}).Declared(); known {
 		t.Error("a relay with nothing known declared something")
+	}
+}
+
+// The sub-capabilities MCP makes a must are checked too: url-mode
+// elicitation only for a client that declared it, form mode not for one
+// that declared url only, and sampling with tools only with sampling.tools.
+func TestUndeclaredSubCapabilityIsNeverAsked(t *testing.T) {
+	formOnly := capsOf(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}})
+	urlOnly := capsOf(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{URL: &struct{}{}}})
+	plainSampling := capsOf(mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}})
+	toolSampling := capsOf(mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{Tools: &struct{}{}}})
+	elicit, sample := string(mcp.MethodElicitationCreate), string(mcp.MethodSamplingCreateMessage)
+	for _, tc := range []struct {
+		name    string
+		caps    clientCaps
+		method  string
+		params  string
+		refused bool
+	}{
+		{"form to a bare elicitation", formOnly, elicit, `{"message":"?"}`, false},
+		{"url to a bare elicitation", formOnly, elicit, `{"mode":"url","url":"https://x"}`, true},
+		{"url to url", urlOnly, elicit, `{"mode":"url","url":"https://x"}`, false},
+		{"form to url only", urlOnly, elicit, `{"message":"?"}`, true},
+		{"tools to plain sampling", plainSampling, sample, `{"messages":[],"tools":[{"name":"t"}]}`, true},
+		{"plain to plain sampling", plainSampling, sample, `{"messages":[]}`, false},
+		{"tools to sampling with tools", toolSampling, sample, `{"messages":[],"tools":[{"name":"t"}],"toolChoice":{"mode":"auto"}}`, false},
+	} {
+		if got := tc.caps.refusal(tc.method, json.RawMessage(tc.params)); (got != nil) != tc.refused {
+			t.Errorf("%s: refused=%v (%v), want %v", tc.name, got != nil, got, tc.refused)
+		}
 	}
 }

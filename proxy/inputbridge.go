@@ -99,7 +99,7 @@ func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]ups
 	pipeline.NoteInteraction(r.ctx)
 	round := make(inputRound, len(requests))
 	for key, req := range requests {
-		if refused := r.caps.refusal(req.Method); refused != nil {
+		if refused := r.caps.refusal(req.Method, req.Params); refused != nil {
 			return nil, refused
 		}
 		params, err := sanitize.JSON(req.Params)

@@ -60,7 +60,7 @@ func (r *clientRelay) Session() string { return r.session }
 // becomes a JSON-RPC error for the upstream, with no gateway internals.
 func (r *clientRelay) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	pipeline.NoteInteraction(r.ctx) // asked, or refused for the client: either way the answer is this caller's
-	if refused := r.caps.refusal(method); refused != nil {
+	if refused := r.caps.refusal(method, params); refused != nil {
 		return nil, refused
 	}
 	if refused := r.awaitListener(method); refused != nil {
