@@ -74,7 +74,8 @@ func (e *HTTPEndpoint) Shutdown(ctx context.Context) error {
 // request naming a session a client ended is refused (404) before the fast
 // path or mcp-go see it (package sessionids).
 func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
-	sessions := sessionids.New(sessionids.Options{IdleTTL: o.SessionIdleTTL, Shared: o.SharedSessions, Log: o.Log})
+	sessions := sessionids.New(sessionids.Options{IdleTTL: o.SessionIdleTTL, Shared: o.SharedSessions, Log: o.Log,
+		Principal: func(ctx context.Context) string { return SubjectFrom(ctx).Principal }})
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
 		server.WithSessionIdManagerResolver(sessions.Resolver()),
@@ -93,7 +94,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	}
 	h = sessions.Guard(h)
 	h = limitBody(h, o.MaxBodyBytes)
-	h = s.bindSession(h, o.Log)
+	h = s.bindSession(h, sessions, o.Log)
 	h = authenticate(h, o)
 	h = checkOrigin(h, o.AllowedOrigins)
 	mux := http.NewServeMux()
@@ -173,15 +174,35 @@ func authenticate(next http.Handler, o HTTPOptions) http.Handler {
 // replica did not open is left to mcp-go as before (a load balancer may
 // send it here), and so is a 2026-07-28 request, for which the header means
 // nothing.
-func (s *Server) bindSession(next http.Handler, log *slog.Logger) http.Handler {
+//
+// A DELETE is judged besides by the session's owner as recorded when it was
+// minted, on this replica or in the shared store (sessionids.MayEnd): the
+// sessions registered here are not enough, since a GET naming a session
+// opened elsewhere registers it here for whoever sent it. Another
+// principal's DELETE is answered 404 and ends nothing, here or elsewhere;
+// the owner's ends the session for every replica; one whose owner cannot be
+// told (no replica recorded one, or the store is down) only drops what
+// mcp-go holds for it here, as before sessions were shared.
+func (s *Server) bindSession(next http.Handler, sessions *sessionids.Manager, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
 		if id != "" && !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-			if e := s.session(id); e != nil && e.subject.Principal != SubjectFrom(r.Context()).Principal {
-				log.Warn("a request named a session another principal opened", "principal", SubjectFrom(r.Context()).Principal,
+			principal := SubjectFrom(r.Context()).Principal
+			if e := s.session(id); e != nil && e.subject.Principal != principal {
+				log.Warn("a request named a session another principal opened", "principal", principal,
 					"owner", e.subject.Principal, "method", r.Method, "remote", r.RemoteAddr)
 				http.Error(w, "Invalid session ID", http.StatusNotFound)
 				return
+			}
+			if r.Method == http.MethodDelete {
+				ctx, ending := sessions.MayEnd(r.Context(), id)
+				if ending == sessionids.NotOwner {
+					log.Warn("a DELETE named a session another principal opened", "principal", principal,
+						"remote", r.RemoteAddr)
+					http.Error(w, "Invalid session ID", http.StatusNotFound)
+					return
+				}
+				r = r.WithContext(ctx)
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -69,13 +69,19 @@ func TestTerminatedSessionIsRefused(t *testing.T) {
 // returns the status, without waiting for a stream's end.
 func (s *rawSession) request(method string) int {
 	s.t.Helper()
+	return s.requestAs(method, aliceKey)
+}
+
+// requestAs is request with another principal's key.
+func (s *rawSession) requestAs(method, key string) int {
+	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.url, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+aliceKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Mcp-Session-Id", s.sid)
 	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
@@ -177,5 +183,90 @@ func TestTerminatedSessionIsRefusedByEveryReplica(t *testing.T) {
 	if _, m := scrape(t, admin, "/metrics", adminKey); strings.Contains(m, `toolgate_state_errors_total{feature="sessions"} 0`+"\n") ||
 		!strings.Contains(m, `toolgate_state_errors_total{feature="sessions"}`) {
 		t.Fatal("the lookup that failed while Redis was down is not counted under feature=sessions")
+	}
+}
+
+// Only a session's owner ends it for every replica. Bob's DELETE of
+// alice's session on a replica that did not open it is answered 404 and
+// ends nothing: alice goes on on both replicas. A DELETE of an id no
+// replica minted writes nothing to Redis and announces nothing. Alice's own
+// DELETE on the other replica ends her session everywhere.
+func TestOtherPrincipalCannotEndSessionViaOtherReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	seedDedupEpoch(t, srv)
+	servers := stdioUpstream(t, "hostile", "")
+	urlA, endpointA, _ := sessionReplica(t, srv, servers)
+	urlB, endpointB, _ := sessionReplica(t, srv, servers)
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		subs, err := rdb.PubSubNumSub(context.Background(), "replicas:session:terminated").Result()
+		return err == nil && subs["replicas:session:terminated"] >= 2
+	})
+	owned := func(sid string) {
+		t.Helper()
+		redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+			owner, err := rdb.Get(context.Background(), "replicas:session:owner:"+sid).Result()
+			return err == nil && owner == "alice"
+		})
+	}
+	exists := func(key string) bool {
+		t.Helper()
+		var n int64
+		redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+			var err error
+			n, err = rdb.Exists(context.Background(), key).Result()
+			return err == nil
+		})
+		return n > 0
+	}
+	call := toolsCall("2", `{"name":"hostile__echo","arguments":{"a":1}}`)
+	works := func(s *rawSession, where string) {
+		t.Helper()
+		if a := s.post(call, nil); a.status != http.StatusOK || !strings.Contains(a.body, `"ok":true`) {
+			t.Fatalf("alice's session on %s: %d %s", where, a.status, a.body)
+		}
+	}
+
+	alice := openRawSession(t, urlA, `{}`)
+	owned(alice.sid)
+	works(alice.on(urlB), "replica B")
+	if status := alice.on(urlB).requestAs(http.MethodDelete, bobKey); status != http.StatusNotFound {
+		t.Fatalf("bob's DELETE of alice's session on replica B: %d, want 404", status)
+	}
+
+	random := (&rawSession{t: t, url: urlB, sid: "mcp-session-8f5e2a4c-1b7d-4c3e-9a6f-2d0b7e9c4a51", client: alice.client})
+	if status := random.requestAs(http.MethodDelete, bobKey); status != http.StatusOK {
+		t.Fatalf("DELETE of an id no replica minted: %d, want 200 (mcp-go drops what it holds for it)", status)
+	}
+
+	// Alice's own DELETE, on the replica that did not open her session,
+	// ends it for both. Its announcement goes out after anything bob's
+	// DELETEs could have sent, so once it is heard, theirs would have been.
+	ended := openRawSession(t, urlA, `{}`)
+	owned(ended.sid)
+	if status := ended.on(urlB).request(http.MethodDelete); status != http.StatusOK {
+		t.Fatalf("alice's DELETE of her session on replica B: %d", status)
+	}
+	redistest.WaitFor(t, func() bool { return endpointA.Sessions().Terminated(ended.sid) })
+	for _, url := range []string{urlA, urlB} {
+		if a := ended.on(url).post(call, nil); a.status != http.StatusNotFound {
+			t.Fatalf("alice's ended session on %s: %d %s, want 404", url, a.status, a.body)
+		}
+	}
+
+	for _, e := range []*proxy.HTTPEndpoint{endpointA, endpointB} {
+		if e.Sessions().Terminated(alice.sid) || e.Sessions().Terminated(random.sid) {
+			t.Fatal("bob's DELETEs ended a session on a replica")
+		}
+	}
+	works(alice, "replica A")
+	works(alice.on(urlB), "replica B")
+	for _, key := range []string{"replicas:session:terminated:" + alice.sid, "replicas:session:terminated:" + random.sid,
+		"replicas:session:owner:" + random.sid} {
+		if exists(key) {
+			t.Fatalf("bob's DELETEs wrote %s", key)
+		}
+	}
+	if !exists("replicas:session:terminated:" + ended.sid) {
+		t.Fatal("alice's DELETE was not recorded")
 	}
 }

@@ -30,11 +30,22 @@
 // opened it on the replica that did; accepting a terminated id for the
 // length of an outage serves nobody who could not open a session anyway.
 //
-// Only a client's DELETE terminates a session here. mcp-go also calls
-// Terminate when it drops a session idle for the idle TTL and when the
-// endpoint shuts down; neither is a termination another replica should
-// hear of (the session may be busy there, and a replica that stops leaves
-// its sessions to the others), so the Resolver hands those calls a view
-// whose Terminate records nothing. mcp-go's own cleanup of the session's
-// state runs after Terminate as before, in all three cases.
+// Only its owner's DELETE terminates a session here: the principal the
+// session was minted for (Options.Principal), which the replica that minted
+// it keeps, and records in the shared store for the others. proxy's
+// bindSession asks MayEnd before mcp-go sees a DELETE: another principal's
+// is answered 404 and ends nothing; one whose owner cannot be told (no
+// replica recorded one, or the store cannot be asked) ends the session on
+// this replica only, as mcp-go did before this package (its state here is
+// dropped; the id is neither refused nor announced, since the requester may
+// be anyone). Otherwise any principal knowing an id (ids appear in audit
+// records and logs) could end the session for every replica, and each
+// DELETE of a made-up id would cost a key and a message in the store.
+//
+// mcp-go also calls Terminate when it drops a session idle for the idle
+// TTL and when the endpoint shuts down; neither is a termination another
+// replica should hear of (the session may be busy there, and a replica that
+// stops leaves its sessions to the others), so the Resolver hands those
+// calls a view whose Terminate records nothing. mcp-go's own cleanup of the
+// session's state runs after Terminate as before, in every case.
 package sessionids

@@ -18,8 +18,10 @@ import (
 // this replica registered without asking it. An initialize is let through
 // whatever header it carries: mcp-go mints it a new session and ignores the
 // header. A DELETE goes to mcp-go, which ends a session any number of
-// times; ids that are not well formed, and 2026-07-28 requests (which have
-// no sessions), go on as before.
+// times (whether it ends it for every replica is MayEnd's verdict, which
+// proxy's bindSession asks for before); ids that are not well formed, and
+// 2026-07-28 requests (which have no sessions), go on as before. A request
+// let through keeps what this replica knows of the session's owner (touch).
 func (m *Manager) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
@@ -29,6 +31,9 @@ func (m *Manager) Guard(next http.Handler) http.Handler {
 			return
 		}
 		if terminated, err := m.Validate(id); err != nil || !terminated || (r.Method == http.MethodPost && initializes(r)) {
+			if err == nil && !terminated {
+				m.touch(id)
+			}
 			next.ServeHTTP(w, r)
 			return
 		}

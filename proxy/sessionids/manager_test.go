@@ -45,10 +45,31 @@ type fakeShared struct {
 	err        error
 	asked      map[string]int
 	release    chan struct{} // when set, Terminated waits for it
+	owners     map[string]string
+	claims     []string // "id principal ttl", in order
+	ownerAsks  int
 }
 
 func newFakeShared() *fakeShared {
-	return &fakeShared{terminated: map[string]bool{}, asked: map[string]int{}}
+	return &fakeShared{terminated: map[string]bool{}, asked: map[string]int{}, owners: map[string]string{}}
+}
+
+func (f *fakeShared) Claim(id, principal string, ttl time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.owners[id] = principal
+	f.claims = append(f.claims, id+" "+principal+" "+ttl.String())
+}
+
+func (f *fakeShared) Owner(_ context.Context, id string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ownerAsks++
+	if f.err != nil {
+		return "", false, f.err
+	}
+	p, ok := f.owners[id]
+	return p, ok, nil
 }
 
 func (f *fakeShared) Follow(heard func(string), missed func()) func() {
@@ -221,8 +242,143 @@ func TestHousekeepingDoesNotTerminate(t *testing.T) {
 		t.Fatalf("an idle sweep ended the session (announced %v)", f.announced)
 	}
 	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
-	if got := m.Resolver().ResolveSessionIdManager(req); got != m {
-		t.Fatalf("a request resolves to %T, want the manager", got)
+	if got, ok := m.Resolver().ResolveSessionIdManager(req).(request); !ok || got.Manager != m {
+		t.Fatalf("a request resolves to %T, want the manager's view of it", got)
+	}
+}
+
+type principalKey struct{}
+
+func as(principal string) context.Context {
+	return context.WithValue(context.Background(), principalKey{}, principal)
+}
+
+func principalOf(ctx context.Context) string { p, _ := ctx.Value(principalKey{}).(string); return p }
+
+// ownedManager is a manager over f (nil: none) whose requests carry a
+// principal, and mint mints a session for one, as mcp-go does on
+// initialize.
+func ownedManager(f *fakeShared, now func() time.Time) *Manager {
+	o := Options{IdleTTL: 10 * time.Minute, Principal: principalOf, Now: now}
+	if f != nil {
+		o.Shared = f
+	}
+	return New(o)
+}
+
+func mintFor(m *Manager, principal string) string {
+	req := httptest.NewRequestWithContext(as(principal), http.MethodPost, "/mcp", nil)
+	return m.Resolver().ResolveSessionIdManager(req).Generate()
+}
+
+// deleteAs is a DELETE of id by principal as proxy's bindSession and
+// mcp-go run it: MayEnd, and unless it says NotOwner, Terminate through the
+// Resolver.
+func deleteAs(m *Manager, principal, id string) Ending {
+	ctx, e := m.MayEnd(as(principal), id)
+	if e != NotOwner {
+		req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
+		m.Resolver().ResolveSessionIdManager(req).Terminate(id)
+	}
+	return e
+}
+
+// A session ends for every replica only by its owner's DELETE: the owner
+// is recorded when the id is minted, here and in the store, and another
+// principal's DELETE ends nothing and announces nothing.
+func TestOnlyTheOwnerEndsASession(t *testing.T) {
+	f := newFakeShared()
+	m := ownedManager(f, nil)
+	id := mintFor(m, "alice")
+	if len(f.claims) != 1 || f.claims[0] != id+" alice 15m0s" {
+		t.Fatalf("claims %v, want the owner recorded for 1.5 idle TTLs", f.claims)
+	}
+	if e := deleteAs(m, "bob", id); e != NotOwner || len(f.announced) != 0 || validate(t, m, id) {
+		t.Fatalf("bob's DELETE: %v, announced %v, refused %v", e, f.announced, m.Terminated(id))
+	}
+	if f.ownerAsks != 0 {
+		t.Fatal("the store was asked who owns a session minted here")
+	}
+	if e := deleteAs(m, "alice", id); e != EndEverywhere || len(f.announced) != 1 || !validate(t, m, id) {
+		t.Fatalf("alice's DELETE: %v, announced %v", e, f.announced)
+	}
+}
+
+// A replica that did not mint the session asks the store who did. An id
+// no replica minted, or one whose owner cannot be looked up (store down),
+// is ended on this replica only: not refused, not written, not announced.
+func TestDeleteOfSessionMintedElsewhere(t *testing.T) {
+	f := newFakeShared()
+	m := ownedManager(f, nil)
+	id := (&server.StatelessGeneratingSessionIdManager{}).Generate()
+	f.owners[id] = "alice"
+	if e := deleteAs(m, "bob", id); e != NotOwner || len(f.announced) != 0 || validate(t, m, id) {
+		t.Fatalf("bob's DELETE: %v, announced %v", e, f.announced)
+	}
+	random := (&server.StatelessGeneratingSessionIdManager{}).Generate()
+	if e := deleteAs(m, "bob", random); e != EndLocally || len(f.announced) != 0 || validate(t, m, random) {
+		t.Fatalf("DELETE of an id nobody minted: %v, announced %v, refused %v", e, f.announced, m.Terminated(random))
+	}
+	f.err = errors.New("store down")
+	if e := deleteAs(m, "alice", id); e != EndLocally || len(f.announced) != 0 || m.Terminated(id) {
+		t.Fatalf("DELETE with the store down: %v, announced %v, refused %v", e, f.announced, m.Terminated(id))
+	}
+	f.err = nil
+	if e := deleteAs(m, "alice", id); e != EndEverywhere || len(f.announced) != 1 || !m.Terminated(id) {
+		t.Fatalf("alice's DELETE: %v, announced %v", e, f.announced)
+	}
+	// Without Options.Principal nobody owns anything: no DELETE is announced.
+	plain := New(Options{Shared: f})
+	if e := deleteAs(plain, "", plain.Generate()); e != EndLocally || len(f.announced) != 1 {
+		t.Fatalf("DELETE without principals: %v, announced %v", e, f.announced)
+	}
+}
+
+// The owner of a session in use is recorded again once per half idle TTL
+// (on a request, in the background), and after a lost subscription; one
+// idle for 1.5 idle TTLs is forgotten here as its record is in the store.
+func TestOwnerIsRecordedAgainWhileInUse(t *testing.T) {
+	f := newFakeShared()
+	c := newClock()
+	m := ownedManager(f, c.now)
+	id := mintFor(m, "alice")
+	h := m.Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	get := func() {
+		r := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+		r.Header.Set("Mcp-Session-Id", id)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	c.advance(4 * time.Minute)
+	get()
+	if len(f.claims) != 1 {
+		t.Fatalf("recorded again within half an idle TTL: %v", f.claims)
+	}
+	c.advance(2 * time.Minute)
+	get()
+	if len(f.claims) != 2 {
+		t.Fatalf("not recorded again after half an idle TTL: %v", f.claims)
+	}
+	f.missed()
+	get()
+	if len(f.claims) != 3 {
+		t.Fatalf("not recorded again after a lost subscription: %v", f.claims)
+	}
+	c.advance(15 * time.Minute)
+	delete(f.owners, id) // expired there too
+	if _, e := m.MayEnd(as("bob"), id); e != EndLocally || f.ownerAsks != 1 {
+		t.Fatalf("after 1.5 idle TTLs unused: %v, store asked %d times; want the owner forgotten here", e, f.ownerAsks)
+	}
+	// Without a store, the owner is kept in memory the same way.
+	local := ownedManager(nil, c.now)
+	id = mintFor(local, "alice")
+	for range 4 {
+		c.advance(6 * time.Minute)
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set("Mcp-Session-Id", id)
+		local.Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if _, e := local.MayEnd(as("bob"), id); e != NotOwner {
+		t.Fatalf("a session in use for 24m without a store: %v, want its owner known", e)
 	}
 }
 

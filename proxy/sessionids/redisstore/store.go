@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -13,10 +14,21 @@ import (
 // Feature labels this store's failures in toolgate_state_errors_total.
 const Feature = "sessions"
 
-// A session's end travels as a key and a message:
+// A session's owner, and its end, travel as keys and a message:
 //
+//	session:owner:<id>        the principal that opened the session; expires (PX)
+//	                          1.5 idle TTLs after the replica that minted the id last
+//	                          recorded it (package sessionids, touch, says when)
 //	session:terminated:<id>   "1"; expires (PX) when the manager stops refusing the id
 //	session:terminated        the channel: the id
+//
+// The replica that mints a session id writes its owner in the background
+// (Claim); a replica asked to end a session it did not mint reads it
+// (Owner, one GET, only for a DELETE), and ends the session for every
+// replica only for its owner. So the owner keys are as many as the
+// sessions opened within 1.5 idle TTLs, and ends as many as their owners
+// ended: a DELETE of another principal's session, or of an id no replica
+// minted, writes nothing.
 //
 // A replica that ends a session writes the key and publishes the id, in
 // the background (Announce never waits on the store); every replica,
@@ -27,13 +39,19 @@ const Feature = "sessions"
 // maxPending, the ones ending first dropped past it) and are sent when it
 // is back, unless their time is over; lookups fail at once and the id is
 // accepted (package sessionids says why), each failure counted under
-// Feature. Nothing here is read on a request's path except that one lookup
-// per id and replica.
+// Feature. Owners wait the same way (up to maxPending of their own). A
+// DELETE of a session minted elsewhere that cannot read its owner ends the
+// session on that replica only (package sessionids, MayEnd). Nothing here
+// is read on a request's path except that one lookup per id and replica,
+// and the owner of a session a DELETE names.
 
 // maxPending bounds the announcements kept while the store is down: ids of
 // about 50 bytes each, so 10,000 is half a megabyte, and more DELETEs than
 // clients send during any outage the store's health check would not have
 // long reported. The replica that ended the session refuses it either way.
+// Owners waiting are bounded alike, apart: past the bound, the owners of
+// the sessions opened first in the outage are not recorded, and their
+// DELETEs on other replicas end them there only.
 const maxPending = 10_000
 
 // batch is how many announcements one round trip carries.
@@ -50,8 +68,15 @@ type Store struct {
 	mu         sync.Mutex
 	pending    map[string]time.Time // id -> when its refusal ends
 	overflowed bool                 // pending reached maxPending (and it was logged) since it was last empty
+	claims     map[string]claim     // id -> its owner, to record
+	claimsOver bool                 // claims reached maxPending (and it was logged) since it was last empty
 	followers  map[int]follower
 	next       int
+}
+
+type claim struct {
+	owner string
+	until time.Time // when the record expires
 }
 
 type follower struct {
@@ -62,11 +87,13 @@ type follower struct {
 // New returns the store over c's connection. It starts its goroutines (on
 // the client, until it is closed) when it is first used.
 func New(c *state.Client) *Store {
-	return &Store{c: c, wake: make(chan struct{}, 1), pending: map[string]time.Time{}, followers: map[int]follower{}}
+	return &Store{c: c, wake: make(chan struct{}, 1), pending: map[string]time.Time{}, claims: map[string]claim{},
+		followers: map[int]follower{}}
 }
 
-func (s *Store) channel() string      { return s.c.Key("session:terminated") }
-func (s *Store) key(id string) string { return s.c.Key("session:terminated:" + id) }
+func (s *Store) channel() string           { return s.c.Key("session:terminated") }
+func (s *Store) key(id string) string      { return s.c.Key("session:terminated:" + id) }
+func (s *Store) ownerKey(id string) string { return s.c.Key("session:owner:" + id) }
 
 // begin starts the subscription and the announcer, once.
 func (s *Store) begin() { s.start.Do(s.run) }
@@ -81,7 +108,18 @@ func (s *Store) poke() {
 func (s *Store) pendingCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pending)
+	return len(s.pending) + len(s.claims)
+}
+
+// first is the key of m whose until is earliest.
+func first[V any](m map[string]V, until func(V) time.Time) string {
+	k := ""
+	for p, v := range m {
+		if k == "" || until(v).Before(until(m[k])) {
+			k = p
+		}
+	}
+	return k
 }
 
 // snapshot is the followers now, to call without the lock held.
@@ -135,13 +173,7 @@ func (s *Store) Announce(id string, ttl time.Duration) {
 	until := time.Now().Add(ttl)
 	s.mu.Lock()
 	if len(s.pending) >= maxPending {
-		first := ""
-		for p, u := range s.pending {
-			if first == "" || u.Before(s.pending[first]) {
-				first = p
-			}
-		}
-		delete(s.pending, first)
+		delete(s.pending, first(s.pending, func(u time.Time) time.Time { return u }))
 		if !s.overflowed { // once until the backlog is sent
 			s.c.Log().Warn("too many session terminations waiting for the shared state store; the other replicas will not hear of the oldest",
 				"waiting", maxPending)
@@ -152,6 +184,39 @@ func (s *Store) Announce(id string, ttl time.Duration) {
 	s.mu.Unlock()
 	s.begin()
 	s.poke()
+}
+
+// Claim implements sessionids.Shared: the owner is recorded in the
+// background.
+func (s *Store) Claim(id, principal string, ttl time.Duration) {
+	until := time.Now().Add(ttl)
+	s.mu.Lock()
+	if len(s.claims) >= maxPending {
+		delete(s.claims, first(s.claims, func(c claim) time.Time { return c.until }))
+		if !s.claimsOver {
+			s.c.Log().Warn("too many session owners waiting for the shared state store; the other replicas will not let the owners of the oldest end them",
+				"waiting", maxPending)
+		}
+		s.claimsOver = true
+	}
+	s.claims[id] = claim{owner: principal, until: until}
+	s.mu.Unlock()
+	s.begin()
+	s.poke()
+}
+
+// Owner implements sessionids.Shared: one GET, bounded by the client's
+// operation timeout, failing at once while the store is down.
+func (s *Store) Owner(ctx context.Context, id string) (principal string, found bool, err error) {
+	err = s.c.Do(ctx, Feature, func(ctx context.Context) (err error) {
+		principal, err = s.c.Redis().Get(ctx, s.ownerKey(id)).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return principal, found, err
 }
 
 // Terminated implements sessionids.Shared: one EXISTS, bounded by the
@@ -165,12 +230,23 @@ func (s *Store) Terminated(ctx context.Context, id string) (bool, error) {
 	return n > 0, err
 }
 
-// step sends up to one batch of pending announcements. It reports whether
-// more are waiting, and whether it failed and must be retried.
+// step sends up to one batch of pending owners and announcements. It
+// reports whether more are waiting, and whether it failed and must be
+// retried.
 func (s *Store) step(ctx context.Context) (more, failed bool) {
 	now := time.Now()
 	ids, ends := make([]string, 0, batch), make([]time.Time, 0, batch)
+	owned, owners := make([]string, 0, batch), make([]claim, 0, batch)
 	s.mu.Lock()
+	for id, c := range s.claims {
+		if !now.Before(c.until) {
+			delete(s.claims, id) // the record would have expired already
+			continue
+		}
+		if len(owned) < batch {
+			owned, owners = append(owned, id), append(owners, c)
+		}
+	}
 	for id, until := range s.pending {
 		if !now.Before(until) {
 			delete(s.pending, id) // its refusal is over everywhere
@@ -181,11 +257,14 @@ func (s *Store) step(ctx context.Context) (more, failed bool) {
 		}
 	}
 	s.mu.Unlock()
-	if len(ids) == 0 {
+	if len(ids) == 0 && len(owned) == 0 {
 		return false, false
 	}
 	err := s.c.Do(ctx, Feature, func(ctx context.Context) error {
 		cmds, err := s.c.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range owned {
+				p.Set(ctx, s.ownerKey(id), owners[i].owner, max(owners[i].until.Sub(now), time.Millisecond))
+			}
 			for i, id := range ids {
 				p.Set(ctx, s.key(id), "1", max(ends[i].Sub(now), time.Millisecond))
 				p.Publish(ctx, s.channel(), id)
@@ -221,8 +300,16 @@ func (s *Store) step(ctx context.Context) (more, failed bool) {
 			delete(s.pending, id)
 		}
 	}
+	for i, id := range owned {
+		if c, ok := s.claims[id]; ok && c.owner == owners[i].owner && c.until.Equal(owners[i].until) {
+			delete(s.claims, id)
+		}
+	}
 	if len(s.pending) == 0 {
 		s.overflowed = false
 	}
-	return len(s.pending) > 0, false
+	if len(s.claims) == 0 {
+		s.claimsOver = false
+	}
+	return len(s.pending)+len(s.claims) > 0, false
 }

@@ -141,3 +141,37 @@ func TestStoreDownLetsRequestsThroughAndCounts(t *testing.T) {
 	srv.Restart()
 	waitRecorded(t, srv, ended)
 }
+
+// A session's owner is recorded in the background for the time asked, and
+// read by any replica; an id nobody recorded has no owner, and a store
+// that is down is an error, counted.
+func TestOwnerIsSharedAndRandomIDsHaveNone(t *testing.T) {
+	srv := redistest.Start(t)
+	ca, _ := redistest.Open(t, srv, prefix)
+	cb, ev := redistest.Open(t, srv, prefix)
+	a, b := New(ca), New(cb)
+	id := (&server.StatelessGeneratingSessionIdManager{}).Generate()
+	a.Claim(id, "alice", 15*time.Minute)
+	var ttl time.Duration
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		d, err := rdb.PTTL(context.Background(), prefix+"session:owner:"+id).Result()
+		ttl = d
+		return err == nil && d > 0
+	})
+	if ttl > 15*time.Minute || ttl < 14*time.Minute {
+		t.Fatalf("the owner is kept %v, want 15m", ttl)
+	}
+	if owner, found, err := b.Owner(context.Background(), id); owner != "alice" || !found || err != nil {
+		t.Fatalf("Owner = %q, %v, %v", owner, found, err)
+	}
+	random := (&server.StatelessGeneratingSessionIdManager{}).Generate()
+	if owner, found, err := b.Owner(context.Background(), random); found || owner != "" || err != nil {
+		t.Fatalf("Owner of an id nobody minted = %q, %v, %v", owner, found, err)
+	}
+	srv.Kill()
+	ev.WaitStatus(t, false)
+	before := ev.ErrorsOf(Feature)
+	if _, found, err := b.Owner(context.Background(), id); found || err == nil || ev.ErrorsOf(Feature) <= before {
+		t.Fatalf("Owner with the store down: found %v, err %v, counted %v", found, err, ev.ErrorsOf(Feature) > before)
+	}
+}
