@@ -158,7 +158,7 @@ func (g *Gateway) steps(o Options) []step {
 			return err
 		}},
 		{"cannot build the tool catalog", func(ctx context.Context) (err error) {
-			if g.set, err = upstreams.Start(ctx, UpstreamServers(g.cfg), g.log, upstreams.WithPins(g.pins)); err == nil {
+			if g.set, err = upstreams.Start(ctx, UpstreamServersLogged(g.cfg, g.log), g.log, upstreams.WithPins(g.pins)); err == nil {
 				g.cleanup.add(g.set.Close)
 			}
 			return err

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"strconv"
@@ -17,10 +18,12 @@ import (
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/ratelimit"
 	ratelimitredis "github.com/toolgate/toolgate/ratelimit/redisstore"
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
+	"github.com/toolgate/toolgate/upstreams/credentials"
 )
 
 // Every package takes its own options, not the whole config: this file is
@@ -270,8 +273,16 @@ func OpenPins(cfg *config.Config, opts ...pins.Option) (*pins.Store, error) {
 // upstreams' terms, in ServerNames order, with the defaults applied by the
 // config's accessors: the tool prefix, init_timeout, the call timeout and
 // result cap of the server and of each tool it overrides, and
-// description_scan. A nil cfg means no servers.
+// description_scan; and the credential source of each server whose auth
+// block is not static (upstreams/credentials), which logs nowhere
+// (UpstreamServersLogged logs). A nil cfg means no servers.
 func UpstreamServers(cfg *config.Config) []upstreams.Server {
+	return UpstreamServersLogged(cfg, nil)
+}
+
+// UpstreamServersLogged is UpstreamServers whose credential sources log
+// to log (a token that could not be had, never a token).
+func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Server {
 	if cfg == nil {
 		return nil
 	}
@@ -295,6 +306,9 @@ func UpstreamServers(cfg *config.Config) []upstreams.Server {
 			MaxResultBytes:  cfg.MaxResultBytes(name, ""),
 			DescriptionScan: upstreams.ScanMode(cfg.DescriptionScanMode(name)),
 		}
+		if s.AuthMode() != config.AuthStatic {
+			u.Credentials = upstreamCredentials(name, s.Auth, log)
+		}
 		if len(s.Tools) > 0 {
 			u.Tools = make(map[string]upstreams.ToolLimits, len(s.Tools))
 			for tool := range s.Tools {
@@ -305,3 +319,40 @@ func UpstreamServers(cfg *config.Config) []upstreams.Server {
 	}
 	return out
 }
+
+// upstreamCredentials is the credential source of an upstream whose auth
+// block is client_credentials or token_exchange.
+func upstreamCredentials(name string, a *config.UpstreamAuth, log *slog.Logger) upstreams.Credentials {
+	o := credentials.Options{
+		Server: name, Mode: credentials.Mode(a.Mode), TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
+		Scopes: a.Scopes, Audience: a.Audience, Resource: a.Resource,
+		FallbackClientCredentials: a.Fallback == config.AuthClientCredentials,
+		Caller:                    callerOf, Log: log,
+	}
+	if a.SubjectTokenType == "jwt" {
+		o.SubjectTokenType = credentials.TokenTypeJWT
+	}
+	src, err := credentials.New(o)
+	if err != nil { // config.Load refuses what New would: not reached
+		return refusedCredentials{err}
+	}
+	return src
+}
+
+// callerOf is who made a request to an upstream: the subject the
+// transport authenticated (with its JWT, if it presented one), carried by
+// the call's context; none for the gateway's own requests.
+func callerOf(ctx context.Context) (credentials.Caller, bool) {
+	s := proxy.SubjectFrom(ctx)
+	if s.Principal == "" {
+		return credentials.Caller{}, false
+	}
+	return credentials.Caller{Principal: s.Principal, Token: s.Bearer.Reveal()}, true
+}
+
+// refusedCredentials send nothing: the upstream's credentials could not be
+// built.
+type refusedCredentials struct{ err error }
+
+func (r refusedCredentials) Authorization(context.Context) (string, error) { return "", r.err }
+func (refusedCredentials) Rejected(context.Context, string)                {}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -16,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/upstreams"
+	"github.com/toolgate/toolgate/upstreams/credentials"
 )
 
 const breakersYAML = `
@@ -304,14 +306,30 @@ mcpServers:
   legacy:
     url: http://127.0.0.1:9001/sse
     type: sse
+  inventory:
+    url: https://inventory.example.com/mcp
+    auth: {mode: client_credentials, token_url: "https://idp.example.com/oauth/token", client_id: toolgate, client_secret: "${INVENTORY_SECRET}"}
 `
 
 // TestUpstreamServers: every server key upstreams needs reaches upstreams.Server, in ServerNames order;
 // limits left out arrive resolved the way the config's accessors resolve them.
 func TestUpstreamServers(t *testing.T) {
 	dir := t.TempDir()
-	got := UpstreamServers(parseConfig(t, filepath.Join(dir, "toolgate.yaml"), upstreamsYAML))
+	cfg, err := config.Parse(filepath.Join(dir, "toolgate.yaml"), []byte(upstreamsYAML), func(name string) (string, bool) {
+		return "inventory-secret", name == "INVENTORY_SECRET"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := UpstreamServers(cfg)
+	if _, ok := got[0].Credentials.(*credentials.Source); !ok {
+		t.Fatalf("inventory (auth mode client_credentials) has Credentials %T, want a *credentials.Source", got[0].Credentials)
+	}
+	plain := slices.Clone(got)
+	plain[0].Credentials = nil // compared above
 	want := []upstreams.Server{
+		{Name: "inventory", Transport: upstreams.TransportHTTP, URL: "https://inventory.example.com/mcp", ToolPrefix: "inventory__",
+			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
 		{Name: "legacy", Transport: upstreams.TransportSSE, URL: "http://127.0.0.1:9001/sse", ToolPrefix: "legacy__",
 			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
 		{Name: "orders", Transport: upstreams.TransportStdio, Command: filepath.Join(dir, "bin", "orders"),
@@ -327,8 +345,8 @@ func TestUpstreamServers(t *testing.T) {
 			Headers: map[string]string{"X-Api-Key": "k"}, Disabled: true,
 			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("UpstreamServers =\n%+v\nwant\n%+v", got, want)
+	if !reflect.DeepEqual(plain, want) {
+		t.Fatalf("UpstreamServers =\n%+v\nwant\n%+v", plain, want)
 	}
 
 	// Together the servers must exercise every field of upstreams.Server and ToolLimits, so a field added

@@ -102,6 +102,10 @@ func (e *Executor) execute(ctx context.Context, x *Exchange) *envelope.Error {
 			// run out on attempts not sent, the caller hears the last one
 			// (Exchange.SentNothing still knows an earlier one may have run).
 			return attemptError(x, err)
+		case isCredentialError(err):
+			// Not repeated: the credential source holds a failure back for a
+			// while, and a refused caller stays refused.
+			return attemptError(x, err)
 		}
 		last = attemptError(x, err)
 		if !r.mayRepeat(ctx, x, n, retry, budget, err) {
@@ -144,11 +148,21 @@ func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json
 // refused, say) still counts. The attempts one fault of the connection
 // failed together (a stray stdio line, the child's output ending) count
 // once: breaker.Set.OncePerFault, where the attempt is reported.
+//
+// An attempt not sent for want of a credential (the authorization server
+// down or refusing, a caller with no JWT to exchange) counts neither way
+// either: it says nothing about the upstream, and one caller's refusals
+// must not open the breaker for the others.
 func breakerOutcome(o breaker.Outcome, err error) breaker.Outcome {
-	if o == breaker.NeverSent && upstreams.KnownDown(err) {
+	if o == breaker.NeverSent && (upstreams.KnownDown(err) || isCredentialError(err)) {
 		return breaker.Cancelled
 	}
 	return o
+}
+
+func isCredentialError(err error) bool {
+	is, _ := upstreams.IsCredentialError(err)
+	return is
 }
 
 func nextProbe(open *breaker.OpenError) string {
@@ -170,6 +184,13 @@ func attemptError(x *Exchange, err error) *envelope.Error {
 		}
 		return (&envelope.Error{Code: envelope.ToolFailed, Message: msg}).WithDetail(detail)
 	case breaker.NeverSent:
+		if is, refused := upstreams.IsCredentialError(err); refused {
+			return envelope.Errorf(envelope.ToolNotAllowed, "server %q acts as the caller (token_exchange) and needs the caller's JWT; "+
+				"this caller authenticated without one (an API key, stdio or anonymous)", x.Tool.Server).WithDetail(detail)
+		} else if is {
+			return envelope.Errorf(envelope.UpstreamUnavailable, "server %q: no token could be had from its authorization server; the call was not sent",
+				x.Tool.Server).WithDetail(detail)
+		}
 		return envelope.Errorf(envelope.UpstreamUnavailable, "server %q is unavailable; the call was not sent", x.Tool.Server).WithDetail(detail)
 	case breaker.TimedOut:
 		return envelope.Errorf(envelope.ToolTimeout, "no answer from %q within %s", x.Tool.Name, x.Tool.Timeout).WithDetail(detail)

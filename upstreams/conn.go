@@ -248,7 +248,7 @@ func (c *Conn) openTransport(srv *Server, maxMessage int) error {
 		// timeout (60 s by default, or the caller's remaining time): make
 		// the caller's deadline the only one.
 		tr, err := transport.NewSSE(srv.URL, transport.WithHeaders(srv.Headers),
-			transport.WithHTTPClient(c.httpClient(maxMessage)), transport.WithSSELogger(libraryLogger(c.log)),
+			transport.WithHTTPClient(c.httpClient(maxMessage, srv.Credentials)), transport.WithSSELogger(libraryLogger(c.log)),
 			transport.WithResponseTimeout(sseResponseTimeout))
 		c.tr = tr
 		return err
@@ -256,7 +256,7 @@ func (c *Conn) openTransport(srv *Server, maxMessage int) error {
 		// Continuous listening opens the GET stream on which the server
 		// sends what is not an answer to a request: tools/list_changed.
 		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(srv.Headers),
-			transport.WithHTTPBasicClient(c.httpClient(maxMessage)), transport.WithHTTPLogger(libraryLogger(c.log))}
+			transport.WithHTTPBasicClient(c.httpClient(maxMessage, srv.Credentials)), transport.WithHTTPLogger(libraryLogger(c.log))}
 		if !mcp.IsModernProtocol(c.proto) {
 			// 2026-07-28 has no listening stream (mcp-go refuses it there).
 			opts = append(opts, transport.WithContinuousListening())
@@ -294,11 +294,11 @@ func (c *Conn) outputEnded(err error) {
 // httpClient caps every response body the upstream sends. No client-wide
 // timeout: it would also cut long-lived SSE streams; each call carries its
 // own deadline instead.
-func (c *Conn) httpClient(maxMessage int) *http.Client {
+func (c *Conn) httpClient(maxMessage int, creds Credentials) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	c.http = base
 	return &http.Client{
-		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded},
+		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded, creds: creds},
 		// A redirect would carry the configured upstream headers (its
 		// credentials) to whatever host the upstream names: refuse it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

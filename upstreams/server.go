@@ -32,6 +32,10 @@ type Server struct {
 	// http / sse
 	URL     string            //
 	Headers map[string]string // sent upstream with every request
+	// Credentials, when set, give every request its Authorization, per
+	// request (an auth block other than static, built by package
+	// upstreams/credentials); nil: Headers only.
+	Credentials Credentials
 
 	// Protocol is the MCP protocol era spoken to the server: "2025-11-25"
 	// (the initialize handshake) or "2026-07-28". "": 2025-11-25.
