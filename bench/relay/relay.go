@@ -12,9 +12,10 @@
 // what a user who writes the obvious code gets. In particular, over stdio
 // mcp-go's server runs tools/calls on its default worker pool of 5, and the
 // HTTP server is mcp-go's own http.Server with no timeouts or limits set.
-// The only additions are what a harness needs to start it: the listen
-// address, and the upstream's environment (passed to mcp-go's client as the
-// env it takes).
+// The only additions are what a harness needs to start it (the listen
+// address, and the upstream's environment, passed to mcp-go's client as the
+// env it takes) and the protocol version it asks the upstream for, which is
+// the one toolgate asks for (see run).
 package relay
 
 import (
@@ -69,7 +70,15 @@ func run(httpAddr string, env []string, command string, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	initRequest := mcp.InitializeRequest{}
-	initRequest.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	// The version toolgate asks its upstreams for, and the harness's clients
+	// ask every target for: like for like. mcp-go's example asks for
+	// mcp.LATEST_PROTOCOL_VERSION (2026-07-28): its client then tries
+	// server/discover first and, when the server answers (the mcp-go echo
+	// server does, server-everything does not), puts the protocol version,
+	// client info and capabilities into every request's _meta, which made
+	// the relay a third to 40% slower in front of the echo server
+	// (bench/README.md, Against a zero-check relay).
+	initRequest.Params.ProtocolVersion = mcp.ProtocolVersion20251125
 	initRequest.Params.ClientInfo = mcp.Implementation{Name: "relay", Version: "1.0.0"}
 	if _, err := c.Initialize(ctx, initRequest); err != nil {
 		return fmt.Errorf("initialize upstream: %w", err)
