@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authn"
@@ -89,6 +90,17 @@ func TestShadowPolicyEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, p, "policy reloaded", 1)
+	// The reload's audit record is written by a reload hook, after that log
+	// line: wait for it in the trail (a file, so polled, with a deadline).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if data, err := os.ReadFile(trail); err == nil && bytes.Contains(data, []byte(`"kind":"policy_reload"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no policy_reload record in the trail 30s after the reload")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	p.stop(10e9)
 
 	shadowed := map[string]int{}
