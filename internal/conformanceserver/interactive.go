@@ -35,6 +35,26 @@ func addInteractiveTools(s *server.MCPServer) {
 	s.AddTool(mcp.NewTool("test_elicitation_sep1330_enums",
 		mcp.WithDescription("Elicits a form with all five enum variants (SEP-1330)")),
 		elicit("Elicitation completed: ", constRequest(enumsMessage, enumsSchema)))
+	// The 0.2.0-alpha suite's input-required-result scenarios (protocol 2026-07-28) call this one
+	// by name, with the input request key user_name; without it their checks that expect an error
+	// pass vacuously on "tool not found" directly.
+	s.AddTool(mcp.NewTool("test_input_required_result_elicitation",
+		mcp.WithDescription("Asks the user for their name (input request user_name), then greets them (SEP-2322)")),
+		greet)
+}
+
+const nameSchema = `{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}`
+
+func greet(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if res := server.ElicitationResponse(req.Params.InputResponses, "user_name"); res != nil {
+		var answer struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal([]byte(jsonText(res.Content)), &answer)
+		return mcp.NewToolResultText("Hello, " + answer.Name + "!"), nil
+	}
+	params := mcp.ElicitationParams{Message: "What is your name?", RequestedSchema: json.RawMessage(nameSchema)}
+	return server.NewInputRequestBuilder("").Elicit("user_name", params).ToolResult(), nil
 }
 
 const userInfoSchema = `{

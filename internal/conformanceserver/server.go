@@ -17,7 +17,8 @@ const (
 //	           test_multiple_content_types, test_error_handling, test_tool_with_logging,
 //	           test_tool_with_progress, test_sampling, test_elicitation,
 //	           test_elicitation_sep1034_defaults, test_elicitation_sep1330_enums,
-//	           json_schema_2020_12_tool, test_reconnection, test_update_resource
+//	           json_schema_2020_12_tool, test_reconnection, test_update_resource,
+//	           test_input_required_result_elicitation
 //	resources: test://static-text, test://static-binary, test://watched-resource,
 //	           template test://template/{id}/data (subscribe/unsubscribe supported)
 //	prompts:   test_simple_prompt, test_prompt_with_arguments,

