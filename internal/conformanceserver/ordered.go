@@ -18,7 +18,7 @@ import (
 // belong to, each before the next and all before the answer, with no pause (the TypeScript SDK's
 // `await sendNotification`). mcp-go does neither: it queues a handler's notifications on the
 // session's one channel, which a 2025-era client's GET stream drains as well as the call's POST
-// (docs/design.md, mcp-go trap 11), and writes them from another goroutine than the answer, so the
+// (mcp-go trap 11 in docs/design.md), and writes them from another goroutine than the answer, so the
 // last one can follow the answer or be lost (trap 5). A client of the reference server gets them
 // all on the call's stream before its answer; a gateway in front of this server must deliver that,
 // and a server that only gets them there by luck or by pausing would hide a gateway that does not.
