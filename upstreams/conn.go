@@ -40,13 +40,14 @@ var Version = "dev"
 // it is down (Done is closed) every request answers NotSent, and the owner
 // (the Set's supervisor) closes it and dials a new one.
 type Conn struct {
-	name   string
-	client *client.Client
-	tr     transport.Interface
-	proc   *process        // nil unless stdio
-	http   *http.Transport // nil unless HTTP or SSE
-	log    *slog.Logger
-	hooks  connHooks
+	lostFault atomic.Uint64 // see lostFaultID
+	name      string
+	client    *client.Client
+	tr        transport.Interface
+	proc      *process        // nil unless stdio
+	http      *http.Transport // nil unless HTTP or SSE
+	log       *slog.Logger
+	hooks     connHooks
 
 	seq      atomic.Int64
 	pending  pendingSet
@@ -453,7 +454,11 @@ func (c *Conn) roundTripOnce(ctx context.Context, method string, params any, rou
 			// processed; breaker.Classify still calls it rate limited.
 			return nil, &CallError{Where: NotSent, Err: err}
 		}
-		return nil, &CallError{Where: Sent, Err: err}
+		ce := &CallError{Where: Sent, Err: err}
+		if lost := (*connLostError)(nil); errors.As(err, &lost) {
+			ce.Fault = lost.fault
+		}
+		return nil, ce
 	case idKey(resp.ID) != key && !(resp.Error != nil && resp.ID.IsNil()):
 		// Over HTTP the answer is whatever the POST's body or stream
 		// carries, and mcp-go does not check its id: refuse an answer
@@ -487,6 +492,27 @@ var errNotStarted = errors.New("connection closing; request not sent")
 
 // errConnLost: the connection went down while the request was waiting.
 var errConnLost = errors.New("connection lost while the request was in flight")
+
+// connLostError is errConnLost for one request, naming the connection's
+// loss as one fault: every request waiting when it went down fails with
+// the same fault id, so the breaker counts the loss once.
+type connLostError struct {
+	fault uint64
+	cause error
+}
+
+func (e *connLostError) Error() string   { return errConnLost.Error() + ": " + e.cause.Error() }
+func (e *connLostError) Unwrap() []error { return []error{errConnLost, e.cause} }
+
+// lostFaultID is the fault id of this connection going down: one per
+// connection, since a connection goes down once.
+func (c *Conn) lostFaultID() uint64 {
+	if id := c.lostFault.Load(); id != 0 {
+		return id
+	}
+	c.lostFault.CompareAndSwap(0, newFault())
+	return c.lostFault.Load()
+}
 
 // send hands the request to the transport on a goroutine of its own and
 // waits for the answer, the caller's context, or the connection going down,
@@ -559,7 +585,7 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 				return a.resp, a.err
 			default:
 			}
-			return nil, fmt.Errorf("%w: %w", errConnLost, context.Cause(c.life))
+			return nil, &connLostError{fault: c.lostFaultID(), cause: context.Cause(c.life)}
 		}
 	}
 }
