@@ -46,7 +46,7 @@ func TestProblems(t *testing.T) {
 		{"unknown upstream protocol", stdio + "    protocol: 2024-11-05\n", nil, 4, "mcpServers.orders.protocol",
 			`expected one of 2025-11-25, 2026-07-28, got "2024-11-05"`},
 		{"unknown key in tool", stdio + "    tools:\n      get_order: {retries: 3}\n", nil, 5, "mcpServers.orders.tools.get_order.retries",
-			"unknown key; allowed keys here: max_result_bytes, retry_safe, timeout"},
+			"unknown key; allowed keys here: max_result_bytes, override, retry_safe, timeout"},
 		{"unknown key in listen", "listen:\n  port: 8080\n", nil, 2, "listen.port", "allowed keys here: allowed_origins, fast_path, http, max_body_bytes, session_idle_ttl"},
 		{"limits is not a server key", stdio + "    limits: {timeout: 1s}\n", nil, 4, "mcpServers.orders.limits", "unknown key"},
 		{"duplicate key", stdio + "    command: other\n", nil, 4, "mcpServers.orders.command", "duplicate key (first written on line 3)"},

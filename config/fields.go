@@ -240,6 +240,7 @@ func (l *loader) toolFields(x *Tool) fields {
 		"timeout":          set(&x.Timeout, l.duration),
 		"max_result_bytes": set(&x.MaxResultBytes, l.bytes),
 		"retry_safe":       set(&x.RetrySafe, l.optBool),
+		"override":         func(n ast.Node, p string) { x.Override = l.toolOverride(n, p) },
 	}
 }
 

@@ -108,6 +108,7 @@ func (l *loader) load(c *Config, data []byte) {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 		l.checkUpstreamAuth(c, child("mcpServers", name), c.Servers[name])
 	}
+	l.checkOverrides(c)
 }
 
 // parse returns the body of the one document in the file; nil for an empty file, which is valid.

@@ -123,7 +123,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	want := []string{
 		`testdata/three_problems.yaml:7: mcpServers.orders.timeout: expected a duration such as "8s", got "fast"`,
 		`testdata/three_problems.yaml:10: mcpServers.search.max_result_bytes: expected a number of bytes from 1024 (1 KiB) to 67108864 (64 MiB), got 10`,
-		`testdata/three_problems.yaml:12: mcpServers.search.tools.query.retries: unknown key; allowed keys here: max_result_bytes, retry_safe, timeout`,
+		`testdata/three_problems.yaml:12: mcpServers.search.tools.query.retries: unknown key; allowed keys here: max_result_bytes, override, retry_safe, timeout`,
 	}
 	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -325,6 +325,8 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Limits{}, l.limitsFields(&Limits{})},
 		{Server{}, l.serverFields(&Server{})},
 		{Tool{}, l.toolFields(&Tool{})},
+		{ToolOverride{}, l.toolOverrideFields(&ToolOverride{})},
+		{OverrideAnnotations{}, l.overrideAnnotationsFields(&OverrideAnnotations{})},
 		{UpstreamAuth{}, l.upstreamAuthFields(&UpstreamAuth{})},
 		{Breaker{}, l.breakerFields(&Breaker{})},
 		{Retry{}, l.retryFields(&Retry{})},

@@ -26,7 +26,7 @@ var resilienceProblems = func() []problemCase {
 		{"half_open_probes out of range", stdio + "    breaker:\n      half_open_probes: 101\n", nil, 5, "mcpServers.orders.breaker.half_open_probes",
 			"expected a whole number from 1 to 100, got 101"},
 		{"breaker on a tool", stdio + "    tools: {t: {breaker: {failures: 1}}}\n", nil, 4, "mcpServers.orders.tools.t.breaker",
-			"unknown key; allowed keys here: max_result_bytes, retry_safe, timeout"},
+			"unknown key; allowed keys here: max_result_bytes, override, retry_safe, timeout"},
 		{"unknown retry key", stdio + "    retry: {attempts: 3}\n", nil, 4, "mcpServers.orders.retry.attempts",
 			"unknown key; allowed keys here: base_delay, max_attempts, max_delay"},
 		{"max_attempts out of range", "limits: {retry: {max_attempts: 11}}\n", nil, 1, "limits.retry.max_attempts", "expected a whole number from 1 to 10, got 11"},

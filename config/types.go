@@ -291,13 +291,16 @@ type Server struct {
 	Tools map[string]*Tool `yaml:"tools"` // keyed by the upstream's own tool name
 }
 
-// Tool overrides limits for one upstream tool.
+// Tool overrides limits for one upstream tool, and may reshape it (Override).
 type Tool struct {
 	Timeout        Duration `yaml:"timeout"`
 	MaxResultBytes int64    `yaml:"max_result_bytes"`
 	// RetrySafe is the operator's statement about this tool; it wins over the server's retry_safe, so an
 	// explicit false exempts one tool from a server-wide true. nil: not stated.
 	RetrySafe *bool `yaml:"retry_safe"`
+	// Override reshapes what clients see of this tool and fixes some of its arguments (config/overrides.go,
+	// docs/configuration.md "Tool overrides"); nil: the tool as its server lists it.
+	Override *ToolOverride `yaml:"override"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("8s", "250ms"). Bare numbers are

@@ -1,0 +1,75 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestToolOverrideDecodes(t *testing.T) {
+	src := `mcpServers:
+  orders:
+    command: orders
+    tools:
+      search:
+        retry_safe: true
+        override:
+          name: find_orders
+          description_append: "Only orders of the EU shop."
+          annotations: {readOnlyHint: true}
+          hide: {shop: eu, limit: 9007199254740993, opts: {deep: [1, "x", null]}}
+          narrow:
+            status: {enum: [open, shipped]}
+`
+	c, err := Parse("/srv/tg/toolgate.yaml", []byte(src), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Servers["orders"].Tools["search"].Override
+	if o == nil || o.Name != "find_orders" || o.Description != nil || o.DescriptionAppend != "Only orders of the EU shop." {
+		t.Fatalf("override %+v", o)
+	}
+	if o.Annotations == nil || o.Annotations.ReadOnlyHint == nil || !*o.Annotations.ReadOnlyHint || o.Annotations.DestructiveHint != nil {
+		t.Errorf("annotations %+v", o.Annotations)
+	}
+	for k, want := range map[string]string{"shop": `"eu"`, "limit": "9007199254740993", "opts": `{"deep":[1,"x",null]}`} {
+		if got := string(o.Hide[k]); got != want {
+			t.Errorf("hide.%s = %s, want %s", k, got, want)
+		}
+	}
+	if got := string(o.Narrow["status"]); got != `{"enum":["open","shipped"]}` {
+		t.Errorf("narrow.status = %s", got)
+	}
+}
+
+func TestToolOverrideProblems(t *testing.T) {
+	const head = "mcpServers:\n  a:\n    command: a\n    tools:\n      t:\n        override:\n"
+	tests := []struct {
+		name, src string
+		line      int
+		key, want string
+	}{
+		{"bad name", head + "          name: \"find orders\"\n", 7, "mcpServers.a.tools.t.override.name", "expected a tool name of 1 to 64"},
+		{"name twice", "mcpServers:\n  a:\n    command: a\n    tools:\n      t: {override: {name: x}}\n  b:\n    command: b\n    tools:\n      u: {override: {name: x}}\n",
+			9, "mcpServers.b.tools.u.override.name", `"x" is also given at mcpServers.a.tools.t.override.name`},
+		{"both descriptions", head + "          description: a\n          description_append: b\n", 8, "mcpServers.a.tools.t.override.description_append", "not both"},
+		{"hidden and narrowed", head + "          hide: {p: 1}\n          narrow: {p: {enum: [1]}}\n", 8, "mcpServers.a.tools.t.override.narrow.p", "cannot be narrowed too"},
+		{"narrow not a schema", head + "          narrow: {p: [1, 2]}\n", 7, "mcpServers.a.tools.t.override.narrow.p", "expected a JSON Schema fragment (a mapping"},
+		{"narrow a bad schema", head + "          narrow: {p: {type: 12}}\n", 7, "mcpServers.a.tools.t.override.narrow.p", "expected a JSON Schema fragment: schema rejected"},
+		{"unknown key", head + "          rename: x\n", 7, "mcpServers.a.tools.t.override.rename", "allowed keys here: annotations, description, description_append, hide, name, narrow, title"},
+		{"annotation not a bool", head + "          annotations: {readOnlyHint: yes please}\n", 7, "mcpServers.a.tools.t.override.annotations.readOnlyHint", "expected true or false"},
+		{"unknown annotation", head + "          annotations: {readonly: true}\n", 7, "mcpServers.a.tools.t.override.annotations.readonly", "unknown key"},
+		{"fixed value .inf", head + "          hide: {p: .inf}\n", 7, "mcpServers.a.tools.t.override.hide.p", "expected a JSON value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			probs := parseProblems(t, tt.src, nil)
+			if len(probs) != 1 {
+				t.Fatalf("want one problem, got %v", probs)
+			}
+			p := probs[0]
+			if p.Line != tt.line || p.Key != tt.key || !strings.Contains(p.Msg, tt.want) {
+				t.Errorf("got %d %s %q; want %d %s containing %q", p.Line, p.Key, p.Msg, tt.line, tt.key, tt.want)
+			}
+		})
+	}
+}
