@@ -12,13 +12,14 @@ import (
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/toolschema"
+	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
 // Tool is one catalog entry: everything the pipeline needs to decide on and
 // run a call, fixed when the catalog is built.
 type Tool struct {
-	Name     string // client-facing: <prefix><upstream tool>
-	ID       string // canonical <server>/<tool>, the Casbin object
+	Name     string // client-facing: <prefix><upstream tool>, or the override's name
+	ID       string // canonical <server>/<tool>, the Casbin object (the upstream's name, even when renamed)
 	Server   string
 	Upstream string // the tool's name on its server
 
@@ -54,7 +55,15 @@ type Tool struct {
 	// (see pins.Definition); "" without pinning.
 	Hash string
 
-	listed Listed // as the upstream sent it; only while the catalog is built
+	// Override is the operator's override of the tool, applied
+	// (catalog_overrides.go): Name, Title, Description, Annotations,
+	// InputSchema and Input are the client-facing ones, and validate adds
+	// its fixed values to each call's arguments (Override.Inject). nil: the
+	// tool as its server lists it.
+	Override *overrides.Applied
+
+	listed   Listed              // as the upstream sent it; only while the catalog is built
+	override *overrides.Override // the override to apply; only while the catalog is built
 }
 
 // Quarantined is a listed tool the catalog refused, with the reason.
@@ -149,6 +158,7 @@ func BuildWith(servers []Server, listed map[string][]Listed, down map[string]str
 		admitted = c.admit(admitted, claims[name])
 	}
 	admitted = c.scan(modes, admitted, claims)
+	admitted = c.applyOverrides(admitted)
 	c.pin(admitted, opts.Pins)
 	c.features = buildFeatures(servers, opts.Features)
 	c.warnings = append(c.warnings, c.features.Warnings()...)
@@ -170,9 +180,15 @@ func (c *Catalog) admit(admitted []*Tool, claimants []*Tool) []*Tool {
 	for i, t := range claimants {
 		ids[i] = t.ID
 	}
+	fix := "give the servers distinct prefixes"
 	for _, t := range claimants {
-		c.quarantine(t.Server, t.Upstream, fmt.Sprintf("client-facing name %q is claimed by %s; give the servers distinct prefixes",
-			t.Name, strings.Join(ids, " and ")))
+		if t.override != nil && t.override.Name != "" {
+			fix = "give the tools distinct names (mcpServers.<server>.tools.<tool>.override.name)"
+		}
+	}
+	for _, t := range claimants {
+		c.quarantine(t.Server, t.Upstream, fmt.Sprintf("client-facing name %q is claimed by %s; %s",
+			t.Name, strings.Join(ids, " and "), fix))
 	}
 	return admitted
 }
@@ -184,6 +200,10 @@ func (c *Catalog) quarantine(server, tool, reason string) {
 // entry builds one catalog entry, or says why the tool is quarantined.
 func entry(srv *Server, l Listed) (*Tool, string) {
 	name := srv.ToolPrefix + l.Name
+	ov := srv.Overrides[l.Name]
+	if ov != nil && ov.Name != "" {
+		name = ov.Name // verbatim: the operator chose the whole name
+	}
 	if !validName.MatchString(l.Name) || !validName.MatchString(name) {
 		return nil, fmt.Sprintf("name %q: client-facing name %q must match [A-Za-z0-9_-]{1,64}", l.Name, name)
 	}
@@ -199,6 +219,7 @@ func entry(srv *Server, l Listed) (*Tool, string) {
 		Timeout:        srv.callTimeout(l.Name),
 		MaxResultBytes: srv.maxResultBytes(l.Name),
 		listed:         l,
+		override:       ov,
 	}
 	if len(l.OutputSchema) > 0 && string(l.OutputSchema) != "null" {
 		if t.Output, err = toolschema.Compile(l.OutputSchema, toolschema.Limits{}); err != nil {

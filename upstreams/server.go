@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
 // Server is everything upstreams needs to know about one upstream server,
@@ -59,6 +61,9 @@ type Server struct {
 	// by the upstream's own tool name; a zero field falls back to the
 	// server's.
 	Tools map[string]ToolLimits
+	// Overrides reshape single tools (upstreams/overrides), keyed by the
+	// upstream's own tool name; the catalog applies them (catalog_overrides.go).
+	Overrides map[string]*overrides.Override
 
 	// DescriptionScan is what happens to tools whose titles, descriptions or
 	// schemas hide characters or instruct the model (scan.go). The zero
