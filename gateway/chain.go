@@ -35,7 +35,7 @@ func Chain(opts pipeline.Options, l Links) *pipeline.Chain {
 		pipeline.Resolve(l.Catalog, l.RetrySafe), // client-facing name -> catalog entry: tool_not_found
 		l.Shadow.Link(),                          // a candidate policy beside the live one, never deciding (before authorize: it sees live denials)
 		pipeline.Authorize(),                     // Casbin on <server>/<tool>: tool_not_allowed
-		pipeline.Validate(l.Arguments),           // argument size and depth caps, then the input schema: invalid_arguments, tool_changed
+		pipeline.Validate(l.Arguments),           // argument size and depth caps, the input schema, an override's fixed values: invalid_arguments, tool_changed
 		pipeline.Conditions(),                    // policy conditions on the validated arguments: tool_not_allowed
 		l.RateLimits.Link(),                      // token buckets per principal, role, tool: rate_limited
 		l.Record.Gate(),                          // audit.fail_closed: a call that cannot be recorded does not run

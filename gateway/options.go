@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
 	"github.com/toolgate/toolgate/upstreams/credentials"
+	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
 // Every package takes its own options, not the whole config: this file is
@@ -313,9 +314,26 @@ func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Ser
 			u.Tools = make(map[string]upstreams.ToolLimits, len(s.Tools))
 			for tool := range s.Tools {
 				u.Tools[tool] = upstreams.ToolLimits{Timeout: cfg.CallTimeout(name, tool), MaxResultBytes: cfg.MaxResultBytes(name, tool)}
+				if o := s.Tools[tool].Override; o != nil {
+					if u.Overrides == nil {
+						u.Overrides = map[string]*overrides.Override{}
+					}
+					u.Overrides[tool] = toolOverride(o)
+				}
 			}
 		}
 		out = append(out, u)
+	}
+	return out
+}
+
+// toolOverride is a tool's override as the catalog applies it.
+func toolOverride(o *config.ToolOverride) *overrides.Override {
+	out := &overrides.Override{Name: o.Name, Title: o.Title, Description: o.Description,
+		DescriptionAppend: o.DescriptionAppend, Hide: o.Hide, Narrow: o.Narrow}
+	if a := o.Annotations; a != nil {
+		out.ReadOnlyHint, out.DestructiveHint, out.IdempotentHint, out.OpenWorldHint =
+			a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/upstreams"
 	"github.com/toolgate/toolgate/upstreams/credentials"
+	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
 const breakersYAML = `
@@ -297,7 +299,9 @@ mcpServers:
     protocol: "2026-07-28"
     tools:
       slow: {timeout: 30s}
-      big: {max_result_bytes: 1048576}
+      big:
+        max_result_bytes: 1048576
+        override: {name: huge, description_append: "Big.", annotations: {readOnlyHint: true}, hide: {size: 9007199254740993}, narrow: {mode: {enum: [a]}}}
   search:
     url: http://127.0.0.1:9000/mcp
     headers: {X-Api-Key: k}
@@ -327,6 +331,7 @@ func TestUpstreamServers(t *testing.T) {
 	}
 	plain := slices.Clone(got)
 	plain[0].Credentials = nil // compared above
+	yes := true
 	want := []upstreams.Server{
 		{Name: "inventory", Transport: upstreams.TransportHTTP, URL: "https://inventory.example.com/mcp", ToolPrefix: "inventory__",
 			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
@@ -340,6 +345,9 @@ func TestUpstreamServers(t *testing.T) {
 				"slow": {Timeout: 30 * time.Second, MaxResultBytes: 4096},
 				"big":  {Timeout: 2 * time.Second, MaxResultBytes: 1 << 20},
 			},
+			Overrides: map[string]*overrides.Override{"big": {Name: "huge", DescriptionAppend: "Big.", ReadOnlyHint: &yes,
+				Hide:   map[string]json.RawMessage{"size": json.RawMessage(`9007199254740993`)},
+				Narrow: map[string]json.RawMessage{"mode": json.RawMessage(`{"enum":["a"]}`)}}},
 			DescriptionScan: upstreams.ScanOff},
 		{Name: "search", Transport: upstreams.TransportHTTP, URL: "http://127.0.0.1:9000/mcp",
 			Headers: map[string]string{"X-Api-Key": "k"}, Disabled: true,
