@@ -64,7 +64,7 @@ func printTools(w io.Writer, cat *upstreams.Catalog, policy *authz.Policy, subje
 			continue
 		}
 		shown++
-		fmt.Fprintf(w, "%-40s %-40s %s\n", t.Name, t.ID, hintsOf(t))
+		fmt.Fprintf(w, "%-40s %-40s %s\n", t.Name, t.ID, strings.TrimSpace(hintsOf(t)+" "+overrideOf(t)))
 	}
 	for server, why := range cat.Down() {
 		fmt.Fprintf(w, "(server %s is unavailable: %s)\n", server, why)
@@ -84,4 +84,18 @@ func hintsOf(t *upstreams.Tool) string {
 		}
 	}
 	return strings.Join(h, ",")
+}
+
+// overrideOf says that what a client sees of t is the operator's override
+// (mcpServers.<server>.tools.<tool>.override), and which parameters the
+// gateway fixes; "" for a tool as its server lists it.
+func overrideOf(t *upstreams.Tool) string {
+	if t.Override == nil {
+		return ""
+	}
+	s := "overridden"
+	if hidden := t.Override.Hidden(); len(hidden) > 0 {
+		s += " (fixed: " + strings.Join(hidden, ", ") + ")"
+	}
+	return s
 }
