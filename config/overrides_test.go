@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -71,5 +72,27 @@ func TestToolOverrideProblems(t *testing.T) {
 				t.Errorf("got %d %s %q; want %d %s containing %q", p.Line, p.Key, p.Msg, tt.line, tt.key, tt.want)
 			}
 		})
+	}
+}
+
+// The worked example of docs/configuration.md, "Tool overrides", loads.
+func TestToolOverridesDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Tool overrides\n")
+	if !ok {
+		t.Fatal(`docs/configuration.md has no "## Tool overrides" section`)
+	}
+	_, block, _ := strings.Cut(section, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	c, err := Parse("/srv/tg/toolgate.yaml", []byte(block), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Servers["orders"].Tools["search_orders"].Override
+	if o == nil || o.Name != "find_orders" || string(o.Hide["page_size"]) != "50" || string(o.Narrow["status"]) != `{"enum":["open","shipped"]}` {
+		t.Fatalf("override %+v", o)
 	}
 }
