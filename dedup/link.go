@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/upstreams"
 )
 
 // Options configure duplicate suppression (limits.dedup); zero values work.
@@ -81,6 +82,10 @@ type recorded struct {
 	// the call (pipeline.Interacted); see shareable.
 	interactive bool
 	keyed       bool // the call named its operation with an idempotency key
+	// notes are the log and progress notifications the upstream sent the
+	// caller's client during the call (pipeline.Notes, bounded there): a
+	// call that joins or replays this one is sent them before its answer.
+	notes []pipeline.Note
 	// remote is how the shared level settled the call when another
 	// replica's call answered it (0: it ran here). Such an answer is not
 	// recorded in the local table: the shared one holds it, with its own
@@ -121,7 +126,7 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 	case a.argsKey != argsKey:
 		return envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.Call.IdempotencyKey)
 	}
-	adopt(x, a, sharing == Replayed)
+	adopt(ctx, x, a, sharing == Replayed)
 	return x.Failed
 }
 
@@ -134,7 +139,7 @@ func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next
 		if g.Shared != nil {
 			return g.runShared(ctx, x, next, key, window, argsKey)
 		}
-		next(ctx, x)
+		run(ctx, x, next)
 		return answerOf(ctx, x, argsKey, g.Now())
 	}, func(a recorded) bool { return a.reached && a.remote == 0 && a.shareable() })
 	if sharing == Joined && err == nil && !a.shareable() {
@@ -180,7 +185,7 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 					outcome: x.Outcome, reached: x.Attempts > 0, argsKey: argsKey, finished: g.Now()})
 			}
 		}()
-		next(ctx, x)
+		run(ctx, x, next)
 		a := answerOf(ctx, x, argsKey, g.Now())
 		g.settle(ctx, x, claim.Lease, a)
 		settled = true
@@ -194,7 +199,7 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 		case a.argsKey != argsKey:
 			x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.Call.IdempotencyKey)
 		default:
-			adopt(x, a, claim.Sharing == Replayed)
+			adopt(ctx, x, a, claim.Sharing == Replayed)
 			a.remote = claim.Sharing
 			return a
 		}
@@ -212,7 +217,7 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 		if g.Log != nil {
 			g.Log.Warn("shared duplicate suppression unavailable; call suppressed on this replica only", "tool", x.Tool.ID, "err", err)
 		}
-		next(ctx, x)
+		run(ctx, x, next)
 		return answerOf(ctx, x, argsKey, g.Now())
 	default:
 		// rate_limited is the one retryable code that means "refused for
@@ -304,7 +309,24 @@ type recordedJSON struct {
 	Outcome  breaker.Outcome `json:"outcome"`
 	ArgsKey  string          `json:"args_key"`
 	Finished time.Time       `json:"finished"`
+	Notes    []recordedNote  `json:"notes,omitempty"` // in order; a replica that predates them ignores them
 }
+
+// recordedNote is one pipeline.Note: a log message's params, or progress.
+type recordedNote struct {
+	Log      json.RawMessage   `json:"log,omitempty"`
+	Progress *recordedProgress `json:"progress,omitempty"`
+}
+
+type recordedProgress struct {
+	Progress float64  `json:"progress"`
+	Total    *float64 `json:"total,omitempty"`
+	Message  string   `json:"message,omitempty"`
+}
+
+// maxRecordedNotes bounds the notes read from the shared store, as
+// pipeline.Notes bounds those recorded.
+const maxRecordedNotes = pipeline.MaxNoteLogs + pipeline.MaxNoteProgress
 
 type recordedError struct {
 	Code    envelope.Code `json:"code"`
@@ -323,6 +345,14 @@ func encodeRecorded(a recorded) ([]byte, error) {
 	}
 	if a.failed != nil {
 		r.Error = &recordedError{Code: a.failed.Code, Message: a.failed.Message, Detail: a.failed.Detail}
+	}
+	for _, n := range a.notes {
+		switch {
+		case n.Progress != nil:
+			r.Notes = append(r.Notes, recordedNote{Progress: &recordedProgress{n.Progress.Progress, n.Progress.Total, n.Progress.Message}})
+		case n.Log != nil:
+			r.Notes = append(r.Notes, recordedNote{Log: n.Log})
+		}
 	}
 	return json.Marshal(r)
 }
@@ -355,6 +385,14 @@ func decodeRecorded(data []byte) (recorded, error) {
 	if a.result == nil && a.failed == nil {
 		return recorded{}, errors.New("neither a result nor an error")
 	}
+	for _, n := range r.Notes[:min(len(r.Notes), maxRecordedNotes)] {
+		switch {
+		case n.Progress != nil:
+			a.notes = append(a.notes, pipeline.Note{Progress: &upstreams.Progress{Progress: n.Progress.Progress, Total: n.Progress.Total, Message: n.Progress.Message}})
+		case len(n.Log) > 0:
+			a.notes = append(a.notes, pipeline.Note{Log: n.Log})
+		}
+	}
 	return a, nil
 }
 
@@ -370,23 +408,67 @@ func (g *Guard) keys(x *pipeline.Exchange) (argsKey, key Key, window time.Durati
 	return argsKey, argsKey, g.Window, nil
 }
 
+// run runs the rest of the chain for the call whose answer identical calls
+// will share, recording the notifications its client is sent meanwhile:
+// log messages the relay notes on ctx, and progress, which passes through
+// x.Call.Progress (wrapped for the call, and put back after it). A caller
+// that asked for no progress gets none, and none is recorded.
+func run(ctx context.Context, x *pipeline.Exchange, next pipeline.Next) {
+	pipeline.RecordNotes(ctx)
+	if progress := x.Call.Progress; progress != nil {
+		x.Call.Progress = func(p upstreams.Progress) {
+			pipeline.NoteProgress(ctx, p)
+			progress(p)
+		}
+		defer func() { x.Call.Progress = progress }()
+	}
+	next(ctx, x)
+}
+
 func answerOf(ctx context.Context, x *pipeline.Exchange, argsKey Key, now time.Time) recorded {
-	return recorded{
+	a := recorded{
 		result: freshResult(x.Answer), failed: x.Failed, stage: x.Stage, outcome: x.Outcome,
 		reached:     x.Attempts > 0 && x.Outcome != breaker.NeverSent,
 		interactive: pipeline.Interacted(ctx), keyed: x.Call.IdempotencyKey != "",
 		argsKey: argsKey, finished: now,
 	}
+	// An interactive call's notifications may echo what its client said;
+	// they go to another caller only when the call was named by the same
+	// client's idempotency key (see shareable), not with a shared unknown
+	// outcome.
+	if !a.interactive || a.keyed {
+		a.notes = pipeline.Notes(ctx)
+	}
+	return a
 }
 
 // adopt takes another call's outcome as this call's, on a result of its
 // own: mcp-go stamps metadata onto the result it sends, so a result is
-// never handed to two callers.
-func adopt(x *pipeline.Exchange, a recorded, replayed bool) {
+// never handed to two callers. The notifications that call's client was
+// sent are sent to this call's first (resend).
+func adopt(ctx context.Context, x *pipeline.Exchange, a recorded, replayed bool) {
 	x.Answer, x.Failed, x.Stage, x.Outcome = freshResult(a.result), a.failed, a.stage, a.outcome
 	x.Replayed = replayed
 	if replayed && x.Answer != nil {
 		markReplayed(x.Answer)
+	}
+	resend(ctx, x, a.notes)
+}
+
+// resend sends this call's client the notifications an identical call's
+// client was sent, in their order, before this call's answer: progress
+// under this call's own progress token (x.Call.Progress; none when it
+// asked for none), log messages through this call's relay, which sends
+// them at this client's own log level.
+func resend(ctx context.Context, x *pipeline.Exchange, notes []pipeline.Note) {
+	relay := upstreams.RelayFrom(ctx)
+	for _, n := range notes {
+		switch {
+		case n.Progress != nil && x.Call.Progress != nil:
+			x.Call.Progress(*n.Progress)
+		case n.Log != nil && relay != nil:
+			relay.Log(n.Log)
+		}
 	}
 }
 

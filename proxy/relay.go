@@ -109,7 +109,10 @@ func (r *clientRelay) Request(_ context.Context, method string, params json.RawM
 }
 
 // Log passes one notifications/message on, at the client's chosen level,
-// with every string in it sanitised.
+// with every string in it sanitised. It is noted on the call, whatever the
+// level (pipeline.NoteLog): duplicate suppression sends it again to a call
+// that joins or replays this one, through that call's relay, at its
+// client's level.
 func (r *clientRelay) Log(params json.RawMessage) {
 	clean, err := sanitize.JSON(params)
 	if err != nil {
@@ -119,6 +122,7 @@ func (r *clientRelay) Log(params json.RawMessage) {
 	if json.Unmarshal(clean, &n.Params) != nil {
 		return
 	}
+	pipeline.NoteLog(r.ctx, clean)
 	n.Method = string(mcp.MethodNotificationMessage)
 	_ = r.srv.SendLogMessageToClient(r.ctx, n)
 	if r.direct != nil {

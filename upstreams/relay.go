@@ -66,6 +66,10 @@ func relayFrom(ctx context.Context) Relay {
 	return r
 }
 
+// RelayFrom is the relay ctx's upstream requests and log messages go to
+// (WithRelay), or nil.
+func RelayFrom(ctx context.Context) Relay { return relayFrom(ctx) }
+
 // relaySet holds the relays of the requests in flight on one connection.
 //
 // Which client a server-to-client request belongs to is known exactly
