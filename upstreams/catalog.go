@@ -78,6 +78,7 @@ type Catalog struct {
 	quarantined []Quarantined
 	down        map[string]string // server -> why it has no tools
 	prefixes    map[string]string // prefix -> server, for servers that are down
+	renamed     renamedDown       // the overrides' names of tools of servers that are down
 
 	changed       []ChangedTool // sorted by Name
 	changedByName map[string]*ChangedTool
@@ -139,6 +140,7 @@ func BuildWith(servers []Server, listed map[string][]Listed, down map[string]str
 			if p := srv.ToolPrefix; p != "" {
 				c.prefixes[p] = server
 			}
+			c.renamed.add(srv)
 			continue
 		}
 		for _, l := range listed[server] {
@@ -262,8 +264,11 @@ func (c *Catalog) Resolve(name string) (*Tool, bool) {
 		return &Tool{Name: ch.Name, ID: ch.ID, Server: ch.Server, Upstream: ch.Upstream,
 			Changed: true, ChangeReason: ch.Reason(), Hash: ch.NewHash}, true
 	}
+	if t, ok := c.renamed.resolve(name); ok {
+		return t, true
+	}
 	for prefix, server := range c.prefixes {
-		if rest, ok := strings.CutPrefix(name, prefix); ok && validName.MatchString(rest) {
+		if rest, ok := strings.CutPrefix(name, prefix); ok && validName.MatchString(rest) && !c.renamed.away(server, rest) {
 			return &Tool{Name: name, ID: server + "/" + rest, Server: server, Upstream: rest, Unreachable: true, Guessed: true}, true
 		}
 	}

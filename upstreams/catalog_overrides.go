@@ -41,3 +41,39 @@ func (c *Catalog) applyOverrides(admitted []*Tool) []*Tool {
 	}
 	return kept
 }
+
+// renamedDown knows the tools an override renames on servers that are
+// down, from the configuration alone: the new name resolves to an
+// Unreachable stand-in (upstream_unavailable, as the tool would answer
+// under its upstream name), and the old one does not resolve at all, as
+// when the server is up.
+type renamedDown struct {
+	byName map[string]*Tool    // client-facing name -> its stand-in's fields
+	gone   map[string]struct{} // <server>/<tool> of every renamed tool
+}
+
+func (r *renamedDown) add(srv *Server) {
+	for tool, o := range srv.Overrides {
+		if o == nil || o.Name == "" || !validName.MatchString(o.Name) || !validName.MatchString(tool) {
+			continue
+		}
+		if r.byName == nil {
+			r.byName, r.gone = map[string]*Tool{}, map[string]struct{}{}
+		}
+		r.byName[o.Name] = &Tool{Name: o.Name, ID: srv.Name + "/" + tool, Server: srv.Name, Upstream: tool}
+		r.gone[srv.Name+"/"+tool] = struct{}{}
+	}
+}
+
+func (r *renamedDown) resolve(name string) (*Tool, bool) {
+	t, ok := r.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return &Tool{Name: t.Name, ID: t.ID, Server: t.Server, Upstream: t.Upstream, Unreachable: true}, true
+}
+
+func (r *renamedDown) away(server, tool string) bool {
+	_, ok := r.gone[server+"/"+tool]
+	return ok
+}

@@ -110,3 +110,23 @@ func TestCatalogPinsCoverTheUpstreamDefinition(t *testing.T) {
 		t.Errorf("Resolve(order) = %+v, %v; want a Changed stand-in", tool, ok)
 	}
 }
+
+// While its server is down, a renamed tool answers to its new name (as
+// unreachable, not as unknown), and not to its old one.
+func TestCatalogRenamedToolOfADownServer(t *testing.T) {
+	srv := &Server{Name: "orders", ToolPrefix: "orders__", Overrides: map[string]*overrides.Override{"search": {Name: "find_orders"}}}
+	cat, err := Build(servers(srv), nil, map[string]string{"orders": "exited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, ok := cat.Resolve("find_orders")
+	if !ok || !tool.Unreachable || tool.Guessed || tool.ID != "orders/search" || tool.Upstream != "search" {
+		t.Errorf("Resolve(find_orders) = %+v, %v", tool, ok)
+	}
+	if tool, ok := cat.Resolve("orders__search"); ok {
+		t.Errorf("the old name resolves while the server is down: %+v", tool)
+	}
+	if tool, ok := cat.Resolve("orders__get_order"); !ok || !tool.Unreachable || !tool.Guessed {
+		t.Errorf("another tool of the down server: %+v, %v", tool, ok)
+	}
+}
