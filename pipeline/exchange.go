@@ -18,8 +18,12 @@ import (
 	"github.com/toolgate/toolgate/upstreams"
 )
 
-// Call is one inbound tools/call as the client sent it. Links read it and
-// never change it; what goes upstream is built fresh from it (execute).
+// Call is one inbound tools/call as the client sent it. Links read it; what
+// goes upstream is built fresh from it (execute). Two links change it, each
+// for a reason of its own: validate replaces Args with the final arguments
+// (a tool override's fixed values injected), so everything after it sees
+// what the upstream gets; and deduplicate wraps Progress while the call
+// runs, to record what a replay re-sends, and puts it back.
 type Call struct {
 	Subject authz.Subject
 	Session string
