@@ -29,18 +29,7 @@ func (l *loader) approverFields(x *Approver) fields {
 }
 
 func (l *loader) approvers(n ast.Node, path string) []Approver {
-	seq, ok := n.(*ast.SequenceNode)
-	if !ok {
-		l.fail(n, path, "expected a list of {name, sha256} mappings, got %s", describe(n))
-		return nil
-	}
-	out := make([]Approver, len(seq.Values))
-	for i, item := range seq.Values {
-		p := index(path, i)
-		l.lines[p] = line(item)
-		l.object(item, p, l.approverFields(&out[i]))
-	}
-	return out
+	return objectList(l, n, path, "{name, sha256}", l.approverFields)
 }
 
 // checkConsole checks console: every approver has a name usable as a policy principal and a key hash

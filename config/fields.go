@@ -267,16 +267,22 @@ func (l *loader) tools(n ast.Node, path string) map[string]*Tool {
 }
 
 func (l *loader) apiKeys(n ast.Node, path string) []APIKey {
+	return objectList(l, n, path, "{principal, sha256}", l.apiKeyFields)
+}
+
+// objectList decodes a list of mappings, each item's keys by fieldsOf, and
+// notes each item's line; what names the mappings' keys for the error.
+func objectList[T any](l *loader, n ast.Node, path, what string, fieldsOf func(*T) fields) []T {
 	seq, ok := n.(*ast.SequenceNode)
 	if !ok {
-		l.fail(n, path, "expected a list of {principal, sha256} mappings, got %s", describe(n))
+		l.fail(n, path, "expected a list of %s mappings, got %s", what, describe(n))
 		return nil
 	}
-	out := make([]APIKey, len(seq.Values))
+	out := make([]T, len(seq.Values))
 	for i, item := range seq.Values {
 		p := index(path, i)
 		l.lines[p] = line(item)
-		l.object(item, p, l.apiKeyFields(&out[i]))
+		l.object(item, p, fieldsOf(&out[i]))
 	}
 	return out
 }
