@@ -210,10 +210,20 @@ func (g *Gateway) links() Links {
 }
 
 // Close releases everything New and Start opened: the listeners first
-// (in-flight HTTP calls get shutdownGrace to finish), then the parts in the
-// reverse of the order they were built.
+// (in-flight HTTP calls get shutdownGrace to finish), then the 2026-07-28
+// calls still running, parked for input their clients never gave (they
+// are cancelled and waited for, within shutdownGrace, while the upstreams
+// and the audit trail that record their end are still open), then the
+// parts in the reverse of the order they were built.
 func (g *Gateway) Close() {
 	g.serving.stop(g.log)
+	if g.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		if err := g.server.Shutdown(ctx); err != nil {
+			g.log.Warn("calls cut at shutdown", "err", err)
+		}
+		cancel()
+	}
 	g.cleanup.run()
 }
 

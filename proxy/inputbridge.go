@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -36,12 +38,21 @@ import (
 // names no call waiting for this caller is refused as a JSON-RPC error
 // (-32600, before the call is handled: refuseStaleState), never run as a
 // new call. A parked call the client never resumes ends with its own
-// deadline (the tool's timeout), like any call.
+// deadline (the tool's timeout), like any call, or when the server shuts
+// down (Shutdown cancels it).
+//
+// A new call (no requestState) may carry inputResponses already: a client
+// of a stateless server can answer before it is asked. The upstream's
+// requests are answered from them when they hold every key of a round, each
+// key once; keys nobody asked for are ignored, as the spec asks of a
+// server. A round they do not answer in full parks the call as usual.
 
 // parkedCalls are the calls waiting for their clients' answers.
 type parkedCalls struct {
-	mu    sync.Mutex
-	calls map[string]*parkedCall
+	mu     sync.Mutex
+	calls  map[string]*parkedCall
+	live   map[*parkedCall]struct{} // every 2026-07-28 call whose pipeline runs, parked or not
+	closed bool                     // Shutdown began: no call starts
 }
 
 type parkedCall struct {
@@ -52,6 +63,7 @@ type parkedCall struct {
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
 	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
 	token           string                   // the requestState it is parked under; parkedCalls.mu guards it
+	relay           *parkedRelay             // what the pipeline asks the client through
 }
 
 // inputRound is the requests of one round, by the key the client answers
@@ -77,6 +89,9 @@ type parkedRelay struct {
 	ctx     context.Context // the parked call's, for NoteInteraction
 	session string
 	caps    clientCaps // from the call's _meta: what the client can be asked
+
+	givenMu sync.Mutex
+	given   mcp.InputResponses // the answers the call came with, each used once
 }
 
 func (r *parkedRelay) Session() string { return r.session }
@@ -108,6 +123,9 @@ func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]ups
 		}
 		round[key] = &inputAsk{method: req.Method, params: params, answer: make(chan inputAnswer, 1)}
 	}
+	if answers, ok, err := r.answerGiven(round); ok || err != nil {
+		return answers, err
+	}
 	gone := &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered"}
 	select {
 	case r.call.asks <- round:
@@ -133,6 +151,34 @@ func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]ups
 	return answers, nil
 }
 
+// answerGiven answers round from the inputResponses the call came with,
+// when they hold every key of it; ok is false when they do not (the call
+// then parks for the whole round). Each key answers once: an upstream that
+// asks it again (the answer did not satisfy it) asks the client. Other
+// keys are left unread.
+func (r *parkedRelay) answerGiven(round inputRound) (answers map[string]json.RawMessage, ok bool, err error) {
+	r.givenMu.Lock()
+	defer r.givenMu.Unlock()
+	if len(r.given) == 0 {
+		return nil, false, nil
+	}
+	for key := range round {
+		if _, has := r.given[key]; !has {
+			return nil, false, nil
+		}
+	}
+	answers = make(map[string]json.RawMessage, len(round))
+	for key := range round {
+		raw, err := json.Marshal(r.given[key])
+		delete(r.given, key)
+		if err != nil {
+			return nil, false, err
+		}
+		answers[key] = raw
+	}
+	return answers, true, nil
+}
+
 // Log drops log lines: a modern client declares its log level per
 // request, and the parked call's request is over.
 func (r *parkedRelay) Log(json.RawMessage) {}
@@ -156,7 +202,13 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name, finished: make(chan struct{}), cancel: cancel,
 		asks: make(chan inputRound), done: make(chan *mcp.CallToolResult, 1)}
-	relay := &parkedRelay{call: p, ctx: runCtx, session: relaySession(ctx), caps: caps}
+	relay := &parkedRelay{call: p, ctx: runCtx, session: relaySession(ctx), caps: caps, given: maps.Clone(req.Params.InputResponses)}
+	p.relay = relay
+	if !s.parked.start(p) {
+		cancel()
+		return pipeline.FailureResult(&envelope.Error{Code: envelope.UpstreamUnavailable,
+			Message: "the gateway is shutting down; the call did not run"}, false, false), nil
+	}
 	go func() {
 		defer cancel()
 		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
@@ -274,6 +326,52 @@ func inputRequired(round inputRound, token string) *mcp.CallToolResult {
 	return res
 }
 
+// start records p as running, unless Shutdown began (false).
+func (c *parkedCalls) start(p *parkedCall) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if c.live == nil {
+		c.live = map[*parkedCall]struct{}{}
+	}
+	c.live[p] = struct{}{}
+	return true
+}
+
+// shutdown cancels every running call (a parked one ends as when its
+// deadline passes: the upstream is told, and the outcome recorded) and
+// waits for their pipelines to return, at most until ctx ends. No call
+// starts after it began.
+func (c *parkedCalls) shutdown(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	running := make([]*parkedCall, 0, len(c.live))
+	for p := range c.live {
+		running = append(running, p)
+	}
+	c.mu.Unlock()
+	for _, p := range running {
+		p.cancel()
+	}
+	for _, p := range running {
+		select {
+		case <-p.finished:
+		case <-ctx.Done():
+			return fmt.Errorf("%d 2026-07-28 calls still running: %w", c.running(), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// running is how many calls have not ended.
+func (c *parkedCalls) running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.live)
+}
+
 func (c *parkedCalls) put(token string, p *parkedCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -288,11 +386,12 @@ func (c *parkedCalls) put(token string, p *parkedCall) {
 	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
 }
 
-// forget drops p's token once its pipeline has ended: the round it waits
+// forget drops p (and its token) once its pipeline has ended: the round it waits
 // for can no longer be answered, and its answer is held by nobody.
 func (c *parkedCalls) forget(p *parkedCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.live, p)
 	if p.token != "" && c.calls[p.token] == p {
 		delete(c.calls, p.token)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -151,4 +152,126 @@ func TestFinishedParkedCallIsForgotten(t *testing.T) {
 		t.Fatal("forget dropped the wrong call")
 	}
 	c.forget(other)
+}
+
+// callsFunc is a chain that is a function.
+type callsFunc func(ctx context.Context, call Call) *mcp.CallToolResult
+
+func (f callsFunc) Handle(ctx context.Context, call Call) *mcp.CallToolResult { return f(ctx, call) }
+
+// runningRelay is the relay of the one 2026-07-28 call s runs.
+func runningRelay(t *testing.T, s *Server) *parkedRelay {
+	s.parked.mu.Lock()
+	defer s.parked.mu.Unlock()
+	if len(s.parked.live) != 1 {
+		t.Errorf("%d calls running, want 1", len(s.parked.live))
+	}
+	for p := range s.parked.live {
+		return p.relay
+	}
+	return nil
+}
+
+var elicitingCaps = capsOf(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}})
+
+// askName is an upstream that asks its client for user_name (its own key)
+// and greets whatever the answer holds.
+func askName(t *testing.T, s **Server, ended chan<- error) callsFunc {
+	return func(ctx context.Context, _ Call) *mcp.CallToolResult {
+		answers, err := runningRelay(t, *s).RequestInputs(ctx, map[string]upstreams.InputRequest{
+			"user_name": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"What is your name?"}`)}})
+		if ended != nil {
+			ended <- ctx.Err()
+		}
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{mcp.NewTextContent(err.Error())}}
+		}
+		got, _ := json.Marshal(answers)
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(got))}}
+	}
+}
+
+// Shutdown (gateway.Close) ends a call parked for input its client never
+// gives: its pipeline's context is cancelled and Shutdown returns once the
+// pipeline has, rather than leaving it to its deadline (issue 17: goleak,
+// and the conformance test's wait). A call after Shutdown does not run.
+func TestShutdownEndsParkedCalls(t *testing.T) {
+	var s *Server
+	ended := make(chan error, 1)
+	s = &Server{opts: Options{Calls: askName(t, &s, ended)}}
+	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = alice.Name
+	res, err := s.handleModern(context.Background(), req, alice, elicitingCaps)
+	if err != nil || res.ResultType != mcp.ResultTypeInputRequired {
+		t.Fatalf("first round: %+v %v, want input_required", res, err)
+	}
+	if !s.parked.waitsFor(res.RequestState, "alice", alice.Name) {
+		t.Fatal("the call is not parked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the pipeline's context ended with %v, want context.Canceled", err)
+		}
+	default:
+		t.Fatal("Shutdown returned before the parked call's pipeline ended")
+	}
+	if s.parked.waitsFor(res.RequestState, "alice", alice.Name) || s.parked.running() != 0 {
+		t.Error("the ended call is still parked or running")
+	}
+	res, err = s.handleModern(context.Background(), req, alice, elicitingCaps)
+	if err != nil || !res.IsError || len(ended) != 0 {
+		t.Errorf("a call after Shutdown: %+v %v, want a failure without running", res, err)
+	}
+}
+
+// A new call that comes with inputResponses (a client of a stateless
+// server may answer before it is asked: the alpha suite's
+// input-required-result-ignore-extra-params) is answered from them: the
+// upstream's own key answers its request, keys it never asked for are
+// ignored, and the client gets the complete result, not input_required
+// (issue 17). Answers without the upstream's key park the call as before.
+func TestGivenInputResponsesAnswerTheUpstream(t *testing.T) {
+	var s *Server
+	s = &Server{opts: Options{Calls: askName(t, &s, nil)}}
+	defer func() { // ends the call parked below
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = alice.Name
+	if err := json.Unmarshal([]byte(`{"user_name":{"action":"accept","content":{"name":"Alice"}},`+
+		`"unknown_extra_key":{"action":"accept","content":{"foo":"bar"}},"another_unexpected":{"action":"accept","content":{"baz":123}}}`),
+		&req.Params.InputResponses); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.handleModern(context.Background(), req, alice, elicitingCaps)
+	if err != nil || res.ResultType == mcp.ResultTypeInputRequired || res.IsError || len(res.Content) != 1 {
+		t.Fatalf("with user_name and extra keys: %+v %v, want the complete result", res, err)
+	}
+	if got := res.Content[0].(mcp.TextContent).Text; got != `{"user_name":{"action":"accept","content":{"name":"Alice"}}}` {
+		t.Errorf("the upstream got %s, want its own key alone", got)
+	}
+
+	req.Params.InputResponses = nil
+	if err := json.Unmarshal([]byte(`{"wrong_key":{"action":"accept","content":{"data":"wrong"}}}`), &req.Params.InputResponses); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.handleModern(context.Background(), req, alice, elicitingCaps)
+	if err != nil || res.ResultType != mcp.ResultTypeInputRequired {
+		t.Fatalf("with a wrong key only: %+v %v, want input_required", res, err)
+	}
+	if _, ok := res.InputRequests["user_name"]; !ok || len(res.InputRequests) != 1 {
+		t.Errorf("input requests %v, want user_name", res.InputRequests)
+	}
 }

@@ -264,3 +264,11 @@ func (s *Server) progressRelay(ctx context.Context, meta *mcp.Meta) func(upstrea
 		_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), params)
 	}
 }
+
+// Shutdown ends the 2026-07-28 calls still running, parked for input their
+// clients have not given or not: each is cancelled (the upstream is told,
+// the outcome recorded, as when its deadline passes) and waited for, at
+// most until ctx ends. Calls that arrive afterwards do not run. Call it
+// once no client request is being served (after the listeners stopped),
+// before the upstreams close.
+func (s *Server) Shutdown(ctx context.Context) error { return s.parked.shutdown(ctx) }
