@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -248,7 +249,10 @@ var errStaleState = errors.New("requestState does not name a call of this tool w
 // requestState names no call of its tool waiting for its caller: a JSON-RPC
 // error (-32600, which a 2026-07-28 request carries as HTTP 400), not a
 // tool result. resume checks again (a concurrent resume may take the call
-// in between): that rare case is answered as a handler error (-32603).
+// in between): that rare case is answered as a handler error (-32603). A
+// 2026-07-28 tools/call whose inputResponses are not an object of results
+// is refused the same way (checkInputResponses), with or without a
+// requestState.
 func (s *Server) refuseStaleState(ctx context.Context, _ any, message any) error {
 	// No byte-level prefilter: encoding/json matches member names without
 	// regard to case and decodes escapes, so "RequestState" or
@@ -260,20 +264,50 @@ func (s *Server) refuseStaleState(ctx context.Context, _ any, message any) error
 	var m struct {
 		Method string `json:"method"`
 		Params struct {
-			Name         string    `json:"name"`
-			RequestState string    `json:"requestState"`
-			Meta         *mcp.Meta `json:"_meta"`
+			Name           string          `json:"name"`
+			RequestState   string          `json:"requestState"`
+			InputResponses json.RawMessage `json:"inputResponses"`
+			Meta           *mcp.Meta       `json:"_meta"`
 		} `json:"params"`
 	}
 	// mcp-go reads the request's era after this hook: read it here the way
 	// it will (a legacy request's requestState means nothing, and is left
 	// alone).
-	if json.Unmarshal(raw, &m) != nil || m.Method != string(mcp.MethodToolsCall) || m.Params.RequestState == "" ||
+	if json.Unmarshal(raw, &m) != nil || m.Method != string(mcp.MethodToolsCall) ||
 		m.Params.Meta == nil || !mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion()) {
+		return nil
+	}
+	if err := checkInputResponses(m.Params.InputResponses); err != nil {
+		return err
+	}
+	if m.Params.RequestState == "" {
 		return nil
 	}
 	if !s.parked.waitsFor(m.Params.RequestState, SubjectFrom(ctx).Principal, m.Params.Name) {
 		return errStaleState
+	}
+	return nil
+}
+
+// checkInputResponses refuses inputResponses that are present but not an
+// object of results (each answers one input request: an elicitation,
+// sampling or roots result, all objects), such as null or a number: a
+// protocol error, answered as a JSON-RPC error before the call runs, as the
+// spec recommends. Running it would park a call for input no answer of
+// this shape can give, and an identical call would wait for that one
+// (duplicate suppression joins it) until its deadline.
+func checkInputResponses(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var answers map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &answers); err != nil || answers == nil {
+		return errors.New("inputResponses must be an object mapping each input request's key to its result")
+	}
+	for key, answer := range answers {
+		if answer = bytes.TrimSpace(answer); len(answer) == 0 || answer[0] != '{' {
+			return fmt.Errorf("inputResponses %q is not a result object", key)
+		}
 	}
 	return nil
 }

@@ -275,3 +275,42 @@ func TestGivenInputResponsesAnswerTheUpstream(t *testing.T) {
 		t.Errorf("input requests %v, want user_name", res.InputRequests)
 	}
 }
+
+// A 2026-07-28 tools/call whose inputResponses are not an object of result
+// objects (the alpha suite's input-required-result-validate-input: a number
+// for user_name, then null) is a JSON-RPC error before the call runs,
+// whether or not it names a requestState; it used to run, park, and make
+// the next identical call wait out its deadline (issue 17). Well-formed
+// answers, extra keys included, and a legacy request's fields are left to
+// the handler.
+func TestMalformedInputResponsesAreRefused(t *testing.T) {
+	s := &Server{}
+	message := func(params string) json.RawMessage {
+		return json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"srv__t","arguments":{},` + params +
+			`"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"2026-07-28"}}}`)
+	}
+	for _, params := range []string{
+		`"inputResponses":{"user_name":12345},`,
+		`"inputResponses":null,`,
+		`"inputResponses":[],`,
+		`"inputResponses":{"user_name":{"action":"accept"},"x":"text"},`,
+		`"inputResponses":{"user_name":12345},"requestState":"tg-input-unknown",`,
+	} {
+		if err := s.refuseStaleState(context.Background(), 1, message(params)); err == nil || errors.Is(err, errStaleState) {
+			t.Errorf("%s: %v, want the malformed inputResponses refused", params, err)
+		}
+	}
+	for _, params := range []string{
+		``,
+		`"inputResponses":{},`,
+		`"inputResponses":{"user_name":{"action":"accept","content":{"name":"Alice"}},"unknown_extra_key":{"action":"accept"}},`,
+	} {
+		if err := s.refuseStaleState(context.Background(), 1, message(params)); err != nil {
+			t.Errorf("%s: refused (%v)", params, err)
+		}
+	}
+	legacy := json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"srv__t","inputResponses":null}}`)
+	if err := s.refuseStaleState(context.Background(), 1, legacy); err != nil {
+		t.Errorf("a legacy request: %v", err)
+	}
+}
