@@ -135,18 +135,29 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 // carries what another caller's client said) runs on its own, beside it
 // rather than after it.
 func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next, key Key, window time.Duration, argsKey Key) (recorded, Sharing, error) {
-	a, sharing, err := g.table.Do(ctx, key, window, func(ctx context.Context) recorded {
+	a, sharing, err := g.table.DoLeaving(ctx, key, window, leaveWhenAsked(ctx, x), func(ctx context.Context) recorded {
 		if g.Shared != nil {
 			return g.runShared(ctx, x, next, key, window, argsKey)
 		}
 		run(ctx, x, next)
 		return answerOf(ctx, x, argsKey, g.Now())
 	}, func(a recorded) bool { return a.reached && a.remote == 0 && a.shareable() })
-	if sharing == Joined && err == nil && !a.shareable() {
+	if sharing == Joined && (errors.Is(err, ErrLeft) || (err == nil && !a.shareable())) {
 		next(ctx, x)
 		return answerOf(ctx, x, argsKey, g.Now()), Executed, nil
 	}
 	return a, sharing, err
+}
+
+// leaveWhenAsked is the channel that lets calls joining this one stop
+// waiting: closed when the upstream asks this call's client something, if
+// that makes its answer unshareable (no idempotency key: see shareable), so
+// an identical call does not wait out a call parked for its client's input.
+func leaveWhenAsked(ctx context.Context, x *pipeline.Exchange) <-chan struct{} {
+	if x.Call.IdempotencyKey != "" {
+		return nil
+	}
+	return pipeline.Asked(ctx)
 }
 
 // shareable reports whether another request may be given this answer. One

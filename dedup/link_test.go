@@ -427,9 +427,11 @@ func TestSharedDedupPanicSettles(t *testing.T) {
 
 // A call during which the upstream asked the caller's client something
 // (sampling, elicitation, roots) is that caller's alone: an identical call
-// in flight does not take its answer (it runs on its own once the first
-// finished), a repeat inside the window runs again rather than being
-// replayed, and another replica's identical call is not answered from it.
+// in flight does not take its answer, nor wait for it (it runs on its own
+// as soon as the first call's client is asked: the first may wait for its
+// client's input until its deadline), a repeat inside the window runs again
+// rather than being replayed, and another replica's identical call is not
+// answered from it.
 // Before, a second run of the conformance suite got the first run's
 // elicited answers, "replayed": true.
 func TestInteractiveCallIsNeverShared(t *testing.T) {
@@ -453,8 +455,8 @@ func TestInteractiveCallIsNeverShared(t *testing.T) {
 			wg.Go(func() { envs[i] = call(ps[0]) })
 		}
 		synctest.Wait()
-		if n := up.Calls.Load(); n != 1 {
-			t.Fatalf("%d executions while the first call waits for its client", n)
+		if n := up.Calls.Load(); n != 2 {
+			t.Fatalf("%d executions while the first call waits for its client, want 2: the second must not wait for it", n)
 		}
 		close(release)
 		wg.Wait()

@@ -3,6 +3,7 @@ package dedup
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -78,6 +79,9 @@ type Table[R any] struct {
 type entry[R any] struct {
 	key  Key
 	done chan struct{} // closed when fn returned or panicked
+	// leave, when it closes, lets joiners stop waiting (DoLeaving): the
+	// result will not be theirs to share.
+	leave <-chan struct{}
 
 	result R
 	err    error // *PanicError when fn did not return
@@ -136,6 +140,17 @@ func NewTable[R any](maxEntries int, now func() time.Time) *Table[R] {
 //
 // fn must not call Do with the same key: it would wait for itself.
 func (t *Table[R]) Do(ctx context.Context, key Key, window time.Duration, fn func(ctx context.Context) R, record func(R) bool) (R, Sharing, error) {
+	return t.DoLeaving(ctx, key, window, nil, fn, record)
+}
+
+// ErrLeft is what a joiner gets when the call it joined closed its leave
+// channel (DoLeaving): its result will not be shared, so the joiner should
+// run on its own.
+var ErrLeft = errors.New("the call joined will not share its result")
+
+// DoLeaving is Do, where leave, if this call executes, lets the calls that
+// join it stop waiting as soon as it closes (they get ErrLeft, at once).
+func (t *Table[R]) DoLeaving(ctx context.Context, key Key, window time.Duration, leave <-chan struct{}, fn func(ctx context.Context) R, record func(R) bool) (R, Sharing, error) {
 	now := t.now()
 	t.mu.Lock()
 	t.purge(now)
@@ -155,7 +170,7 @@ func (t *Table[R]) Do(ctx context.Context, key Key, window time.Duration, fn fun
 		}
 		t.drop(e)
 	}
-	e := &entry[R]{key: key, done: make(chan struct{}), heapIndex: -1}
+	e := &entry[R]{key: key, done: make(chan struct{}), leave: leave, heapIndex: -1}
 	t.entries[key] = e
 	t.mu.Unlock()
 	return t.execute(ctx, e, window, fn, record)
@@ -166,6 +181,12 @@ func join[R any](ctx context.Context, e *entry[R]) (R, Sharing, error) {
 	var zero R
 	select {
 	case <-e.done:
+	case <-e.leave:
+		select {
+		case <-e.done: // finished too: its result says whether it is shared
+		default:
+			return zero, Joined, ErrLeft
+		}
 	case <-ctx.Done():
 		select {
 		case <-e.done: // finished too: a result beats an error

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolgate/toolgate/canonjson"
@@ -536,4 +537,36 @@ func TestSharingString(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", int(s), got, want)
 		}
 	}
+}
+
+// A joiner of a call that closes its leave channel stops waiting at once
+// with ErrLeft (the call's result will not be shared), while the call
+// itself runs on; with no leave channel a joiner waits as before.
+func TestJoinerLeavesWhenTheCallSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		table := NewTable[int](10, time.Now)
+		leave, release := make(chan struct{}), make(chan struct{})
+		key := ArgsKey("alice", "orders/get", []byte(`{}`))
+		go table.DoLeaving(context.Background(), key, time.Minute, leave, func(context.Context) int { <-release; return 1 }, nil)
+		synctest.Wait()
+		joined := make(chan error, 1)
+		go func() {
+			_, sharing, err := table.Do(context.Background(), key, time.Minute, func(context.Context) int { return 2 }, nil)
+			if sharing != Joined {
+				t.Errorf("sharing %v, want Joined", sharing)
+			}
+			joined <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-joined:
+			t.Fatalf("the joiner left before the call said so: %v", err)
+		default:
+		}
+		close(leave)
+		if err := <-joined; !errors.Is(err, ErrLeft) {
+			t.Fatalf("joiner: %v, want ErrLeft", err)
+		}
+		close(release)
+	})
 }

@@ -26,6 +26,8 @@ type interactionKey struct{}
 // callNotes is what is noted about one client call.
 type callNotes struct {
 	interacted atomic.Bool
+	asked      chan struct{} // closed by the first NoteInteraction
+	askedOnce  sync.Once
 	recording  atomic.Bool
 
 	mu       sync.Mutex
@@ -73,7 +75,7 @@ type Note struct {
 // NoteProgress). The transport calls it once per client call, before it
 // binds the relay to ctx.
 func WithInteraction(ctx context.Context) context.Context {
-	return context.WithValue(ctx, interactionKey{}, new(callNotes))
+	return context.WithValue(ctx, interactionKey{}, &callNotes{asked: make(chan struct{})})
 }
 
 func notesOf(ctx context.Context) *callNotes {
@@ -87,7 +89,19 @@ func notesOf(ctx context.Context) *callNotes {
 func NoteInteraction(ctx context.Context) {
 	if n := notesOf(ctx); n != nil {
 		n.interacted.Store(true)
+		n.askedOnce.Do(func() { close(n.asked) })
 	}
+}
+
+// Asked is closed once the upstream asked the client of ctx's call
+// something (NoteInteraction); nil, which never closes, without
+// WithInteraction. A call waiting on this one's answer can stop waiting
+// then: the answer will be this caller's alone.
+func Asked(ctx context.Context) <-chan struct{} {
+	if n := notesOf(ctx); n != nil {
+		return n.asked
+	}
+	return nil
 }
 
 // Interacted reports whether NoteInteraction was called for ctx's call.
