@@ -46,6 +46,17 @@ func check(path string, offline bool, out io.Writer) int {
 			fmt.Fprintf(out, "warning: %s\n", w)
 		}
 	}
+	if path := cfg.ShadowPolicyPath(); path != "" {
+		// As serve loads it: the live model and options, every problem with its line.
+		if shadow, err := authz.LoadPolicy(cfg.ModelPath(), path, gateway.PolicyOptions(cfg)); err != nil {
+			printProblems(out, "shadow policy (authz.shadow_policy)", err)
+			problems++
+		} else {
+			for _, w := range shadow.Warnings() {
+				fmt.Fprintf(out, "warning: shadow policy: %s\n", w)
+			}
+		}
+	}
 	// The JWKS file is read here (a URL is fetched, bounded), as serve would.
 	if auth, err := authn.New(context.Background(), gateway.AuthnOptions(cfg), slog.New(slog.DiscardHandler)); err != nil {
 		printProblems(out, "authentication", err)

@@ -142,6 +142,24 @@ func TestCheckReportsPolicyProblems(t *testing.T) {
 	}
 }
 
+// check loads authz.shadow_policy as serve does, so a candidate with a bad
+// line fails check with its file and line, not only the gateway's start.
+func TestCheckReportsShadowPolicyProblems(t *testing.T) {
+	cfg := writeConfig(t, "")
+	dir := filepath.Dir(cfg)
+	write(t, filepath.Join(dir, "candidate.csv"), "p, alice, orders/*, call, Allow\n")
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, cfg, "authz: {shadow_policy: candidate.csv}\n"+string(data))
+	var out bytes.Buffer
+	if code := check(cfg, true, &out); code != 1 || !strings.Contains(out.String(), "shadow policy") ||
+		!strings.Contains(out.String(), "candidate.csv:1") {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
 func TestKeysNew(t *testing.T) {
 	cmd := exec.Command(self(t), "keys", "new", "dave")
 	cmd.Env = append(os.Environ(), execRole+"=toolgate")
