@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -16,17 +15,8 @@ import (
 // counts and the time span; --json says the same; exit 1 with disagreements, 0 without (a window
 // that holds none), 2 for --shadow with --against.
 func TestPolicyDiffShadow(t *testing.T) {
-	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	cfg, _, line := shadowSetup(t)
 	dir := filepath.Dir(cfg)
-	live := mustRead(t, filepath.Join(dir, "policy.csv"))
-	// bob (reader) loses hostile/echo and gains hostile/sleep in the candidate, on the same line.
-	const echoLine, sleepLine = "p, reader, hostile/echo, call, allow", "p, reader, hostile/sleep, call, allow"
-	candidate := strings.Replace(live, echoLine, sleepLine, 1)
-	if candidate == live {
-		t.Fatal("the test policy changed: no reader line to move")
-	}
-	line := slices.Index(strings.Split(live, "\n"), echoLine) + 1
-	write(t, filepath.Join(dir, "candidate.csv"), candidate)
 	write(t, cfg, mustRead(t, cfg)+"authz: {shadow_policy: candidate.csv}\n")
 
 	url, logs, _ := httpGatewayFull(t, cfg)
@@ -36,19 +26,7 @@ func TestPolicyDiffShadow(t *testing.T) {
 		}
 	}()
 	alice, bob := connectHTTP(t, url, aliceKey), connectHTTP(t, url, bobKey)
-	for range 3 { // live allows, shadow denies
-		if _, env := callE2E(t, bob, "hostile__echo", `{"who":"bob"}`); env["ok"] != true {
-			t.Fatalf("bob's echo, which the live policy allows: %v", env)
-		}
-	}
-	for range 2 { // live denies, shadow allows
-		if _, env := callE2E(t, bob, "hostile__sleep", `{"ms":1}`); env["error_code"] != "tool_not_allowed" {
-			t.Fatalf("bob's sleep, which the live policy denies: %v", env)
-		}
-	}
-	if _, env := callE2E(t, alice, "hostile__echo", `{"who":"alice"}`); env["ok"] != true { // both allow
-		t.Fatalf("alice's echo: %v", env)
-	}
+	shadowCalls(t, alice, bob)
 
 	code, out, errOut := runPolicyCmd("diff", "--shadow", "--config", cfg)
 	livePolicy, shadowPolicy := filepath.Join(dir, "policy.csv"), filepath.Join(dir, "candidate.csv")

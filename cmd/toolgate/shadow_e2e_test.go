@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authn"
@@ -24,15 +27,8 @@ import (
 // drops the live policy's deny line is reported in the trail, and `toolgate policy history
 // --config` shows it.
 func TestShadowPolicyEndToEnd(t *testing.T) {
-	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	cfg, live, _ := shadowSetup(t)
 	dir := filepath.Dir(cfg)
-	live := mustRead(t, filepath.Join(dir, "policy.csv"))
-	// bob (reader) loses hostile/echo and gains hostile/sleep in the candidate.
-	candidate := strings.Replace(live, "p, reader, hostile/echo, call, allow", "p, reader, hostile/sleep, call, allow", 1)
-	if candidate == live {
-		t.Fatal("the test policy changed: no reader line to move")
-	}
-	write(t, filepath.Join(dir, "candidate.csv"), candidate)
 	write(t, cfg, "listen: {http: \"127.0.0.1:0\"}\n"+mustRead(t, cfg)+
 		fmt.Sprintf("admin: {listen: \"127.0.0.1:0\", key_sha256: %q}\nauthz: {shadow_policy: candidate.csv}\n", authn.HashKey(adminKey)))
 	p := serveProcess(t, cfg)
@@ -46,19 +42,7 @@ func TestShadowPolicyEndToEnd(t *testing.T) {
 	alice, bob := connectHTTP(t, url, aliceKey), connectHTTP(t, url, bobKey)
 	defer alice.Close()
 	defer bob.Close()
-	for range 3 { // live allows, shadow denies
-		if _, env := callE2E(t, bob, "hostile__echo", `{"who":"bob"}`); env["ok"] != true {
-			t.Fatalf("bob's echo, which the live policy allows: %v", env)
-		}
-	}
-	for range 2 { // live denies, shadow allows
-		if _, env := callE2E(t, bob, "hostile__sleep", `{"ms":1}`); env["error_code"] != "tool_not_allowed" {
-			t.Fatalf("bob's sleep, which the live policy denies: %v", env)
-		}
-	}
-	if _, env := callE2E(t, alice, "hostile__echo", `{"who":"alice"}`); env["ok"] != true { // both allow
-		t.Fatalf("alice's echo: %v", env)
-	}
+	shadowCalls(t, alice, bob)
 
 	req, _ := http.NewRequest(http.MethodGet, adminURL+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+adminKey)
@@ -145,5 +129,46 @@ func TestShadowPolicyEndToEnd(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("policy history lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// echoLine and sleepLine are the test policy's reader line for hostile/echo
+// and the candidate's in its place.
+const echoLine, sleepLine = "p, reader, hostile/echo, call, allow", "p, reader, hostile/sleep, call, allow"
+
+// shadowSetup writes a config over the hostile test upstream and, beside
+// its policy, candidate.csv: the same policy except that bob (reader) loses
+// hostile/echo and gains hostile/sleep, on the same line (the line's
+// number is returned). The config does not name the candidate yet.
+func shadowSetup(t *testing.T) (cfg, live string, line int) {
+	t.Helper()
+	cfg = writeConfig(t, stdioUpstream(t, "hostile", ""))
+	dir := filepath.Dir(cfg)
+	live = mustRead(t, filepath.Join(dir, "policy.csv"))
+	candidate := strings.Replace(live, echoLine, sleepLine, 1)
+	if candidate == live {
+		t.Fatal("the test policy changed: no reader line to move")
+	}
+	write(t, filepath.Join(dir, "candidate.csv"), candidate)
+	return cfg, live, slices.Index(strings.Split(live, "\n"), echoLine) + 1
+}
+
+// shadowCalls makes the calls the candidate of shadowSetup decides
+// otherwise (3 of bob's echoes it denies, 2 of his sleeps it allows), each
+// answered as the live policy decides, and one both allow (alice's echo).
+func shadowCalls(t *testing.T, alice, bob *client.Client) {
+	t.Helper()
+	for range 3 { // live allows, shadow denies
+		if _, env := callE2E(t, bob, "hostile__echo", `{"who":"bob"}`); env["ok"] != true {
+			t.Fatalf("bob's echo, which the live policy allows: %v", env)
+		}
+	}
+	for range 2 { // live denies, shadow allows
+		if _, env := callE2E(t, bob, "hostile__sleep", `{"ms":1}`); env["error_code"] != "tool_not_allowed" {
+			t.Fatalf("bob's sleep, which the live policy denies: %v", env)
+		}
+	}
+	if _, env := callE2E(t, alice, "hostile__echo", `{"who":"alice"}`); env["ok"] != true { // both allow
+		t.Fatalf("alice's echo: %v", env)
 	}
 }
