@@ -31,7 +31,11 @@ const (
 	ResultTooLarge      Code = "result_too_large"
 	InvalidResult       Code = "invalid_result"
 	ToolChanged         Code = "tool_changed"
-	InternalError       Code = "internal_error"
+	// AuthorizationRequired: the upstream acts as the calling user (auth mode oauth or per_user) and
+	// holds no credential of this caller's yet; the message carries the gateway URL where the user
+	// connects, after which the same call succeeds.
+	AuthorizationRequired Code = "authorization_required"
+	InternalError         Code = "internal_error"
 )
 
 // retryPolicy says whether the same call may succeed if repeated.
@@ -57,7 +61,9 @@ var table = map[Code]retryPolicy{
 	ResultTooLarge:      never,
 	InvalidResult:       never,
 	ToolChanged:         never,
-	InternalError:       never,
+	// Retryable because the caller can fix it (connect at the URL) and repeat the call unchanged.
+	AuthorizationRequired: always,
+	InternalError:         never,
 }
 
 // Known reports whether c is in the code table.

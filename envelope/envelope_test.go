@@ -24,6 +24,7 @@ func TestRetryableComesFromTheTable(t *testing.T) {
 		{ResultTooLarge, false, false},
 		{InvalidResult, false, false},
 		{ToolChanged, false, false},
+		{AuthorizationRequired, true, true},
 		{InternalError, false, false},
 	}
 	if len(cases) != len(table) {
