@@ -6,12 +6,15 @@
 // credential ever reaching the gateway's logs, audit trail, metrics or an unencrypted file. The
 // Store interface is what the auth modes use; the stores behind it (in memory for tests, an
 // encrypted file by default, Redis when state.redis is set) decide where the bytes live. Data is
-// opaque here: each mode serializes its own record.
+// opaque here: each mode serializes its own record; Kind Secret's data is the secret itself, as the
+// user gave it (CheckSecret says what is accepted).
 package vault
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +36,11 @@ type Key struct {
 	Principal string // "" for the gateway's own (Registration)
 	Upstream  string // mcpServers.<name>
 	Kind      Kind
+}
+
+// String is the key as messages show it: principal, upstream and kind, quoted.
+func (k Key) String() string {
+	return fmt.Sprintf("(principal %q, upstream %q, kind %s)", k.Principal, k.Upstream, k.Kind)
 }
 
 // Entry describes a stored credential without its secret part: what List returns and what a
@@ -118,6 +126,21 @@ func (s *Memory) Delete(_ context.Context, k Key) error {
 		return ErrNotFound
 	}
 	delete(s.m, k)
+	return nil
+}
+
+// CompareAndPut implements Backend.
+func (s *Memory) CompareAndPut(_ context.Context, e Entry, old, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, ok := s.m[e.Key]
+	switch {
+	case !ok:
+		return ErrNotFound
+	case !bytes.Equal(it.data, old):
+		return ErrChanged
+	}
+	s.m[e.Key] = memoryItem{e: e, data: slices.Clone(data)}
 	return nil
 }
 
