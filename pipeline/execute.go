@@ -184,11 +184,15 @@ func attemptError(x *Exchange, err error) *envelope.Error {
 		}
 		return (&envelope.Error{Code: envelope.ToolFailed, Message: msg}).WithDetail(detail)
 	case breaker.NeverSent:
+		if msg, ok := upstreams.AuthorizationRequired(err); ok {
+			return envelope.Errorf(envelope.AuthorizationRequired, "%s", msg).WithDetail(detail)
+		}
 		if is, refused := upstreams.IsCredentialError(err); refused {
 			return envelope.Errorf(envelope.ToolNotAllowed, "server %q acts as the caller (token_exchange) and needs the caller's JWT; "+
 				"this caller authenticated without one (an API key, stdio or anonymous)", x.Tool.Server).WithDetail(detail)
 		} else if is {
-			return envelope.Errorf(envelope.UpstreamUnavailable, "server %q: no token could be had from its authorization server; the call was not sent",
+			return envelope.Errorf(envelope.UpstreamUnavailable, "server %q: no credential could be had for the call (its authorization server "+
+				"or the credential store failed); the call was not sent",
 				x.Tool.Server).WithDetail(detail)
 		}
 		return envelope.Errorf(envelope.UpstreamUnavailable, "server %q is unavailable; the call was not sent", x.Tool.Server).WithDetail(detail)

@@ -44,6 +44,13 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A token the upstream no longer takes (revoked, rotated keys):
 		// the next request fetches a new one.
 		t.creds.Rejected(req.Context(), authorization)
+		if r, ok := t.creds.(CallerRejecter); ok {
+			if err := r.RejectedError(req.Context()); err != nil {
+				_, _ = io.CopyN(io.Discard, resp.Body, 4096)
+				_ = resp.Body.Close()
+				return nil, &CallError{Where: NotSent, Err: &CredentialError{Err: err}}
+			}
+		}
 	}
 	if limited := rateLimited(req, resp); limited != nil {
 		// Read a little so the connection can be reused, then refuse: the
@@ -140,8 +147,9 @@ const maxRetryAfter = 24 * 60 * 60
 // upstreams/credentials implements it; the gateway sets Server.Credentials
 // for an upstream whose auth block is not static.
 type Credentials interface {
-	// Authorization is the header value for a request made in ctx. An
-	// error means the request must not be sent.
+	// Authorization is the header value for a request made in ctx (in the
+	// header HeaderNamer names, Authorization otherwise); "" sends the
+	// request without it. An error means the request must not be sent.
 	Authorization(ctx context.Context) (string, error)
 	// Rejected says the upstream answered 401 to a request that carried
 	// authorization, so a cached token with that value is dropped.
@@ -168,6 +176,24 @@ func (e *CredentialError) CallerRefused() bool {
 	return errors.As(e.Err, &r) && r.CallerRefused()
 }
 
+// AuthorizationRequired reports whether err is a call that was not sent
+// because its caller holds no credential of their own for the upstream yet
+// (auth modes oauth and per_user), and the message that tells the caller
+// where to supply one. The credential error says so with an
+// AuthorizationRequired method returning that message, which names no
+// secret. The call answers authorization_required.
+func AuthorizationRequired(err error) (message string, ok bool) {
+	var ce *CredentialError
+	if !errors.As(err, &ce) {
+		return "", false
+	}
+	var r interface{ AuthorizationRequired() string }
+	if !errors.As(ce.Err, &r) {
+		return "", false
+	}
+	return r.AuthorizationRequired(), true
+}
+
 // IsCredentialError reports whether err is a call that was not sent for
 // want of a credential, and whether the caller was refused outright.
 func IsCredentialError(err error) (isCredential, callerRefused bool) {
@@ -178,15 +204,42 @@ func IsCredentialError(err error) (isCredential, callerRefused bool) {
 	return true, ce.CallerRefused()
 }
 
+// CallerRejecter is implemented by Credentials that hold a credential per
+// caller which only the caller can replace (auth modes oauth and per_user).
+// RejectedError is what a request whose credential the upstream refused
+// (HTTP 401) answers instead of the response: an error the upstream
+// never processed the request for (it is not its failure, and must not
+// count against its circuit breaker), typically one AuthorizationRequired
+// finds; nil lets the response through.
+type CallerRejecter interface {
+	RejectedError(ctx context.Context) error
+}
+
+// HeaderNamer is implemented by Credentials whose value goes in a header
+// other than Authorization (auth mode per_user's header, such as
+// X-API-Key).
+type HeaderNamer interface {
+	HeaderName() string
+}
+
 // authorize is req with the Authorization creds give it, on a copy (a
 // RoundTripper must not change the request it is given), or the NotSent
-// error that stops it.
+// error that stops it. An empty value (a request no caller made, to an
+// upstream with no credential of the gateway's own) leaves the request as
+// it is.
 func authorize(req *http.Request, creds Credentials) (*http.Request, string, error) {
 	v, err := creds.Authorization(req.Context())
 	if err != nil {
 		return nil, "", &CallError{Where: NotSent, Err: &CredentialError{Err: err}}
 	}
+	if v == "" {
+		return req, "", nil
+	}
+	name := "Authorization"
+	if n, ok := creds.(HeaderNamer); ok {
+		name = n.HeaderName()
+	}
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", v)
+	req.Header.Set(name, v)
 	return req, v, nil
 }

@@ -23,6 +23,8 @@ const (
 	Static            Mode = "static"             // the configured headers only; this package is not used
 	ClientCredentials Mode = "client_credentials" // the gateway's own token (RFC 6749 section 4.4)
 	TokenExchange     Mode = "token_exchange"     // the caller's JWT exchanged for the upstream (RFC 8693)
+	OAuth             Mode = "oauth"              // each user's own authorization (code + PKCE), kept in the vault
+	PerUser           Mode = "per_user"           // each user's own secret, kept in the vault (PerUserSource)
 )
 
 // RFC 8693 identifiers.

@@ -198,7 +198,9 @@ func TestLoadKeyring(t *testing.T) {
 	if _, err := LoadKeyring(KeySource{File: filepath.Join(dir, "missing")}); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("a missing key file: %v", err)
 	}
-	env := func(v string, ok bool) func(string) (string, bool) { return func(string) (string, bool) { return v, ok } }
+	env := func(v string, ok bool) func(string) (string, bool) {
+		return func(string) (string, bool) { return v, ok }
+	}
 	if r, err := LoadKeyring(KeySource{Env: "TG_KEY", LookupEnv: env(key, true)}); err != nil || r.Len() != 1 {
 		t.Fatalf("LoadKeyring(env) = %v", err)
 	}
