@@ -63,6 +63,10 @@ type Options struct {
 	// Append) and may be called from several goroutines at once.
 	OnError func(error)
 	Now     func() time.Time // the clock for records without a Time; default time.Now
+	// KeepRecent is how many of the last lines written Recent can return (the console's live
+	// calls); zero keeps none. KeepRecentBytes bounds their bytes; zero: DefaultKeepRecentBytes.
+	KeepRecent      int
+	KeepRecentBytes int
 }
 
 // file is what the Log needs of an open file; tests inject failing ones.
@@ -131,6 +135,8 @@ type Log struct {
 
 	syncMu sync.Mutex // one group-commit fsync at a time
 
+	recent *recentLines // the last lines written, for Recent; nil: none kept
+
 	health atomic.Pointer[error] // nil: the last write (or fsync) succeeded
 	stop   chan struct{}         // closes the interval flusher
 	done   chan struct{}         // closed when it has returned
@@ -162,7 +168,8 @@ func open(o Options, h hooks) (*Log, error) {
 		return nil, err
 	}
 	o.Path = path
-	l := &Log{opts: o, enc: newEncoder(o), hooks: h, unlock: unlock, slot: slot}
+	l := &Log{opts: o, enc: newEncoder(o), hooks: h, unlock: unlock, slot: slot,
+		recent: newRecentLines(o.KeepRecent, cmp.Or(o.KeepRecentBytes, DefaultKeepRecentBytes))}
 	l.cond = sync.NewCond(&l.mu)
 	if l.seq, l.prev, err = chainHead(o.Path); err == nil {
 		err = l.openCurrent()
@@ -171,6 +178,7 @@ func open(o Options, h hooks) (*Log, error) {
 		unlock()
 		return nil, err
 	}
+	l.recent.seed(o.Path)
 	if o.Fsync == FsyncInterval {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
 		tick, stop := h.tick(o.FsyncInterval)
@@ -307,6 +315,7 @@ func (l *Log) put(ln []byte) (*batch, error) {
 	l.size += int64(n)
 	l.seq++
 	l.prev = hashLine(ln[:len(ln)-1])
+	l.recent.add(ln[:len(ln)-1]) // ln is not reused: kept as it is
 	l.dirty = true
 	if l.opts.Fsync != FsyncAlways {
 		return nil, nil

@@ -74,6 +74,9 @@ type Record struct {
 	Args      json.RawMessage `json:"args,omitempty"`
 	Decision  Decision        `json:"decision,omitempty"`
 	ErrorCode string          `json:"error_code,omitempty"` // the envelope's error_code
+	// Stage is the link of the call chain (gateway/chain.go) that stopped a call that did not
+	// succeed: "authorize", "approve", "execute"; empty for one that did.
+	Stage string `json:"stage,omitempty"`
 	// Reason is the internal why: the policy line (file:line), the schema
 	// path, the upstream's failure. Never shown to clients.
 	Reason        string         `json:"reason,omitempty"`
@@ -110,6 +113,7 @@ type wire struct {
 	Args          json.RawMessage `json:"args,omitempty"`
 	Decision      Decision        `json:"decision,omitempty"`
 	ErrorCode     string          `json:"error_code,omitempty"`
+	Stage         string          `json:"stage,omitempty"`
 	Reason        string          `json:"reason,omitempty"`
 	Attempts      *int            `json:"attempts,omitempty"`
 	DurationMS    *int64          `json:"duration_ms,omitempty"`
@@ -143,7 +147,7 @@ func (e encoder) body(r Record) ([]byte, error) {
 	}
 	w := wire{
 		Time: r.Time.UTC().Format(timeLayout), Kind: r.Kind, Principal: r.Principal, Session: r.Session,
-		Tool: r.Tool, ArgsDigest: r.ArgsDigest, Decision: r.Decision, ErrorCode: r.ErrorCode, Reason: r.Reason,
+		Tool: r.Tool, ArgsDigest: r.ArgsDigest, Decision: r.Decision, ErrorCode: r.ErrorCode, Stage: r.Stage, Reason: r.Reason,
 		PolicyVersion: r.PolicyVersion, Details: r.Details, Shadow: r.Shadow,
 	}
 	if len(r.Args) > 0 {
@@ -189,7 +193,8 @@ func appendWire(b []byte, w *wire) ([]byte, bool) {
 	}{
 		{"time", w.Time, true}, {"kind", string(w.Kind), true}, {"principal", w.Principal, false},
 		{"session", w.Session, false}, {"tool", w.Tool, false}, {"args_digest", w.ArgsDigest, false},
-		{"decision", string(w.Decision), false}, {"error_code", w.ErrorCode, false}, {"reason", w.Reason, false},
+		{"decision", string(w.Decision), false}, {"error_code", w.ErrorCode, false}, {"stage", w.Stage, false},
+		{"reason", w.Reason, false},
 	}
 	for _, f := range fields {
 		if f.value == "" && !f.always {

@@ -143,6 +143,8 @@ func TestAppendWireMatchesMarshal(t *testing.T) {
 			Tool: "orders/refund_order", ArgsDigest: "sha256:ab", Decision: DecisionAllowed, Attempts: &one, DurationMS: &dur,
 			PolicyVersion: "v1"}, true},
 		{"empty fields left out, zero counts kept", wire{Time: "t", Kind: KindCall, Attempts: &zero, DurationMS: new(int64)}, true},
+		{"a refused call, with its stage", wire{Time: "t", Kind: KindCall, Decision: DecisionDenied, ErrorCode: "tool_not_allowed",
+			Stage: "authorize", Reason: "policy.csv:4", Attempts: &zero, DurationMS: &dur}, true},
 		{"no counts", wire{Time: "t", Kind: KindPolicyReload, Decision: DecisionApplied, Reason: "model.conf:3 <ok> & more"}, true},
 		{"a quote", wire{Time: "t", Kind: KindCall, Reason: `say "hi"`}, false},
 		{"a control character", wire{Time: "t", Kind: KindCall, Principal: "a\nb"}, false},

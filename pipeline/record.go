@@ -136,8 +136,11 @@ func (r *Recorder) auditCall(x *Exchange, d time.Duration) {
 		sum := sha256.Sum256(canonical) // as audit.Digest would: computed once per call
 		rec.ArgsDigest = "sha256:" + hex.EncodeToString(sum[:])
 	}
-	if x.Failed != nil && x.Failed.Detail != "" {
-		rec.Reason = x.Failed.Detail
+	if x.Failed != nil {
+		rec.Stage = x.Stage
+		if x.Failed.Detail != "" {
+			rec.Reason = x.Failed.Detail
+		}
 	}
 	if x.Tool == nil {
 		rec.Details = map[string]any{"requested": x.Call.Name}
