@@ -23,16 +23,19 @@ import (
 //   - approve: deciding (approving or denying) in the console a held call of the tool
 //     "<server>/<tool>", asked with the approver's name as the principal and the held call's
 //     arguments (console/). The gateway never asks it about a call, so it grants no call.
+//   - pin: approving in the console a new definition of the tool "<server>/<tool>" that pinning
+//     blocks (tool_changed), asked with the approver's name. It grants no call either.
 const (
 	ActCall    = "call"
 	ActRead    = "read"
 	ActGet     = "get"
 	ActApprove = "approve"
+	ActPin     = "pin"
 )
 
 // knownActs are the actions a policy line may name. A deny line whose action is misspelled would
 // silently never apply, so an unknown action is a load error rather than a dead rule.
-var knownActs = map[string]bool{ActCall: true, ActRead: true, ActGet: true, ActApprove: true}
+var knownActs = map[string]bool{ActCall: true, ActRead: true, ActGet: true, ActApprove: true, ActPin: true}
 
 // Effects a policy line may carry. Casbin compares them case-sensitively: "Allow" would silently
 // mean "not allow", and "Deny" would silently not deny.

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -58,6 +59,7 @@ type Options struct {
 	SessionTTL time.Duration // how long a sign-in lasts; 0: 8 hours
 	Log        *slog.Logger
 	Now        func() time.Time // nil: time.Now
+	Pages                       // the pages beside approvals (pages.go)
 }
 
 // Console serves /ui/. It is safe for concurrent use.
@@ -67,6 +69,9 @@ type Console struct {
 	limiter *limiter
 	pages   *template.Template
 	mux     *http.ServeMux
+	// verifying lets one audit verification run at a time: it reads the whole trail (up to
+	// max_files files of max_bytes each), and a few clicks must not read it many times over at once.
+	verifying sync.Mutex
 }
 
 // Limits of what a page shows.
@@ -126,6 +131,7 @@ func New(o Options) (*Console, error) {
 		"ago":   func(d time.Duration) string { return human(d) },
 		"stamp": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
 	}).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -145,6 +151,7 @@ func New(o Options) (*Console, error) {
 	}))
 	mux.HandleFunc("GET /ui/approvals", c.withSession(c.approvalsPage))
 	mux.HandleFunc("POST /ui/approvals/{id}", c.withSession(c.decide))
+	c.routePages(mux)
 	mux.HandleFunc("/ui/", c.withSession(func(w http.ResponseWriter, r *http.Request, s *Session) {
 		c.render(w, r, http.StatusNotFound, "message", c.base(r, s, "Not found", "There is no such page in the console."))
 	}))
@@ -250,7 +257,7 @@ func (c *Console) base(_ *http.Request, s *Session, title, msg string) page {
 	return p
 }
 
-func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p any) {
 	var buf bytes.Buffer
 	if err := c.pages.ExecuteTemplate(&buf, name, p); err != nil {
 		c.o.Log.Error("console: page not rendered", "page", name, "err", err)

@@ -1,5 +1,8 @@
 // Package console is toolgate's web console for the people who approve held calls, served on the
-// admin listener at /ui/ when console.approvers is configured (issue 19, first slice: approvals).
+// admin listener at /ui/ when console.approvers is configured (issue 19): approvals, and beside them
+// (pages.go) the live calls from the audit trail with what each stage decided (calls.go), the
+// upstreams with their tools' pins and an approval of a changed definition (upstreams.go), and the
+// audit chain's verification (auditpage.go).
 //
 // Why a console: the calls policy holds for a human (a lines) are decided today with `toolgate
 // approvals` in a terminal, but the people who approve a refund are support supervisors, not
@@ -27,4 +30,8 @@
 //     Every answer carries a strict Content-Security-Policy, nosniff and no-referrer; nothing
 //     under /ui/ is served without a session except the sign-in page and the stylesheet.
 //   - Failed sign-ins are limited per remote address, in bounded memory (limiter).
+//   - The other pages read what the gateway already has, through Pages: the audit lines the trail
+//     keeps in memory (audit.Log.Recent; the page parses them, so what it shows is what the file
+//     holds), the upstream set's status, and pins.Store.Approve for a changed tool, which the policy's
+//     pin action allows and the gateway writes to the audit trail, as approve does for held calls.
 package console

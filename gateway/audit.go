@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/console"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -26,6 +27,7 @@ func openAudit(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*audit
 		Path: cfg.AuditPath(), Fsync: audit.FsyncPolicy(cfg.AuditFsync()), FsyncInterval: cfg.AuditFsyncInterval(),
 		MaxBytes: cfg.AuditMaxBytes(), MaxFiles: cfg.AuditMaxFiles(),
 		IncludeArgs: cfg.AuditIncludeArgs(), Redact: cfg.AuditRedact(), FailClosed: cfg.AuditFailClosed(),
+		KeepRecent: keepRecent(cfg),
 		OnError: func(err error) {
 			m.AuditWriteError()
 			log.Error("audit trail write failed", "err", err)
@@ -41,6 +43,15 @@ func openAudit(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*audit
 			"file", l.Path(), "slot", l.Slot(), "audit.file", cfg.AuditPath())
 	}
 	return l, nil
+}
+
+// keepRecent is how many audit lines the trail keeps in memory: the console's live calls, when
+// the console is served (console.RecentCalls, about 0.5 MB), else none.
+func keepRecent(cfg *config.Config) int {
+	if cfg.ConsoleEnabled() {
+		return console.RecentCalls
+	}
+	return 0
 }
 
 // auditDecisions records what is decided outside calls: policy reloads,

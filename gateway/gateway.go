@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -55,6 +56,12 @@ type Gateway struct {
 	version   string
 	pins      *pins.Store
 	keys      liveKeys // the admin key in force and the reload counts; the API keys are in auth
+
+	// For the console's upstreams page (console.go): the in-flight limits, the upstreams' status
+	// history, and the lock that makes pin approvals one at a time.
+	inFlight     map[string]*pipeline.Limiter
+	history      *upstreamHistory
+	pinApprovals sync.Mutex
 
 	cleanup cleanup
 	serving serving // the listeners Start opened
@@ -187,6 +194,7 @@ func (g *Gateway) wire() {
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	g.set.OnCatalogChange(g.server.SyncTools)
 	g.observe()
+	g.history = watchUpstreams(g.set, g.cfg.ServerNames(), time.Now)
 	g.shareBreakers()
 	g.auditDecisions()
 	g.syncPolicy()
@@ -199,6 +207,7 @@ func (g *Gateway) links() Links {
 		recorder.Audit = g.audit // (a nil *audit.Log in the interface would not be nil)
 	}
 	resilience := resilienceFrom(g.cfg, g.breakers)
+	g.inFlight = resilience.InFlight
 	return Links{
 		Record: recorder, Catalog: g.set.Catalog, RetrySafe: retrySafe(g.cfg), Arguments: argumentLimits(g.cfg),
 		Shadow:     g.shadowGuard(),

@@ -69,6 +69,7 @@ func (g *Gateway) AdminListenerHandler() (http.Handler, error) {
 	}
 	o := ConsoleOptions(g.cfg)
 	o.Store, o.Policy, o.Log = g.approvals, g.policy.Current, g.log
+	o.Pages = g.consolePages()
 	c, err := console.New(o)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,9 @@ func NewLimiter(n int) *Limiter { return &Limiter{slots: make(chan struct{}, max
 // Limit is the number of concurrent calls allowed.
 func (l *Limiter) Limit() int { return cap(l.slots) }
 
+// InFlight is the number of calls holding a slot now.
+func (l *Limiter) InFlight() int { return len(l.slots) }
+
 // acquire takes an in-flight slot, failing fast rather than queueing when
 // the server is at its limit.
 func (r *Resilience) acquire(server string) (release func(), ok bool) {

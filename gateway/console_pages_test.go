@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/console"
+	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/upstreams"
+)
+
+// The console's upstreams page and pin approval against a real upstream process: the test upstream
+// redefines its tool target (a rug pull), pinning blocks it, the page's data shows the upstream, the
+// blocked tool and its diff, and carol's approval (policy: pin) pins the new definition (refused
+// first for a hash she did not see), makes the tool callable again and is in the audit trail under
+// her name. The live calls' lines are the audit trail's own, with the stage that stopped a call.
+func TestConsolePagesOnARealUpstream(t *testing.T) {
+	cfg := writeGateway(t, "", "console:\n  approvers:\n    - {name: carol, sha256: \""+authn.HashKey("tg_carol_console")+"\"}\n")
+	policy := "p, alice, echoes/*, call, allow\np, carol, echoes/*, pin, allow\n"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "policy.csv"), []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testkit.LogBuffer{}
+	gw, err := New(context.Background(), Options{ConfigPath: cfg, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		gw.Close()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := gw.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan struct{}, 1)
+	gw.Upstreams().OnCatalogChange(func(cat *upstreams.Catalog) {
+		if len(cat.Changed()) > 0 {
+			select {
+			case blocked <- struct{}{}:
+			default:
+			}
+		}
+	})
+	c, err := client.NewStreamableHttpClient("http://"+gw.Addr()+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + aliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION}}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(name, args string) map[string]any {
+		t.Helper()
+		res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env map[string]any
+		raw, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(raw, &env)
+		return env
+	}
+	if env := call("echoes__rug_pull", `{"variant":"description"}`); env["ok"] != true {
+		t.Fatalf("rug_pull: %v", env)
+	}
+	select {
+	case <-blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the redefined tool was never blocked")
+	}
+	if env := call("echoes__target", `{"id":1}`); env["error_code"] != "tool_changed" {
+		t.Fatalf("the changed tool answered %v", env)
+	}
+
+	pages := gw.consolePages()
+	ups := pages.Upstreams()
+	if len(ups) != 1 || ups[0].Name != "echoes" || !ups[0].Connected || ups[0].Breaker != "closed" || ups[0].MaxFlight == 0 {
+		t.Fatalf("upstreams: %+v", ups)
+	}
+	var target console.UpstreamTool
+	for _, tool := range ups[0].Tools {
+		if tool.ID == "echoes/target" {
+			target = tool
+		}
+	}
+	if target.Pin != console.PinChanged || !strings.Contains(target.Diff, "send_customer_reply") || target.OldHash == "" {
+		t.Fatalf("the blocked tool as the page gets it: %+v", target)
+	}
+
+	if err := pages.ApprovePin(ctx, "carol", "echoes/target", "sha256:not-what-she-saw"); !errors.Is(err, console.ErrPinMoved) {
+		t.Fatalf("approving a hash not shown: %v, want ErrPinMoved", err)
+	}
+	if err := pages.ApprovePin(ctx, "carol", "echoes/target", target.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if env := call("echoes__target", `{"id":1}`); env["ok"] != true {
+		t.Fatalf("the approved tool answered %v", env)
+	}
+	if err := pages.ApprovePin(ctx, "carol", "echoes/target", target.Hash); !errors.Is(err, console.ErrNotBlocked) {
+		t.Fatalf("approving again: %v, want ErrNotBlocked", err)
+	}
+
+	var approved, refused *audit.Record
+	for _, ln := range pages.Recent(0) {
+		var r audit.Record
+		if err := json.Unmarshal(ln, &r); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Kind == audit.KindPinChange && r.Decision == audit.DecisionApproved && approved == nil:
+			approved = &r
+		case r.Kind == audit.KindCall && r.ErrorCode == "tool_changed" && refused == nil:
+			refused = &r
+		}
+	}
+	if approved == nil || approved.Principal != "carol" || approved.Tool != "echoes/target" || approved.Details["new_hash"] != target.Hash {
+		t.Fatalf("the approval's audit record: %+v", approved)
+	}
+	if refused == nil || refused.Stage != "validate" && refused.Stage != "resolve" {
+		t.Fatalf("the refused call's record names no stage: %+v", refused)
+	}
+	if pages.AuditPath != gw.Config().AuditPath() || len(pages.Stages) == 0 || pages.Stages[0] != "record" {
+		t.Fatalf("pages: audit %q, stages %v", pages.AuditPath, pages.Stages)
+	}
+}
+
+// The status history counts a restart each time an upstream that was up goes down, and keeps the
+// last failure with its time.
+func TestUpstreamHistory(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	h := &upstreamHistory{now: func() time.Time { return now }, by: map[string]*upstreamEvents{"a": {up: true}}}
+	h.changed("a", false, "process exited: exit status 2")
+	h.changed("a", false, "spawn failed: no such file")
+	now = now.Add(time.Minute)
+	h.changed("a", true, "")
+	h.changed("a", false, "")
+	got := h.get("a")
+	if got.restarts != 2 || got.lastError != "spawn failed: no such file" || !got.at.Equal(now.Add(-time.Minute)) || got.up {
+		t.Fatalf("history: %+v", got)
+	}
+}
