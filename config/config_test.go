@@ -38,7 +38,7 @@ func TestProblems(t *testing.T) {
 		{"unknown top-level key", "listn: {http: ':1'}\n", nil, 1, "listn",
 			`unknown key; allowed keys here: admin, approvals, audit, auth, authz, console, description_scan, limits, listen, mcpServers, pinning, rate_limits, state (did you mean "listen"?)`},
 		{"unknown key in server", stdio + "    timout: 8s\n", nil, 4, "mcpServers.orders.timout",
-			`allowed keys here: args, auth, breaker, command, cwd, description_scan, disabled, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, protocol, required, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
+			`allowed keys here: args, auth, breaker, command, cwd, description_scan, disabled, egress, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, protocol, required, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
 		{"rate of zero", stdio + "rate_limits:\n  principal: {rate: 0}\n", nil, 5, "rate_limits.principal.rate", "expected a rate above 0"},
 		{"rate limit on an unknown server", stdio + "rate_limits:\n  tools:\n    pay/charge: {rate: 1}\n", nil, 6, `rate_limits.tools["pay/charge"]`, `names server "pay"`},
 		{"rate limit on a client-facing name", stdio + "rate_limits:\n  tools:\n    orders__get: {rate: 1}\n", nil, 6, "rate_limits.tools.orders__get", "expected a canonical tool <server>/<tool>"},

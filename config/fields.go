@@ -217,6 +217,7 @@ func (l *loader) serverFields(x *Server) fields {
 		"url":              set(&x.URL, l.str),
 		"headers":          func(n ast.Node, p string) { x.Headers = l.strMap(n, p, l.checkHeaderName) },
 		"auth":             set(&x.Auth, l.upstreamAuth),
+		"egress":           set(&x.Egress, l.egress),
 		"type":             set(&x.Type, l.str),
 		"prefix":           set(&x.Prefix, l.prefix),
 		"disabled":         set(&x.Disabled, l.boolean),

@@ -107,6 +107,7 @@ func (l *loader) load(c *Config, data []byte) {
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 		l.checkUpstreamAuth(c, child("mcpServers", name), c.Servers[name])
+		l.checkEgress(child("mcpServers", name), c.Servers[name])
 	}
 	l.checkOverrides(c)
 }

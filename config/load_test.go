@@ -66,6 +66,7 @@ func TestLoadFullExample(t *testing.T) {
 		{"search header", search.Headers["Authorization"], "Bearer tok"},
 		{"search unprefixed", search.ToolPrefix(), ""},
 		{"search init", c.InitTimeout("search"), 30 * time.Second},
+		{"search egress", fmt.Sprint(search.EgressAllow()), "[loopback] [10.20.0.0/16]"},
 		{"search timeout from limits", c.CallTimeout("search", "q"), 5 * time.Second},
 		{"legacy transport", legacy.Transport, TransportSSE},
 		{"legacy disabled", legacy.Disabled, true},

@@ -76,6 +76,7 @@ mcpServers:
     trusted: true
   search:
     url: http://127.0.0.1:9000/mcp
+    egress: {allow: [loopback]}
 `
 	c, err := Parse("toolgate.yaml", []byte(src), envOf(nil))
 	if err != nil {

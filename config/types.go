@@ -257,6 +257,9 @@ type Server struct {
 	// Auth is how toolgate authenticates to this upstream beyond Headers: nil or mode static, the headers
 	// only (config/upstreamauth.go).
 	Auth *UpstreamAuth `yaml:"auth"`
+	// Egress opens addresses the egress guard refuses by default (loopback, private, link-local, ...) to
+	// this server's connections and its token endpoint's (config/egress.go); nil: public addresses only.
+	Egress *Egress `yaml:"egress"`
 
 	Type     string  `yaml:"type"`   // as written: "", stdio, http, streamable-http, streamableHttp, sse
 	Prefix   *string `yaml:"prefix"` // nil means the default; see ToolPrefix

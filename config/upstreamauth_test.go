@@ -81,7 +81,7 @@ func TestUpstreamAuthLoads(t *testing.T) {
 		"  plain:\n    url: https://plain.example.com/mcp\n    headers: {Authorization: \"Bearer x\"}\n" +
 		"  service:\n    url: https://svc.example.com/mcp\n    auth:\n      mode: client_credentials\n      token_url: https://idp.example.com/oauth/token\n" +
 		"      client_id: toolgate\n      client_secret: ${ORDERS_SECRET}\n      scopes: [svc:read]\n      resource: https://svc.example.com/mcp\n" +
-		"  orders:\n    url: https://orders.example.com/mcp\n    auth:\n      mode: token_exchange\n      token_url: http://127.0.0.1:9000/oauth/token\n" +
+		"  orders:\n    url: https://orders.example.com/mcp\n    egress: {allow: [loopback]}\n    auth:\n      mode: token_exchange\n      token_url: http://127.0.0.1:9000/oauth/token\n" +
 		"      client_id: toolgate\n      client_secret: ${ORDERS_SECRET}\n      audience: orders-api\n      subject_token_type: jwt\n      fallback: client_credentials\n"
 	c, err := Parse("toolgate.yaml", []byte(src), envOf(upstreamAuthEnv))
 	if err != nil {

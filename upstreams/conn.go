@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/tracing"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // upstreamProtocol is the protocol version toolgate speaks to upstreams
@@ -249,7 +250,7 @@ func (c *Conn) openTransport(srv *Server, maxMessage int) error {
 		// timeout (60 s by default, or the caller's remaining time): make
 		// the caller's deadline the only one.
 		tr, err := transport.NewSSE(srv.URL, transport.WithHeaders(srv.Headers),
-			transport.WithHTTPClient(c.httpClient(maxMessage, srv.Credentials)), transport.WithSSELogger(libraryLogger(c.log)),
+			transport.WithHTTPClient(c.httpClient(srv, maxMessage)), transport.WithSSELogger(libraryLogger(c.log)),
 			transport.WithResponseTimeout(sseResponseTimeout))
 		c.tr = tr
 		return err
@@ -257,7 +258,7 @@ func (c *Conn) openTransport(srv *Server, maxMessage int) error {
 		// Continuous listening opens the GET stream on which the server
 		// sends what is not an answer to a request: tools/list_changed.
 		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(srv.Headers),
-			transport.WithHTTPBasicClient(c.httpClient(maxMessage, srv.Credentials)), transport.WithHTTPLogger(libraryLogger(c.log))}
+			transport.WithHTTPBasicClient(c.httpClient(srv, maxMessage)), transport.WithHTTPLogger(libraryLogger(c.log))}
 		if !mcp.IsModernProtocol(c.proto) {
 			// 2026-07-28 has no listening stream (mcp-go refuses it there).
 			opts = append(opts, transport.WithContinuousListening())
@@ -292,14 +293,15 @@ func (c *Conn) outputEnded(err error) {
 	c.markDown(fmt.Errorf("%w: %w", ErrOutputEnded, err))
 }
 
-// httpClient caps every response body the upstream sends. No client-wide
-// timeout: it would also cut long-lived SSE streams; each call carries its
-// own deadline instead.
-func (c *Conn) httpClient(maxMessage int, creds Credentials) *http.Client {
-	base := http.DefaultTransport.(*http.Transport).Clone()
+// httpClient caps every response body the upstream sends, and dials every
+// connection through the server's egress guard. No client-wide timeout: it
+// would also cut long-lived SSE streams; each call carries its own
+// deadline instead.
+func (c *Conn) httpClient(srv *Server, maxMessage int) *http.Client {
+	base := egress.New(srv.Egress).Transport()
 	c.http = base
 	return &http.Client{
-		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded, creds: creds},
+		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded, creds: srv.Credentials},
 		// A redirect would carry the configured upstream headers (its
 		// credentials) to whatever host the upstream names: refuse it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -31,7 +31,7 @@ func TestConnectionLossIsOneFault(t *testing.T) {
 		ts.Close()
 	})
 	ctx := callCtx(t, generous)
-	conn, err := Dial(ctx, &Server{Name: "h", Transport: TransportHTTP, URL: ts.URL + "/mcp"}, 1<<20, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	conn, err := Dial(ctx, &Server{Name: "h", Transport: TransportHTTP, Egress: loopbackOK, URL: ts.URL + "/mcp"}, 1<<20, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestElicitationDefaultsReachTheUpstream(t *testing.T) {
 	for _, protocol := range []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20260728} {
 		t.Run(protocol, func(t *testing.T) {
 			ctx := callCtx(t, generous)
-			conn, err := Dial(ctx, &Server{Name: "c", Transport: TransportHTTP, URL: srv.URL + "/mcp", Protocol: protocol},
+			conn, err := Dial(ctx, &Server{Name: "c", Transport: TransportHTTP, Egress: loopbackOK, URL: srv.URL + "/mcp", Protocol: protocol},
 				1<<20, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				t.Fatal(err)

@@ -216,7 +216,7 @@ func TestModernUpstreamWithoutListenStaysUp(t *testing.T) {
 				}
 				return 0, ""
 			})
-			h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, URL: f.url, Protocol: mcp.ProtocolVersion20260728}))
+			h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, Egress: loopbackOK, URL: f.url, Protocol: mcp.ProtocolVersion20260728}))
 			// The connect's listing, then the re-list the refusal asks
 			// for, then two on the timer. Before the fix the refusal
 			// took the connection down instead.
@@ -277,7 +277,7 @@ func TestModernUpstreamAsksForItsProtocolVersion(t *testing.T) {
 		}
 		return 0, ""
 	})
-	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, URL: f.url, Protocol: mcp.ProtocolVersion20260728}))
+	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, Egress: loopbackOK, URL: f.url, Protocol: mcp.ProtocolVersion20260728}))
 	if got := mustCall(t, h.set, "m", "echo", `{"x":1}`); got != `{"x":1}` {
 		t.Fatal(got)
 	}
@@ -333,7 +333,7 @@ func TestModernOnlyUpstreamFoundWithoutProtocolSetting(t *testing.T) {
 				}
 				return 0, ""
 			})
-			h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, URL: f.url}))
+			h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, Egress: loopbackOK, URL: f.url}))
 			if got := mustCall(t, h.set, "m", "echo", `{"x":1}`); got != `{"x":1}` {
 				t.Fatal(got)
 			}
@@ -399,7 +399,7 @@ func TestUpstreamBackToTheHandshakeEra(t *testing.T) {
 		}
 		return 0, ""
 	})
-	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, URL: f.url}))
+	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, Egress: loopbackOK, URL: f.url}))
 	conn := h.set.sups["m"].conn.Load()
 	if conn == nil || conn.Protocol() != mcp.ProtocolVersion20260728 {
 		t.Fatal("not connected in 2026-07-28")
@@ -437,7 +437,7 @@ func TestModernOnlyUpstreamWithoutListen(t *testing.T) {
 		}
 		return 0, ""
 	})
-	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, URL: f.url}))
+	h := start(t, servers(&Server{Name: "m", ToolPrefix: "m__", Transport: TransportHTTP, Egress: loopbackOK, URL: f.url}))
 	for i := range 3 {
 		f.nextList(t, h, fmt.Sprintf("tools/list number %d", i+1))
 	}

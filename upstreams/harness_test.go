@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/internal/testupstream"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // The test binary doubles as the test upstream: started with this variable
@@ -31,6 +32,10 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m, leakOptions...)
 }
+
+// loopbackOK is the egress setting of every HTTP test upstream: they
+// listen on loopback, which the guard refuses unless a server allows it.
+var loopbackOK = egress.Options{Allow: []egress.Class{egress.Loopback}}
 
 // generous bounds every wait for something that should happen quickly.
 const generous = 30 * time.Second

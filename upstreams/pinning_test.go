@@ -56,7 +56,7 @@ func transferState(c *Catalog) (callable, changed bool) {
 func TestSetPinsRugPull(t *testing.T) {
 	up := newRugUpstream(t)
 	store, path := openPins(t, pins.TOFU)
-	h := start(t, servers(&Server{Name: "bank", ToolPrefix: "bank__", Transport: TransportHTTP, URL: up.url}), WithPins(store))
+	h := start(t, servers(&Server{Name: "bank", ToolPrefix: "bank__", Transport: TransportHTTP, Egress: loopbackOK, URL: up.url}), WithPins(store))
 
 	if callable, _ := transferState(h.set.Catalog()); !callable {
 		t.Fatalf("not callable at first sight: %+v", h.set.Catalog().Changed())
@@ -126,7 +126,7 @@ func TestSetPinsRugPull(t *testing.T) {
 func TestSetStrictPinsWithWatch(t *testing.T) {
 	up := newRugUpstream(t)
 	store, path := openPins(t, pins.Strict)
-	h := start(t, servers(&Server{Name: "bank", ToolPrefix: "bank__", Transport: TransportHTTP, URL: up.url}), WithPins(store))
+	h := start(t, servers(&Server{Name: "bank", ToolPrefix: "bank__", Transport: TransportHTTP, Egress: loopbackOK, URL: up.url}), WithPins(store))
 	if _, changed := transferState(h.set.Catalog()); !changed {
 		t.Fatal("a new tool is not pending under strict")
 	}

@@ -31,8 +31,8 @@ func progressServers(t *testing.T) []*Server {
 	t.Cleanup(stopSSE)
 	return []*Server{
 		stdioServer(t, "stdio"),
-		{Name: "http", ToolPrefix: "http__", Transport: TransportHTTP, URL: httpURL},
-		{Name: "sse", ToolPrefix: "sse__", Transport: TransportSSE, URL: sseURL},
+		{Name: "http", ToolPrefix: "http__", Transport: TransportHTTP, Egress: loopbackOK, URL: httpURL},
+		{Name: "sse", ToolPrefix: "sse__", Transport: TransportSSE, Egress: loopbackOK, URL: sseURL},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/toolgate/toolgate/upstreams/egress"
 	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
@@ -38,6 +39,11 @@ type Server struct {
 	// request (an auth block other than static, built by package
 	// upstreams/credentials); nil: Headers only.
 	Credentials Credentials
+	// Egress is what the server's connections may reach (package
+	// upstreams/egress): every connection is dialled through its guard.
+	// The zero value allows public addresses only, so a server on
+	// loopback or a private network needs Allow to say so.
+	Egress egress.Options
 
 	// Protocol is the MCP protocol era spoken to the server: "2025-11-25"
 	// (the initialize handshake) or "2026-07-28". "": 2025-11-25.

@@ -267,7 +267,7 @@ func TestHTTPSessionEndIsReinitialized(t *testing.T) {
 		_ = current.Load().Shutdown(context.Background())
 		srv.Close()
 	})
-	h := start(t, servers(&Server{Name: "h", ToolPrefix: "h__", Transport: TransportHTTP, URL: srv.URL + "/mcp"}))
+	h := start(t, servers(&Server{Name: "h", ToolPrefix: "h__", Transport: TransportHTTP, Egress: loopbackOK, URL: srv.URL + "/mcp"}))
 	if got := mustCall(t, h.set, "h", "echo", `{"x":1}`); got != `{"x":1}` {
 		t.Fatal(got)
 	}
@@ -297,7 +297,7 @@ func TestSSEStreamDropAndRepeatedFailuresBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	h := start(t, servers(&Server{Name: "old", ToolPrefix: "old__", Transport: TransportSSE, URL: url}))
+	h := start(t, servers(&Server{Name: "old", ToolPrefix: "old__", Transport: TransportSSE, Egress: loopbackOK, URL: url}))
 	if got := mustCall(t, h.set, "old", "echo", `{}`); got != `{}` {
 		t.Fatal(got)
 	}
@@ -332,7 +332,7 @@ func TestHTTPRestartOfLenientServer(t *testing.T) {
 		_ = current.Load().Shutdown(context.Background())
 		srv.Close()
 	})
-	h := start(t, servers(&Server{Name: "h", ToolPrefix: "h__", Transport: TransportHTTP, URL: srv.URL + "/mcp"}))
+	h := start(t, servers(&Server{Name: "h", ToolPrefix: "h__", Transport: TransportHTTP, Egress: loopbackOK, URL: srv.URL + "/mcp"}))
 	mustCall(t, h.set, "h", "echo", `{}`)
 	old := current.Swap(newUpstream())
 	if err := old.Shutdown(context.Background()); err != nil {
