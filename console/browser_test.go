@@ -114,6 +114,7 @@ auth:
 mcpServers:
   orders:
     url: %q
+    egress: {allow: [loopback]}   # the test upstream listens on loopback
 console:
   approvers:
     - {name: carol, sha256: %q}

@@ -109,6 +109,7 @@ mcpServers:
     env: {%s: "1", GORACE: "atexit_sleep_ms=0"}
   orders:
     url: %q
+    egress: {allow: [loopback]}   # the test upstream listens on loopback
     retry_safe: true   # whoami reads: no duplicate suppression replaying an earlier caller's answer
     auth:
       mode: token_exchange

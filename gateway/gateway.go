@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // Options say where the gateway's configuration is and how it reports.
@@ -30,6 +31,11 @@ type Options struct {
 	// Tracing builds the tracer; default tracing.Setup, which reads the
 	// standard OTEL_* variables. Tests pass an in-memory exporter.
 	Tracing func(ctx context.Context, version string) (*tracing.Tracing, error)
+	// Egress supplies the Resolver and Dial of every upstream's egress
+	// guard (its other fields are ignored: egress.allow is the config's);
+	// zero: the system resolver and dialer. Tests give host names the
+	// addresses they need without DNS.
+	Egress egress.Options
 }
 
 // Gateway is one toolgate: its configuration loaded and checked, its
@@ -165,7 +171,7 @@ func (g *Gateway) steps(o Options) []step {
 			return err
 		}},
 		{"cannot build the tool catalog", func(ctx context.Context) (err error) {
-			if g.set, err = upstreams.Start(ctx, UpstreamServersLogged(g.cfg, g.log), g.log, upstreams.WithPins(g.pins)); err == nil {
+			if g.set, err = upstreams.Start(ctx, upstreamServers(g.cfg, g.log, o.Egress), g.log, upstreams.WithPins(g.pins)); err == nil {
 				g.cleanup.add(g.set.Close)
 			}
 			return err

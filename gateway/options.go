@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
 	"github.com/toolgate/toolgate/upstreams/credentials"
+	"github.com/toolgate/toolgate/upstreams/egress"
 	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
@@ -284,6 +285,12 @@ func UpstreamServers(cfg *config.Config) []upstreams.Server {
 // UpstreamServersLogged is UpstreamServers whose credential sources log
 // to log (a token that could not be had, never a token).
 func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Server {
+	return upstreamServers(cfg, log, egress.Options{})
+}
+
+// upstreamServers is UpstreamServersLogged whose egress guards resolve and
+// dial with network's Resolver and Dial (zero: the system's).
+func upstreamServers(cfg *config.Config, log *slog.Logger, network egress.Options) []upstreams.Server {
 	if cfg == nil {
 		return nil
 	}
@@ -306,9 +313,10 @@ func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Ser
 			CallTimeout:     cfg.CallTimeout(name, ""),
 			MaxResultBytes:  cfg.MaxResultBytes(name, ""),
 			DescriptionScan: upstreams.ScanMode(cfg.DescriptionScanMode(name)),
+			Egress:          serverEgress(name, s, network, log),
 		}
 		if s.AuthMode() != config.AuthStatic {
-			u.Credentials = upstreamCredentials(name, s.Auth, log)
+			u.Credentials = upstreamCredentials(name, s.Auth, u.Egress, log)
 		}
 		if len(s.Tools) > 0 {
 			u.Tools = make(map[string]upstreams.ToolLimits, len(s.Tools))
@@ -327,6 +335,18 @@ func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Ser
 	return out
 }
 
+// serverEgress is the egress guard's settings for one server: what its
+// egress.allow opens, network's resolver and dialer, and a log that names
+// the server (a refusal is logged with the address and its class).
+func serverEgress(name string, s *config.Server, network egress.Options, log *slog.Logger) egress.Options {
+	o := egress.Options{Resolver: network.Resolver, Dial: network.Dial}
+	o.Allow, o.AllowPrefixes = s.EgressAllow()
+	if log != nil {
+		o.Log = log.With("server", name)
+	}
+	return o
+}
+
 // toolOverride is a tool's override as the catalog applies it.
 func toolOverride(o *config.ToolOverride) *overrides.Override {
 	out := &overrides.Override{Name: o.Name, Title: o.Title, Description: o.Description,
@@ -340,12 +360,12 @@ func toolOverride(o *config.ToolOverride) *overrides.Override {
 
 // upstreamCredentials is the credential source of an upstream whose auth
 // block is client_credentials or token_exchange.
-func upstreamCredentials(name string, a *config.UpstreamAuth, log *slog.Logger) upstreams.Credentials {
+func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Options, log *slog.Logger) upstreams.Credentials {
 	o := credentials.Options{
 		Server: name, Mode: credentials.Mode(a.Mode), TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
 		Scopes: a.Scopes, Audience: a.Audience, Resource: a.Resource,
 		FallbackClientCredentials: a.Fallback == config.AuthClientCredentials,
-		Caller:                    callerOf, Log: log,
+		Caller:                    callerOf, Log: log, Egress: network,
 	}
 	if a.SubjectTokenType == "jwt" {
 		o.SubjectTokenType = credentials.TokenTypeJWT

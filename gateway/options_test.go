@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/upstreams"
 	"github.com/toolgate/toolgate/upstreams/credentials"
+	"github.com/toolgate/toolgate/upstreams/egress"
 	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
@@ -34,6 +36,7 @@ mcpServers:
     retry: {base_delay: 10ms}
   search:
     url: http://127.0.0.1:9000/mcp
+    egress: {allow: [loopback]}
     disabled: true
 `
 
@@ -304,11 +307,13 @@ mcpServers:
         override: {name: huge, description_append: "Big.", annotations: {readOnlyHint: true}, hide: {size: 9007199254740993}, narrow: {mode: {enum: [a]}}}
   search:
     url: http://127.0.0.1:9000/mcp
+    egress: {allow: [loopback]}
     headers: {X-Api-Key: k}
     prefix: ""
     disabled: true
   legacy:
     url: http://127.0.0.1:9001/sse
+    egress: {allow: [127.0.0.0/8]}
     type: sse
   inventory:
     url: https://inventory.example.com/mcp
@@ -336,6 +341,7 @@ func TestUpstreamServers(t *testing.T) {
 		{Name: "inventory", Transport: upstreams.TransportHTTP, URL: "https://inventory.example.com/mcp", ToolPrefix: "inventory__",
 			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
 		{Name: "legacy", Transport: upstreams.TransportSSE, URL: "http://127.0.0.1:9001/sse", ToolPrefix: "legacy__",
+			Egress:      egress.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
 		{Name: "orders", Transport: upstreams.TransportStdio, Command: filepath.Join(dir, "bin", "orders"),
 			Args: []string{"--db", "orders.db"}, Env: map[string]string{"ORDERS_TOKEN": "t"}, Cwd: filepath.Join(dir, "work"),
@@ -350,7 +356,7 @@ func TestUpstreamServers(t *testing.T) {
 				Narrow: map[string]json.RawMessage{"mode": json.RawMessage(`{"enum":["a"]}`)}}},
 			DescriptionScan: upstreams.ScanOff},
 		{Name: "search", Transport: upstreams.TransportHTTP, URL: "http://127.0.0.1:9000/mcp",
-			Headers: map[string]string{"X-Api-Key": "k"}, Disabled: true,
+			Headers: map[string]string{"X-Api-Key": "k"}, Disabled: true, Egress: egress.Options{Allow: []egress.Class{egress.Loopback}},
 			InitTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, MaxResultBytes: 65536, DescriptionScan: upstreams.ScanQuarantine},
 	}
 	if !reflect.DeepEqual(plain, want) {

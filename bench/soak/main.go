@@ -483,6 +483,7 @@ mcpServers:
     timeout: %s
   %s:
     url: %q
+    egress: {allow: [loopback]}   # the soak's HTTP upstream listens on loopback
     timeout: %s
 `, hashKey(adminKey), principal, hashKey(apiKey), bucket, stdioServer, bucket, httpServer, bucket,
 		stdioServer, upBin, args, timeout, httpServer, httpURL, timeout)

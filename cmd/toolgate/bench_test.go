@@ -25,7 +25,7 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 	// echo on dead is declared retry-safe so that duplicate suppression
 	// leaves it alone: a recorded "outcome unknown" would otherwise be
 	// replayed and the breaker would never see the later calls.
-	servers := fmt.Sprintf("  live:\n    url: %q\n    tools: {echo: {retry_safe: true}}\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", liveURL, deadURL)
+	servers := fmt.Sprintf("  live:\n    url: %q\n    egress: {allow: [loopback]}\n    tools: {echo: {retry_safe: true}}\n  dead:\n    url: %q\n    egress: {allow: [loopback]}\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", liveURL, deadURL)
 	url, _ := httpGateway(b, writeConfig(b, servers))
 	c := connectHTTP(b, url, aliceKey)
 	stopDead() // from now on every call to dead is refused: the first counted, the rest known down

@@ -105,7 +105,7 @@ func mockUpstreamConfig(url, modelPath string) (string, error) {
 	files := map[string]string{
 		"model.conf":    string(model),
 		"policy.csv":    "p, conformance, mock/*, call, allow\np, conformance, mock/*, read, allow\np, conformance, mock/*, get, allow\n",
-		"toolgate.yaml": fmt.Sprintf("auth:\n  allow_anonymous: conformance\nmcpServers:\n  mock:\n    url: %q\n    prefix: \"\"\n", url),
+		"toolgate.yaml": fmt.Sprintf("auth:\n  allow_anonymous: conformance\nmcpServers:\n  mock:\n    url: %q\n    egress: {allow: [loopback]}\n    prefix: \"\"\n", url),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {

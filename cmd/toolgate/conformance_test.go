@@ -264,7 +264,7 @@ func TestConformanceSuiteConformanceUpstream(t *testing.T) {
 				servers := fmt.Sprintf("  conformance:\n    command: %q\n    env: {%s: conformance, GORACE: \"atexit_sleep_ms=0\"}\n    prefix: \"\"\n    protocol: %q\n",
 					self(t), execRole, protocol)
 				if kind == "http" {
-					servers = fmt.Sprintf("  conformance:\n    url: %q\n    prefix: \"\"\n    protocol: %q\n", upstream.URL+"/mcp", protocol)
+					servers = fmt.Sprintf("  conformance:\n    url: %q\n    egress: {allow: [loopback]}\n    prefix: \"\"\n    protocol: %q\n", upstream.URL+"/mcp", protocol)
 				}
 				gw := anonymousGateway(t, "conformance", servers, "")
 				for run := 1; run <= suiteRuns; run++ {

@@ -238,7 +238,7 @@ func TestHTTPAndSSEUpstreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopSSE()
-	servers := fmt.Sprintf("  hostile:\n    url: %q\n  viasse:\n    url: %q\n    type: sse\n", httpURL, sseURL)
+	servers := fmt.Sprintf("  hostile:\n    url: %q\n    egress: {allow: [loopback]}\n  viasse:\n    url: %q\n    egress: {allow: [loopback]}\n    type: sse\n", httpURL, sseURL)
 	url, _ := httpGateway(t, writeConfig(t, servers))
 	c := connectHTTP(t, url, aliceKey)
 	for _, tool := range []string{"hostile__echo", "viasse__echo"} {
@@ -300,7 +300,7 @@ func TestClientCredentialNeverForwarded(t *testing.T) {
 	}
 	defer stop()
 	t.Setenv("REC_TOKEN", "upstream-secret")
-	url, _ := httpGateway(t, writeConfig(t, fmt.Sprintf("  rec:\n    url: %q\n    headers: {X-Upstream-Token: \"${REC_TOKEN}\"}\n", upURL)))
+	url, _ := httpGateway(t, writeConfig(t, fmt.Sprintf("  rec:\n    url: %q\n    egress: {allow: [loopback]}\n    headers: {X-Upstream-Token: \"${REC_TOKEN}\"}\n", upURL)))
 	_, env := callE2E(t, connectHTTP(t, url, aliceKey), "rec__headers", `{}`)
 	got := fmt.Sprint(env["data"])
 	if env["ok"] != true || !strings.Contains(got, "upstream-secret") {

@@ -226,7 +226,7 @@ func TestBreakerOpensEndToEnd(t *testing.T) {
 	// dead hangs (sleep past its 100ms timeout): every attempt is a
 	// counted failure on a connection that is up. sleep is declared
 	// retry-safe so that duplicate suppression leaves it alone.
-	servers := fmt.Sprintf("  live:\n    url: %q\n  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}}\n", liveURL, deadURL)
+	servers := fmt.Sprintf("  live:\n    url: %q\n    egress: {allow: [loopback]}\n  dead:\n    url: %q\n    egress: {allow: [loopback]}\n    breaker: {failures: 3, open_for: 1h}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}}\n", liveURL, deadURL)
 	url, logs := httpGateway(t, writeConfig(t, servers))
 	c := connectHTTP(t, url, aliceKey)
 	var env map[string]any
@@ -254,7 +254,7 @@ func TestDeadUpstreamRefusedWithoutBreakerEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, logs := httpGateway(t, writeConfig(t, fmt.Sprintf("  dead:\n    url: %q\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", deadURL)))
+	url, logs := httpGateway(t, writeConfig(t, fmt.Sprintf("  dead:\n    url: %q\n    egress: {allow: [loopback]}\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", deadURL)))
 	c := connectHTTP(t, url, aliceKey)
 	stopDead()
 	for i := range 10 {

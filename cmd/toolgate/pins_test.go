@@ -25,7 +25,7 @@ func TestRugPullBlockedUntilApproved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	cfg := writeConfig(t, fmt.Sprintf("  rug:\n    url: %q\n", upURL))
+	cfg := writeConfig(t, fmt.Sprintf("  rug:\n    url: %q\n    egress: {allow: [loopback]}\n", upURL))
 	url, _, gw := httpGatewayFull(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -89,7 +89,7 @@ func TestReorderedSchemaIsNotAChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	cfg := writeConfig(t, fmt.Sprintf("  rug:\n    url: %q\n", upURL))
+	cfg := writeConfig(t, fmt.Sprintf("  rug:\n    url: %q\n    egress: {allow: [loopback]}\n", upURL))
 	url, _, gw := httpGatewayFull(t, cfg)
 	c := connectHTTP(t, url, aliceKey)
 	callE2E(t, c, "rug__rug_pull", `{"variant":"reorder"}`)

@@ -38,7 +38,7 @@ func TestProgressStaysOnTheCallStream(t *testing.T) {
 	}
 	ph := httptest.NewServer(&orderedProgressServer{})
 	t.Cleanup(ph.Close)
-	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "ps", "")+fmt.Sprintf("  ph:\n    url: %q\n", ph.URL+"/mcp")))
+	url, _ := httpGateway(t, writeConfig(t, stdioUpstream(t, "ps", "")+fmt.Sprintf("  ph:\n    url: %q\n    egress: {allow: [loopback]}\n", ph.URL+"/mcp")))
 	for _, server := range []string{"ps", "ph"} {
 		t.Run(server, func(t *testing.T) {
 			c := progressClient(t, url)
@@ -145,7 +145,7 @@ func TestSamplingOnTheCallStream(t *testing.T) {
 	up := httptest.NewServer(&orderedProgressServer{})
 	t.Cleanup(up.Close)
 	logs := &syncBuffer{}
-	gw, code := startGateway(context.Background(), writeConfig(t, fmt.Sprintf("  pa:\n    url: %q\n", up.URL+"/mcp")),
+	gw, code := startGateway(context.Background(), writeConfig(t, fmt.Sprintf("  pa:\n    url: %q\n    egress: {allow: [loopback]}\n", up.URL+"/mcp")),
 		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if gw == nil {
 		t.Fatalf("gateway did not start (exit %d); log:\n%s", code, logs)

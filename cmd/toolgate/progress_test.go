@@ -26,7 +26,7 @@ func TestUpstreamProgressPerCallEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	_, _, gw := httpGatewayFull(t, writeConfig(t, stdioUpstream(t, "ps", "")+fmt.Sprintf("  ph:\n    url: %q\n", httpURL)))
+	_, _, gw := httpGatewayFull(t, writeConfig(t, stdioUpstream(t, "ps", "")+fmt.Sprintf("  ph:\n    url: %q\n    egress: {allow: [loopback]}\n", httpURL)))
 	for _, server := range []string{"ps", "ph"} {
 		t.Run(server, func(t *testing.T) {
 			const calls = 20

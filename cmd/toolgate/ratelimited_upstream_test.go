@@ -99,7 +99,7 @@ func TestUpstreamRateLimitOverHTTP(t *testing.T) {
 	// Closed after the gateway (cleanups run last first): until then the
 	// gateway holds a listening stream through it, and Close would wait.
 	t.Cleanup(srv.Close)
-	servers := fmt.Sprintf("  rl:\n    url: %q\n    breaker: {failures: 1, open_for: 1h}\n"+
+	servers := fmt.Sprintf("  rl:\n    url: %q\n    egress: {allow: [loopback]}\n    breaker: {failures: 1, open_for: 1h}\n"+
 		"    tools: {echo: {retry_safe: true, timeout: 10s}, sleep: {retry_safe: true, timeout: 800ms}}\n", srv.URL+"/mcp")
 	gwURL, logs := httpGateway(t, writeConfig(t, servers))
 	c := connectHTTP(t, gwURL, aliceKey)

@@ -26,7 +26,7 @@ import (
 func startCounterReplicas(t *testing.T, n int, policyExtra, extra string) (*replicaSet, *testupstream.Counter) {
 	t.Helper()
 	counter := testupstream.StartCounter(t)
-	rs := &replicaSet{redis: redistest.Start(t), servers: fmt.Sprintf("  counter:\n    url: %q\n", counter.URL)}
+	rs := &replicaSet{redis: redistest.Start(t), servers: fmt.Sprintf("  counter:\n    url: %q\n    egress: {allow: [loopback]}\n", counter.URL)}
 	seedDedupEpoch(t, rs.redis)
 	for range n {
 		cfg := writeConfig(t, rs.servers)

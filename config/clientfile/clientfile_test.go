@@ -2,6 +2,7 @@ package clientfile
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -518,5 +519,28 @@ func wantErr(t *testing.T, err error, want string) {
 	}
 	if err.Error() != want {
 		t.Errorf("error:\n got %s\nwant %s", err, want)
+	}
+}
+
+// TestImportAllowsTheLocalServersItFinds: a client's server on localhost or a private address is
+// imported with egress.allow naming its class, so the generated config loads and says so explicitly; a
+// public host or a host name gets no egress line.
+func TestImportAllowsTheLocalServersItFinds(t *testing.T) {
+	im, err := Parse("claude_desktop_config.json", []byte(`{"mcpServers": {
+  "local": {"url": "http://localhost:3001/mcp"},
+  "lan": {"url": "http://192.168.1.20:8080/mcp"},
+  "named": {"url": "https://mcp.example.com/mcp"}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, im)
+	for name, want := range map[string]string{"local": "[loopback] []", "lan": "[private] []", "named": "[] []"} {
+		if got := fmt.Sprint(cfg.Servers[name].EgressAllow()); got != want {
+			t.Errorf("%s: egress.allow = %s, want %s", name, got, want)
+		}
+	}
+	if yaml := string(im.ConfigYAML("/out/toolgate.yaml")); !strings.Contains(yaml, "    egress: {allow: [loopback]}   # localhost is a loopback address") {
+		t.Errorf("the egress line does not say why:\n%s", yaml)
 	}
 }

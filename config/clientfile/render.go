@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // Role is the policy role the starter policy gives every imported tool, and StdioPrincipal the
@@ -80,6 +84,9 @@ func (im *Import) ConfigYAML(configPath string) []byte {
 				line("    type: sse")
 			}
 			line("    url: %s", quote(s.URL))
+			if host, class := internalHost(s.URL); class != "" {
+				line("    egress: {allow: [%s]}   # %s is a %s address, which toolgate refuses unless allowed", class, comment(host), class)
+			}
 			writeMap(line, "headers", s.Headers)
 		}
 	}
@@ -94,6 +101,28 @@ func writeMap(line func(string, ...any), key string, m map[string]string) {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		line("      %s: %s", quote(k), quote(m[k]))
 	}
+}
+
+// internalHost is the URL's host and its egress class when the host is a loopback, private or
+// link-local address (or localhost), which the client reached and toolgate's egress guard refuses
+// unless the server's egress.allow says so; class is "" otherwise (a host name is judged at dial time).
+func internalHost(raw string) (host string, class egress.Class) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", ""
+	}
+	host = u.Hostname()
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return host, egress.Loopback
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", ""
+	}
+	if c := egress.Classify(a); slices.Contains(egress.AllowableClasses, c) {
+		return host, c
+	}
+	return "", ""
 }
 
 // quote writes a string as a YAML double-quoted scalar; JSON's escapes are all valid there.

@@ -11,7 +11,7 @@ import (
 // cached: hashing the inbound JWT and one lookup (a static header adds nothing).
 func BenchmarkCachedExchange(b *testing.B) {
 	as := credentialstest.Start(b)
-	src, err := New(Options{Server: "orders", Mode: TokenExchange, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID,
+	src, err := New(Options{Server: "orders", Mode: TokenExchange, TokenURL: as.TokenURL(), Egress: loopbackOK, ClientID: credentialstest.GatewayID,
 		ClientSecret: credentialstest.GatewaySecret, Audience: "orders-api", Caller: callerFrom})
 	if err != nil {
 		b.Fatal(err)
@@ -33,7 +33,7 @@ func BenchmarkCachedExchange(b *testing.B) {
 // in-process authorization server (loopback HTTP, a JWT signed per exchange).
 func BenchmarkColdExchange(b *testing.B) {
 	as := credentialstest.Start(b)
-	src, err := New(Options{Server: "orders", Mode: TokenExchange, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID,
+	src, err := New(Options{Server: "orders", Mode: TokenExchange, TokenURL: as.TokenURL(), Egress: loopbackOK, ClientID: credentialstest.GatewayID,
 		ClientSecret: credentialstest.GatewaySecret, Audience: "orders-api", Caller: callerFrom, MaxCached: 1})
 	if err != nil {
 		b.Fatal(err)

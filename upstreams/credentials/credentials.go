@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // Mode is how an upstream's requests are authorized: auth.mode in the config.
@@ -79,7 +81,10 @@ type Options struct {
 	// made (the gateway's own: initialize, listing, the listening stream). Required for TokenExchange.
 	Caller func(ctx context.Context) (c Caller, ok bool)
 
-	HTTPClient *http.Client     // for the token endpoint; nil: a client that refuses redirects
+	// HTTPClient is for the token endpoint; nil: a client that refuses redirects and dials through an
+	// egress guard with Egress (the upstream's egress settings: public addresses only unless they allow more).
+	HTTPClient *http.Client
+	Egress     egress.Options
 	Now        func() time.Time // time.Now when nil
 	Log        *slog.Logger     // nil discards
 	MaxCached  int              // exchanged tokens kept; 0: DefaultMaxCached
@@ -146,7 +151,8 @@ func New(o Options) (*Source, error) {
 	o.SubjectTokenType = cmp.Or(o.SubjectTokenType, TokenTypeAccessToken)
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{
-			Timeout: fetchTimeout,
+			Transport: egress.New(o.Egress).Transport(),
+			Timeout:   fetchTimeout,
 			// A redirect would carry the client's credentials to wherever the endpoint points.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}

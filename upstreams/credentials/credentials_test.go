@@ -22,9 +22,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/upstreams/credentials/credentialstest"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// loopbackOK is the egress setting of every source here: the test authorization server listens on
+// loopback, which the guard refuses unless allowed.
+var loopbackOK = egress.Options{Allow: []egress.Class{egress.Loopback}}
 
 // upstream is a Streamable HTTP MCP server on 127.0.0.1:0 with one tool, that records the
 // Authorization header of every request it receives.
@@ -152,6 +157,7 @@ func newSource(t *testing.T, o Options) (*Source, *logBuffer) {
 	if o.Caller == nil {
 		o.Caller = callerFrom
 	}
+	o.Egress = loopbackOK
 	src, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -546,5 +552,24 @@ func TestDueTokenServesWhileServerDown(t *testing.T) {
 	clk.add(20 * time.Second) // expired
 	if _, err := src.Authorization(ctx); err == nil {
 		t.Error("an expired token was used")
+	}
+}
+
+// TestTokenEndpointGoesThroughTheEgressGuard: the token endpoint's client dials through the upstream's
+// egress guard, so a token_url on loopback is refused without a request unless egress allows loopback.
+func TestTokenEndpointGoesThroughTheEgressGuard(t *testing.T) {
+	as := credentialstest.Start(t)
+	src, err := New(Options{Server: "orders", Mode: ClientCredentials, TokenURL: as.TokenURL(), ClientID: credentialstest.GatewayID,
+		ClientSecret: credentialstest.GatewaySecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	_, err = src.Authorization(context.Background())
+	if r, ok := egress.IsRefused(err); !ok || r.Class != egress.Loopback {
+		t.Fatalf("Authorization = %v, want the egress guard's refusal of a loopback address", err)
+	}
+	if n := as.Count(); n != 0 {
+		t.Errorf("the authorization server got %d requests", n)
 	}
 }
