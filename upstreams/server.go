@@ -37,7 +37,8 @@ type Server struct {
 	Headers map[string]string // sent upstream with every request
 	// Credentials, when set, give every request its Authorization, per
 	// request (an auth block other than static, built by package
-	// upstreams/credentials); nil: Headers only.
+	// upstreams/credentials); nil: Headers only. The Set started with the
+	// server closes them on Close when they have a Close method.
 	Credentials Credentials
 	// Egress is what the server's connections may reach (package
 	// upstreams/egress): every connection is dialled through its guard.

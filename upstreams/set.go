@@ -346,12 +346,20 @@ func (s *Set) resourceUpdated(server, uri string) {
 
 // Close stops every supervisor and the upstream it runs, in parallel (each
 // stdio child may take seconds to exit, and shutdown must not take that
-// times the count), and returns when no goroutine or child process of the
-// Set is left.
+// times the count), then closes the servers' Credentials that have a Close
+// (a credentials.Source stops and waits for the token requests it still
+// runs, which would otherwise outlive the Set by up to their 10s bound),
+// and returns when no goroutine or child process of the Set is left. The
+// Set owns the Credentials of the servers it was started with.
 func (s *Set) Close() {
 	s.closeOnce.Do(func() {
 		s.stop()
 		s.wg.Wait()
+		for i := range s.servers {
+			if c, ok := s.servers[i].Credentials.(interface{ Close() }); ok {
+				c.Close()
+			}
+		}
 	})
 }
 
