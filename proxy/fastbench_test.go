@@ -83,3 +83,20 @@ func BenchmarkFastAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFastTakeModern is BenchmarkFastTake for a 2026-07-28 call,
+// whose body is decoded once more with encoding/json (fastmodern.go).
+func BenchmarkFastTakeModern(b *testing.B) {
+	body := []byte(modernCallBody(`17`, "echo", `"progressToken":"p",`))
+	f, r, _ := benchFast()
+	for k, v := range modernHeaders("echo") {
+		r.Header.Set(k, v)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if _, req, took := f.take(r); took != tookCall || req.modern == nil {
+			b.Fatal("not taken")
+		}
+	}
+}

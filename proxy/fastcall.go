@@ -38,7 +38,11 @@ import (
 //     2026-07-28, an application/json body, no DNS rebinding;
 //   - the body is a tools/call made only of the members the allow-list in
 //     fastdecode.go names (anything else, and any other method, goes to
-//     mcp-go as it is).
+//     mcp-go as it is);
+//   - or the request is a 2026-07-28 tools/call (a modern
+//     MCP-Protocol-Version header, no session) that passes every check
+//     mcp-go makes of one, made only of the members the allow-lists in
+//     fastmodern.go name: see there for what differs.
 //
 // The first call of a session in each quarter of its idle TTL first sends
 // mcp-go a ping on the session, which is what keeps the session alive in
@@ -100,6 +104,10 @@ func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch took {
 	case tookCall:
 		f.taken.Add(1)
+		if req.modern != nil {
+			f.serveModern(w, r, &req)
+			return
+		}
 		f.serve(w, r, entry, &req)
 	case tookAnswer:
 		w.WriteHeader(http.StatusAccepted) // as mcp-go acknowledges a client's response
@@ -120,12 +128,22 @@ const (
 // one's request. Whatever it decides, r.Body reads the same bytes again
 // afterwards.
 func (f *fastCalls) take(r *http.Request) (*clientSession, fastRequest, int) {
+	if r.Method != http.MethodPost {
+		return nil, fastRequest{}, tookNothing
+	}
+	version := r.Header.Get(mcp.HeaderProtocolVersion)
+	if mcp.IsModernProtocol(version) {
+		if req, ok := f.takeModern(r, version); ok {
+			return nil, req, tookCall
+		}
+		return nil, fastRequest{}, tookNothing
+	}
 	sid := r.Header.Get(server.HeaderKeySessionID)
-	if r.Method != http.MethodPost || sid == "" {
+	if sid == "" {
 		return nil, fastRequest{}, tookNothing
 	}
 	entry := f.srv.session(sid)
-	if entry == nil || !f.eligibleRequest(r, entry) {
+	if entry == nil || !f.eligibleRequest(r, entry, version) {
 		return nil, fastRequest{}, tookNothing
 	}
 	body, err := io.ReadAll(r.Body)
@@ -166,10 +184,10 @@ func (f *fastCalls) aside(sid string, entry *clientSession, body []byte) bool {
 }
 
 // eligibleRequest checks what the headers and the session say.
-func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession) bool {
+func (f *fastCalls) eligibleRequest(r *http.Request, entry *clientSession, version string) bool {
 	// Another principal's session was refused before (bindSession).
 	return entry.cs.Load() != nil && jsonContent(r.Header.Get("Content-Type")) &&
-		legacyVersion(r.Header.Get(mcp.HeaderProtocolVersion)) && !dnsRebinding(r)
+		legacyVersion(version) && !dnsRebinding(r)
 }
 
 // fresh reports whether mcp-go saw the session recently enough that this

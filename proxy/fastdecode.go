@@ -60,6 +60,9 @@ type fastRequest struct {
 	Name string
 	Args json.RawMessage // in the body; nil when absent
 	Meta *mcp.Meta       // nil when absent; only allowed members: strings, and a progress token
+	// modern is set for a 2026-07-28 call (decodeModern), nil for a 2025
+	// one.
+	modern *modernRequest
 }
 
 // params are the request's params as mcp-go's handler gets them.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -24,10 +25,13 @@ import (
 // the tools/call case), server/server.go (handleToolCall, WithRecovery,
 // createResponse), server/session.go
 // (SendNotificationToClient), server/http_localhost.go,
-// server/streamable_http_modern.go, mcp/types.go (Meta.UnmarshalJSON: the
+// server/streamable_http_modern.go (validateModernRequest),
+// server/protocol.go (extractRequestProtocolInfo), server/response.go
+// (decorateResponse, validateStandardHeadersForMessage), server/mrtr.go
+// (resolveMultiRoundTrip), mcp/types.go (Meta.UnmarshalJSON: the
 // progress token) and mcp/tools.go (CallToolParams,
-// CallToolResult.MarshalJSON) against this
-// file, fixed what changed, run FuzzFastPathMatchesMCPGo for a while, and
+// CallToolResult.MarshalJSON) against this file and fastmodern.go, fixed
+// what changed, run FuzzFastPathMatchesMCPGo for a while, and
 // updated mirroredMCPGo.
 //
 // What mcp-go does that the fast path does not copy, because it never
@@ -38,9 +42,13 @@ import (
 //     client's response to a request a fast call sent it is taken, and
 //     acknowledged as handleSamplingResponse does, 202 and no body; mcp-go
 //     never sent that request, so it has no use for the response);
-//   - 2026-07-28 requests (a modern MCP-Protocol-Version header or _meta
-//     protocol version): the header check below refuses the first, the
-//     allow-list the second;
+//   - a 2025-era request whose _meta names a 2026-07-28 protocol version
+//     (mcp-go answers it with a header mismatch): decodeFast's allow-list
+//     refuses it. A 2026-07-28 request (its header says so) is taken by
+//     takeModern, which leaves to mcp-go every request one of mcp-go's
+//     checks refuses (validateModernRequest, extractRequestProtocolInfo,
+//     the hooks, validateStandardHeadersForMessage), and whose answer
+//     mcp-go's decorateResponse changes as decorateModern does;
 //   - tasks, multi round-trip fields: not on the allow-list;
 //   - hooks: toolgate registers only routeUnknown (callFrom reads its note
 //     the same on both paths) and interceptSubscription (for
@@ -233,4 +241,28 @@ func appendEvent(buf, data []byte) []byte {
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	return append(buf, "\n\n"...)
+}
+
+// decorateModern is decorateResponse's result for a 2026-07-28 tools/call:
+// resultType "complete" unless the handler set one (input_required), and
+// the server's identity in _meta unless it is there. mcp-go writes them on
+// the handler's result itself; this writes them on a copy, since duplicate
+// suppression may hand one result to several calls.
+func (s *Server) decorateModern(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil {
+		return nil
+	}
+	out := *res
+	if out.ResultType == "" {
+		out.ResultType = mcp.ResultTypeComplete
+	}
+	meta := &mcp.Meta{}
+	if res.Meta != nil {
+		meta.ProgressToken, meta.AdditionalFields = res.Meta.ProgressToken, maps.Clone(res.Meta.AdditionalFields)
+	}
+	if meta.ServerInfo() == nil {
+		meta.SetServerInfo(s.identity)
+	}
+	out.Meta = meta
+	return &out
 }

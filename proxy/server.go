@@ -30,6 +30,7 @@ const requestedNameKey = "io.toolgate/requested-name"
 // Server is the MCP server clients talk to.
 type Server struct {
 	mcp      *server.MCPServer
+	identity mcp.Implementation // the server's, which 2026-07-28 results carry (decorateModern)
 	opts     Options
 	log      *slog.Logger
 	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
@@ -48,7 +49,7 @@ type Server struct {
 // NewServer builds the client-facing MCP server around the chain that runs
 // its tools/calls, and registers the current catalog.
 func NewServer(opts Options, version string, log *slog.Logger) *Server {
-	s := &Server{opts: opts, log: log}
+	s := &Server{opts: opts, log: log, identity: mcp.Implementation{Name: "toolgate", Version: version}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterListTools(s.filterList)
 	hooks.AddBeforeCallTool(s.routeUnknown)
@@ -75,7 +76,7 @@ func NewServer(opts Options, version string, log *slog.Logger) *Server {
 	hooks.AddOnRequestInitialization(s.interceptSubscription)
 	hooks.AddOnRequestInitialization(s.refuseStaleState)
 	hooks.AddAfterSetLevel(s.afterSetLevel)
-	s.mcp = server.NewMCPServer("toolgate", version,
+	s.mcp = server.NewMCPServer(s.identity.Name, s.identity.Version,
 		server.WithToolCapabilities(true),
 		server.WithResourceCapabilities(true, true),
 		server.WithPromptCapabilities(true),
