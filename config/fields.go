@@ -23,6 +23,7 @@ func (l *loader) configFields(c *Config) fields {
 		"rate_limits":      func(n ast.Node, p string) { l.object(n, p, l.rateLimitsFields(&c.RateLimits)) },
 		"state":            func(n ast.Node, p string) { l.object(n, p, l.stateFields(&c.State)) },
 		"console":          func(n ast.Node, p string) { l.object(n, p, l.consoleFields(&c.Console)) },
+		"credentials":      func(n ast.Node, p string) { l.object(n, p, l.credentialsFields(&c.Credentials)) },
 	}
 }
 

@@ -110,6 +110,7 @@ func (l *loader) load(c *Config, data []byte) {
 		l.checkEgress(child("mcpServers", name), c.Servers[name])
 	}
 	l.checkOverrides(c)
+	l.checkCredentials(c)
 }
 
 // parse returns the body of the one document in the file; nil for an empty file, which is valid.

@@ -169,6 +169,8 @@ func resolvePaths(c *Config, dir string) {
 	c.Pinning.File = abs(c.Pinning.File)
 	c.Approvals.File = abs(c.Approvals.File)
 	c.Audit.File = abs(c.Audit.File)
+	c.Credentials.File = abs(c.Credentials.File)
+	c.Credentials.KeyFile = abs(c.Credentials.KeyFile)
 	if c.Auth.JWT != nil {
 		c.Auth.JWT.JWKSFile = abs(c.Auth.JWT.JWKSFile)
 	}

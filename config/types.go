@@ -23,6 +23,8 @@ type Config struct {
 	RateLimits      RateLimits `yaml:"rate_limits"` // token buckets per principal, role and tool
 	State           State      `yaml:"state"`       // where state shared by replicas lives; embedded by default
 	Console         Console    `yaml:"console"`     // the approvals console on the admin listener (/ui/)
+	// Credentials is the vault of credentials held per user (auth modes per_user, oauth) and its key.
+	Credentials Credentials `yaml:"credentials"`
 }
 
 // Console configures the web console served on the admin listener at /ui/ (console/). It is off while

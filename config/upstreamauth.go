@@ -14,8 +14,9 @@ import (
 // the configured headers and nothing else. Read the mode through Server.AuthMode.
 //
 // The block is shaped for the modes still to come (issue 18): oauth (each user's own authorization,
-// code + PKCE) and per_user (a secret per principal) are further values of mode, with keys of their own
-// beside token_url, client_id, scopes and resource, which they share.
+// code + PKCE) is a further value of mode, with keys of its own beside token_url, client_id, scopes and
+// resource, which it shares. per_user (a secret per principal, kept in the vault) has keys of its own
+// only: header, format, service_secret.
 type UpstreamAuth struct {
 	// Mode is static (the default), client_credentials or token_exchange (AuthStatic, ...).
 	Mode string `yaml:"mode"`
@@ -34,6 +35,15 @@ type UpstreamAuth struct {
 	// Fallback (token_exchange) is what a caller without a JWT (an API key, stdio, anonymous) gets: ""
 	// (the default), refused with tool_not_allowed; client_credentials, the gateway's own token.
 	Fallback string `yaml:"fallback"`
+
+	// Header (per_user) is the request header each user's secret goes in; Authorization by default.
+	Header string `yaml:"header"`
+	// Format (per_user) is the header's value, with {secret} where the secret goes; "Bearer {secret}" by
+	// default.
+	Format string `yaml:"format"`
+	// ServiceSecret (per_user) is what the gateway's own requests (initialize, listing) carry, formatted
+	// like a user's; without it they carry no credential. Written as ${VAR}.
+	ServiceSecret string `yaml:"service_secret"`
 }
 
 // The modes of an upstream's auth block.
@@ -41,10 +51,12 @@ const (
 	AuthStatic            = "static"
 	AuthClientCredentials = "client_credentials"
 	AuthTokenExchange     = "token_exchange"
+	AuthPerUser           = "per_user"
+	AuthOAuth             = "oauth"
 )
 
 // UpstreamAuthModes are the values mcpServers.<name>.auth.mode accepts.
-var UpstreamAuthModes = []string{AuthStatic, AuthClientCredentials, AuthTokenExchange}
+var UpstreamAuthModes = []string{AuthStatic, AuthClientCredentials, AuthTokenExchange, AuthPerUser}
 
 // The subject token types of token_exchange, as written.
 var subjectTokenTypes = []string{"access_token", "jwt"}
@@ -64,6 +76,14 @@ func (l *loader) upstreamAuth(n ast.Node, path string) *UpstreamAuth {
 }
 
 func (l *loader) upstreamAuthFields(x *UpstreamAuth) fields {
+	f := l.perUserFields(x)
+	for k, v := range l.tokenAuthFields(x) {
+		f[k] = v
+	}
+	return f
+}
+
+func (l *loader) tokenAuthFields(x *UpstreamAuth) fields {
 	return fields{
 		"mode":               set(&x.Mode, l.str),
 		"token_url":          set(&x.TokenURL, l.str),
@@ -115,6 +135,7 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 			{"subject_token_type", a.SubjectTokenType != ""}, {"fallback", a.Fallback != ""}} {
 			l.onlyFor(path, k.key, k.isSet, "auth modes client_credentials and token_exchange (mode static sends the configured headers only)")
 		}
+		l.perUserKeysOnlyFor(path, a, "mode static sends the configured headers only")
 		return
 	}
 	if l.bad[path+".mode"] || !slices.Contains(UpstreamAuthModes, mode) {
@@ -128,6 +149,12 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 		l.reportAt(path+".mode", "mode %s applies only to Streamable HTTP servers, not type: sse", mode)
 		return
 	}
+	if mode == AuthPerUser {
+		l.tokenKeysOnlyFor(path, a)
+		l.checkPerUser(server, s)
+		return
+	}
+	l.perUserKeysOnlyFor(path, a, "mode "+mode+" sets Authorization to a token")
 	for name := range s.Headers {
 		if strings.EqualFold(name, "Authorization") {
 			l.reportAt(child(server+".headers", name), "an Authorization header cannot be set beside auth mode %s, which sets it on every request", mode)
@@ -178,5 +205,27 @@ func (l *loader) checkTokenURL(path, raw string) {
 	case u.Scheme == "http" && !isLoopbackHost(u.Hostname()):
 		l.reportAt(path, "expected an https:// URL (plain http is accepted for loopback hosts only: the client secret and "+
 			"tokens travel on it), got %q", u.Redacted())
+	}
+}
+
+// perUserKeysOnlyFor reports the keys of auth mode per_user set beside another mode.
+func (l *loader) perUserKeysOnlyFor(path string, a *UpstreamAuth, why string) {
+	for _, k := range []struct {
+		key   string
+		isSet bool
+	}{{"header", a.Header != ""}, {"format", a.Format != ""}, {"service_secret", a.ServiceSecret != ""}} {
+		l.onlyFor(path, k.key, k.isSet, "auth mode per_user ("+why+")")
+	}
+}
+
+// tokenKeysOnlyFor reports the keys of the token modes set beside mode per_user.
+func (l *loader) tokenKeysOnlyFor(path string, a *UpstreamAuth) {
+	for _, k := range []struct {
+		key   string
+		isSet bool
+	}{{"token_url", a.TokenURL != ""}, {"client_id", a.ClientID != ""}, {"client_secret", a.ClientSecret != ""},
+		{"scopes", a.Scopes != nil}, {"audience", a.Audience != ""}, {"resource", a.Resource != ""},
+		{"subject_token_type", a.SubjectTokenType != ""}, {"fallback", a.Fallback != ""}} {
+		l.onlyFor(path, k.key, k.isSet, "auth modes client_credentials and token_exchange (mode per_user sends each user's own secret)")
 	}
 }

@@ -18,7 +18,7 @@ func ccServer(extra string) string {
 
 var upstreamAuthProblems = []problemCase{
 	{"unknown mode", "mcpServers:\n  orders:\n    url: https://orders.example.com/mcp\n    auth: {mode: oauth2}\n", nil, 4,
-		"mcpServers.orders.auth.mode", `expected one of static, client_credentials, token_exchange, got "oauth2"`},
+		"mcpServers.orders.auth.mode", `expected one of static, client_credentials, token_exchange, per_user, got "oauth2"`},
 	{"literal secret", strings.Replace(ccServer(""), "${ORDERS_SECRET}", "hunter2-literal", 1), nil, 8,
 		"mcpServers.orders.auth.client_secret", "expected a reference to an environment variable"},
 	{"secret with a default", strings.Replace(ccServer(""), "${ORDERS_SECRET}", "${ORDERS_SECRET:-hunter2-literal}", 1), nil, 8,
@@ -52,7 +52,7 @@ var upstreamAuthProblems = []problemCase{
 	{"unknown fallback", jwtAuth + strings.Replace(ccServer("      fallback: static\n"), "client_credentials", "token_exchange", 1), upstreamAuthEnv, 12,
 		"mcpServers.orders.auth.fallback", `expected one of client_credentials, got "static"`},
 	{"unknown auth key", ccServer("      client_assertion: x\n"), upstreamAuthEnv, 9,
-		"mcpServers.orders.auth.client_assertion", "unknown key; allowed keys here: audience, client_id, client_secret, fallback, mode, resource, scopes, subject_token_type, token_url"},
+		"mcpServers.orders.auth.client_assertion", "unknown key; allowed keys here: audience, client_id, client_secret, fallback, format, header, mode, resource, scopes, service_secret, subject_token_type, token_url"},
 }
 
 func TestUpstreamAuthProblems(t *testing.T) {

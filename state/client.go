@@ -24,10 +24,13 @@ const (
 	FeatureBreaker    = "breaker"
 	FeatureDedup      = "dedup"
 	FeatureApprovals  = "approvals"
+	// FeatureCredentials is the vault of per-user upstream credentials
+	// (upstreams/credentials/vault/redisstore).
+	FeatureCredentials = "credentials"
 )
 
 // Features lists every feature, so metrics can show each at zero.
-var Features = []string{FeatureRateLimits, FeaturePolicy, FeatureBreaker, FeatureDedup, FeatureApprovals}
+var Features = []string{FeatureRateLimits, FeaturePolicy, FeatureBreaker, FeatureDedup, FeatureApprovals, FeatureCredentials}
 
 // ErrUnavailable is returned, wrapped, by operations that were not tried
 // because the store is known to be down.
