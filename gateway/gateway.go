@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
+	"github.com/toolgate/toolgate/upstreams/credentials/vault"
 	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
@@ -61,7 +62,11 @@ type Gateway struct {
 	replica   string        // this process among the replicas
 	version   string
 	pins      *pins.Store
-	keys      liveKeys // the admin key in force and the reload counts; the API keys are in auth
+	keys      liveKeys         // the admin key in force and the reload counts; the API keys are in auth
+	vault     *vault.Encrypted // nil unless an upstream keeps credentials per user (per_user, oauth)
+	// connectURL is the page where a user connects to an upstream that acts as them; nil: none, the
+	// operator sets credentials (toolgate credentials set).
+	connectURL func(principal, upstream string) string
 
 	// For the console's upstreams page (console.go): the in-flight limits, the upstreams' status
 	// history, and the lock that makes pin approvals one at a time.
@@ -166,12 +171,13 @@ func (g *Gateway) steps(o Options) []step {
 			g.approvals, err = openApprovals(g.cfg, g.state)
 			return err
 		}},
+		{"cannot open the credential store", func(context.Context) error { return g.openVault() }},
 		{"invalid tool pins", func(context.Context) (err error) {
 			g.pins, err = OpenPins(g.cfg)
 			return err
 		}},
 		{"cannot build the tool catalog", func(ctx context.Context) (err error) {
-			if g.set, err = upstreams.Start(ctx, upstreamServers(g.cfg, g.log, o.Egress), g.log, upstreams.WithPins(g.pins)); err == nil {
+			if g.set, err = upstreams.Start(ctx, upstreamServers(g.cfg, g.credentialDeps(), o.Egress), g.log, upstreams.WithPins(g.pins)); err == nil {
 				g.cleanup.add(g.set.Close)
 			}
 			return err

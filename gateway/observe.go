@@ -104,6 +104,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 		keyed := http.NewServeMux()
 		keyed.Handle("GET /metrics", approvals.RequireAdminKey(key, g.log, scrape))
 		keyed.Handle("GET /v1/policy", approvals.RequireAdminKey(key, g.log, policyHandler(g)))
+		creds := g.credentialsAdmin(key)
+		keyed.Handle("/v1/credentials", creds)
+		keyed.Handle("/v1/credentials/", creds)
 		keyed.Handle("/", approvals.Handler(g.approvals, key, g.log))
 		return keyed
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams"
 	"github.com/toolgate/toolgate/upstreams/credentials"
+	"github.com/toolgate/toolgate/upstreams/credentials/vault"
 	"github.com/toolgate/toolgate/upstreams/egress"
 	"github.com/toolgate/toolgate/upstreams/overrides"
 )
@@ -285,12 +286,31 @@ func UpstreamServers(cfg *config.Config) []upstreams.Server {
 // UpstreamServersLogged is UpstreamServers whose credential sources log
 // to log (a token that could not be had, never a token).
 func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Server {
-	return upstreamServers(cfg, log, egress.Options{})
+	return upstreamServers(cfg, CredentialDeps{Log: log}, egress.Options{})
 }
 
-// upstreamServers is UpstreamServersLogged whose egress guards resolve and
+// CredentialDeps are what the upstreams' credential sources use besides
+// their config: where they log, and for the modes that act as each user
+// (per_user, oauth) the vault and the page where a user connects.
+type CredentialDeps struct {
+	Log *slog.Logger // nil discards
+	// Vault holds each user's credential; nil (the offline commands) holds
+	// none, so every caller of such an upstream is asked to connect.
+	Vault vault.Store
+	// ConnectURL is the gateway page where principal connects to upstream;
+	// nil when there is none (the message then asks for an operator).
+	ConnectURL func(principal, upstream string) string
+}
+
+// UpstreamServersWith is UpstreamServers whose credential sources use deps.
+func UpstreamServersWith(cfg *config.Config, deps CredentialDeps) []upstreams.Server {
+	return upstreamServers(cfg, deps, egress.Options{})
+}
+
+// upstreamServers is UpstreamServersWith whose egress guards resolve and
 // dial with network's Resolver and Dial (zero: the system's).
-func upstreamServers(cfg *config.Config, log *slog.Logger, network egress.Options) []upstreams.Server {
+func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Options) []upstreams.Server {
+	log := deps.Log
 	if cfg == nil {
 		return nil
 	}
@@ -316,7 +336,7 @@ func upstreamServers(cfg *config.Config, log *slog.Logger, network egress.Option
 			Egress:          serverEgress(name, s, network, log),
 		}
 		if s.AuthMode() != config.AuthStatic {
-			u.Credentials = upstreamCredentials(name, s.Auth, u.Egress, log)
+			u.Credentials = upstreamCredentials(name, s.Auth, u.Egress, deps)
 		}
 		if len(s.Tools) > 0 {
 			u.Tools = make(map[string]upstreams.ToolLimits, len(s.Tools))
@@ -359,8 +379,12 @@ func toolOverride(o *config.ToolOverride) *overrides.Override {
 }
 
 // upstreamCredentials is the credential source of an upstream whose auth
-// block is client_credentials or token_exchange.
-func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Options, log *slog.Logger) upstreams.Credentials {
+// block is not static.
+func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Options, deps CredentialDeps) upstreams.Credentials {
+	if a.Mode == config.AuthPerUser {
+		return perUserCredentials(name, a, deps)
+	}
+	log := deps.Log
 	o := credentials.Options{
 		Server: name, Mode: credentials.Mode(a.Mode), TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
 		Scopes: a.Scopes, Audience: a.Audience, Resource: a.Resource,
@@ -372,6 +396,19 @@ func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Opt
 	}
 	src, err := credentials.New(o)
 	if err != nil { // config.Load refuses what New would: not reached
+		return refusedCredentials{err}
+	}
+	return src
+}
+
+// perUserCredentials is the credential source of a per_user upstream:
+// each caller's own secret from the vault.
+func perUserCredentials(name string, a *config.UpstreamAuth, deps CredentialDeps) upstreams.Credentials {
+	src, err := credentials.NewPerUser(credentials.PerUserOptions{
+		Server: name, Vault: deps.Vault, Header: a.Header, Format: a.Format, ServiceSecret: a.ServiceSecret,
+		Caller: callerOf, ConnectURL: deps.ConnectURL, Log: deps.Log,
+	})
+	if err != nil { // config.Load refuses what NewPerUser would: not reached
 		return refusedCredentials{err}
 	}
 	return src

@@ -28,6 +28,8 @@ Usage:
   toolgate pins diff | approve <tool>|--all          review and approve tools whose definition changed
   toolgate approvals [--config F | --url URL] list | approve ID | deny ID
                                                      decide calls that wait for a human approval
+  toolgate credentials list | set <upstream> <principal> | revoke <upstream> <principal> | rekey | newkey
+                                                     the per-user upstream credentials (set reads the secret from stdin)
   toolgate audit verify FILE...                      check an audit trail's hash chain (oldest file first)
   toolgate audit verify --config F                   check every trail of F's audit.file (the file and its slots)
   toolgate import <file> [--out DIR] [--force]       toolgate.yaml and a starter policy from a client's MCP config
@@ -79,6 +81,8 @@ func run(args []string) int {
 		return auditCommand(args[1:], os.Stdout, os.Stderr)
 	case "approvals":
 		return runApprovals(args[1:])
+	case "credentials":
+		return runCredentials(args[1:])
 	case "import":
 		return runImport(args[1:])
 	case "keys":

@@ -170,3 +170,27 @@ func SortEntries(es []Entry) {
 		return strings.Compare(string(a.Kind), string(b.Kind))
 	})
 }
+
+// Revoke deletes every credential f selects for one principal at one upstream (f.Principal and
+// f.Upstream are required, so that a revoke never empties the vault) and returns what it deleted. A
+// credential deleted meanwhile by someone else is not an error.
+func Revoke(ctx context.Context, s Store, f Filter) ([]Entry, error) {
+	if f.Principal == "" || f.Upstream == "" {
+		return nil, errors.New("revoke: a principal and an upstream are required")
+	}
+	list, err := s.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	var done []Entry
+	for _, e := range list {
+		switch err := s.Delete(ctx, e.Key); {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return done, err
+		default:
+			done = append(done, e)
+		}
+	}
+	return done, nil
+}

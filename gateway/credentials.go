@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/state"
+	"github.com/toolgate/toolgate/upstreams/credentials/vault"
+	vaultredis "github.com/toolgate/toolgate/upstreams/credentials/vault/redisstore"
+)
+
+// OpenVault opens the vault of credentials held per user (docs/configuration.md, "Upstream
+// credentials"): encrypted with the configured key, in Redis when there is a shared store (so every
+// replica acts as each user alike), else in the credentials file.
+func OpenVault(cfg *config.Config, store *state.Client) (*vault.Encrypted, error) {
+	keys, err := vault.LoadKeyring(cfg.CredentialsKeySource())
+	if err != nil {
+		return nil, err
+	}
+	if store != nil {
+		return vault.NewEncrypted(vaultredis.New(store), keys), nil
+	}
+	f, err := vault.OpenFile(cfg.CredentialsPath())
+	if err != nil {
+		return nil, err
+	}
+	return vault.NewEncrypted(f, keys), nil
+}
+
+// openVault opens the vault when an upstream keeps credentials per user; without one the gateway
+// holds none and needs no key.
+func (g *Gateway) openVault() error {
+	if len(g.cfg.UsesVault()) == 0 {
+		return nil
+	}
+	v, err := OpenVault(g.cfg, g.state)
+	if err != nil {
+		return err
+	}
+	g.vault = v
+	return nil
+}
+
+// credentialDeps are what the upstreams' credential sources use: the log, the vault (when open), and
+// the page where a user connects.
+func (g *Gateway) credentialDeps() CredentialDeps {
+	d := CredentialDeps{Log: g.log, ConnectURL: g.connectURL}
+	if g.vault != nil {
+		d.Vault = g.vault // (a nil *vault.Encrypted in the interface would not be nil)
+	}
+	return d
+}
+
+// Vault is the gateway's vault; nil when no upstream keeps credentials per user.
+func (g *Gateway) Vault() *vault.Encrypted { return g.vault }
+
+// credentialsAdmin is the vault's admin API behind the admin key; without a vault, it answers that no
+// upstream keeps credentials per user.
+func (g *Gateway) credentialsAdmin(key string) http.Handler {
+	if g.vault == nil {
+		return approvals.RequireAdminKey(key, g.log, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"no upstream keeps credentials per user (auth mode per_user or oauth)"}` + "\n"))
+		}))
+	}
+	return approvals.RequireAdminKey(key, g.log, vault.AdminHandler(g.vault, VaultAdminOptions(g.cfg, g.log)))
+}
+
+// VaultAdminOptions are the vault admin API's view of the config: which upstreams take a secret
+// per user, and which keep credentials per user at all.
+func VaultAdminOptions(cfg *config.Config, log *slog.Logger) vault.AdminOptions {
+	return vault.AdminOptions{
+		PerUser: func(upstream string) bool {
+			s, ok := cfg.Servers[upstream]
+			return ok && s.AuthMode() == config.AuthPerUser
+		},
+		Known: func(upstream string) bool {
+			s, ok := cfg.Servers[upstream]
+			return ok && (s.AuthMode() == config.AuthPerUser || s.AuthMode() == config.AuthOAuth)
+		},
+		Log: log,
+	}
+}
