@@ -114,6 +114,7 @@ auth:
   orders:
     url: %q
     retry_safe: true   # whoami reads: no duplicate suppression replaying an earlier caller's answer
+    egress: {allow: [loopback]}   # the test upstream listens on loopback
     auth:
       mode: per_user
       header: X-Api-Key
