@@ -18,6 +18,7 @@ func (l *loader) consoleFields(x *Console) fields {
 	return fields{
 		"approvers":   set(&x.Approvers, l.approvers),
 		"session_ttl": set(&x.SessionTTL, l.duration),
+		"oidc":        set(&x.OIDC, l.consoleOIDC),
 	}
 }
 
@@ -39,6 +40,7 @@ func (l *loader) approvers(n ast.Node, path string) []Approver {
 func (l *loader) checkConsole(c *Config) {
 	x := &c.Console
 	l.checkDuration("console.session_ttl", x.SessionTTL, consoleSessionTTLRange)
+	l.checkConsoleOIDC(c)
 	others := map[string]string{} // hash -> what else uses it
 	for i, k := range c.Auth.APIKeys {
 		if k.SHA256 != "" {
@@ -68,8 +70,10 @@ func (l *loader) checkConsole(c *Config) {
 		switch {
 		case l.bad[hp]:
 			continue
+		case a.SHA256 == "" && x.OIDC != nil:
+			continue // signs in through console.oidc only
 		case a.SHA256 == "":
-			l.reportAt(p, "sha256 is required: the SHA-256 hex of the approver's sign-in key (`toolgate keys new --approver <name>` prints it)")
+			l.reportAt(p, "sha256 is required: the SHA-256 hex of the approver's sign-in key (`toolgate keys new --approver <name>` prints it), unless console.oidc is set and they sign in there")
 			continue
 		case !sha256Hex.MatchString(a.SHA256):
 			l.reportAt(hp, "expected 64 hex characters (the SHA-256 of the sign-in key, not the key), got %d characters", len(a.SHA256))

@@ -34,6 +34,9 @@ type Console struct {
 	// Which tools each may decide is policy: the approve action of policy.csv, asked with the name.
 	Approvers  []Approver `yaml:"approvers"`
 	SessionTTL Duration   `yaml:"session_ttl"` // how long a sign-in lasts; 8h by default
+	// OIDC, when set, lets approvers sign in with the OpenID Provider (console_oidc.go); an approver
+	// without sha256 then signs in there only.
+	OIDC *ConsoleOIDC `yaml:"oidc"`
 }
 
 // Approver is one person who signs in to the console: the name decisions are recorded under (and the

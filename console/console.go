@@ -60,6 +60,9 @@ type Options struct {
 	Log        *slog.Logger
 	Now        func() time.Time // nil: time.Now
 	Pages                       // the pages beside approvals (pages.go)
+	// OIDC, optional, lets approvers sign in with an OpenID Provider (oidc.go); an approver without
+	// a key hash then signs in there only.
+	OIDC *OIDC
 }
 
 // Console serves /ui/. It is safe for concurrent use.
@@ -72,6 +75,7 @@ type Console struct {
 	// verifying lets one audit verification run at a time: it reads the whole trail (up to
 	// max_files files of max_bytes each), and a few clicks must not read it many times over at once.
 	verifying sync.Mutex
+	oidc      *oidcSignIn // nil without Options.OIDC
 }
 
 // Limits of what a page shows.
@@ -120,7 +124,14 @@ func New(o Options) (*Console, error) {
 		o.SessionTTL = 8 * time.Hour
 	}
 	c := &Console{o: o, limiter: newLimiter()}
+	if o.OIDC != nil {
+		c.oidc = newOIDCSignIn(*o.OIDC, o.Now)
+	}
 	for _, a := range o.Approvers {
+		if a.KeySHA256 == "" && a.Name != "" && o.OIDC != nil {
+			c.hashes = append(c.hashes, nil) // signs in through OIDC only
+			continue
+		}
 		h, err := hex.DecodeString(strings.ToLower(a.KeySHA256))
 		if err != nil || len(h) != sha256.Size || a.Name == "" {
 			return nil, fmt.Errorf("console: approver %q: expected a name and the 64 hex characters of a SHA-256", a.Name)
@@ -152,6 +163,10 @@ func New(o Options) (*Console, error) {
 	mux.HandleFunc("GET /ui/approvals", c.withSession(c.approvalsPage))
 	mux.HandleFunc("POST /ui/approvals/{id}", c.withSession(c.decide))
 	c.routePages(mux)
+	if c.oidc != nil {
+		mux.HandleFunc("GET /ui/oidc/start", c.oidcStart)
+		mux.HandleFunc("GET /ui/oidc/callback", c.oidcCallback)
+	}
 	mux.HandleFunc("/ui/", c.withSession(func(w http.ResponseWriter, r *http.Request, s *Session) {
 		c.render(w, r, http.StatusNotFound, "message", c.base(r, s, "Not found", "There is no such page in the console."))
 	}))
@@ -215,6 +230,8 @@ type page struct {
 	Error    string // a refusal, shown at the top
 	Notice   string // a success, shown at the top
 	Message  string // the message page's text
+	SSO      string // the sign-in page: the OpenID Provider's host, when OIDC sign-in is on
+	Keys     bool   // the sign-in page: some approver signs in with a key
 
 	// The approvals page.
 	Pending      []row
@@ -367,7 +384,14 @@ func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) signinForm(w http.ResponseWriter, r *http.Request, status int, problem string) {
 	token := randomToken()
 	c.setCookie(w, r, signinCookie, token, 3600)
-	c.render(w, r, status, "signin", page{Title: "Sign in", CSRF: token, Error: problem})
+	p := page{Title: "Sign in", CSRF: token, Error: problem}
+	if c.oidc != nil {
+		p.SSO = c.oidc.ssoLabel()
+	}
+	for _, h := range c.hashes {
+		p.Keys = p.Keys || h != nil
+	}
+	c.render(w, r, status, "signin", p)
 }
 
 func remoteHost(r *http.Request) string {

@@ -20,8 +20,9 @@
 //     compared in constant time); decisions are recorded under that name, in the store and in the
 //     audit trail. A sign-in creates a server-side session (Sessions) whose id is a random cookie
 //     (HttpOnly, SameSite=Strict, Path=/ui/, Secure over TLS); the store keeps only the id's hash.
-//     The session does not care how the approver proved who they are, so an OIDC sign-in (a later
-//     slice) only has to call begin with the name it established.
+//     The session does not care how the approver proved who they are: an OIDC sign-in (oidc.go:
+//     authorization code with PKCE against console.oidc's provider, the name from a configured
+//     claim, which must be an approver's) calls begin with the name it established.
 //   - Who may decide what is policy: the approve action of policy.csv, asked with the approver's
 //     name as the principal (and its roles from g lines) and the held call's arguments, so an
 //     approve line may carry a condition (amount <= 1000). Nobody decides a request they made.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +159,26 @@ func TestUpstreamHistory(t *testing.T) {
 	got := h.get("a")
 	if got.restarts != 2 || got.lastError != "spawn failed: no such file" || !got.at.Equal(now.Add(-time.Minute)) || got.up {
 		t.Fatalf("history: %+v", got)
+	}
+}
+
+// console.oidc reaches the console: the sign-in page offers the provider, and an approver listed
+// without a key hash is accepted.
+func TestConsoleOIDCFromConfig(t *testing.T) {
+	extra := "console:\n  approvers:\n    - {name: erin}\n  oidc:\n    issuer: http://127.0.0.1:1\n    client_id: toolgate-console\n" +
+		"    redirect_url: http://127.0.0.1:8081/ui/oidc/callback\n    principal_claim: preferred_username\n"
+	gw, err := New(context.Background(), Options{ConfigPath: writeGateway(t, "", extra)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	h, err := gw.AdminListenerHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ui/signin", nil))
+	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, `href="/ui/oidc/start"`) || strings.Contains(body, `name="key"`) {
+		t.Fatalf("sign-in page: %d\n%s", w.Code, body)
 	}
 }

@@ -231,6 +231,10 @@ func ConsoleOptions(cfg *config.Config) console.Options {
 	}
 	policy := cfg.PolicyPath()
 	o.RuleText = func(ref string) string { return approvalLineText(policy, ref) }
+	if x := cfg.ConsoleOIDCConfig(); x != nil {
+		o.OIDC = &console.OIDC{Issuer: x.Issuer, ClientID: x.ClientID, ClientSecret: x.ClientSecret,
+			RedirectURL: x.RedirectURL, PrincipalClaim: x.PrincipalClaim}
+	}
 	return o
 }
 
