@@ -177,7 +177,7 @@ func (h *handler) decide(deny bool) http.HandlerFunc {
 		case errors.Is(err, ErrNotFound):
 			writeJSON(w, http.StatusNotFound, errorBody{err.Error()})
 			return
-		case errors.Is(err, ErrNotPending), errors.Is(err, ErrExpired):
+		case errors.Is(err, ErrNotPending), errors.Is(err, ErrExpired), errors.Is(err, ErrRuleGone):
 			writeJSON(w, http.StatusConflict, errorBody{err.Error()})
 			return
 		case errors.Is(err, ErrUnavailable):

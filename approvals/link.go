@@ -29,6 +29,13 @@ type Guard struct {
 	// through any other, once).
 	Store Store
 	Log   *slog.Logger
+	// Rules settle, per held tool, how long its requests live (the first
+	// rule matching the tool; without one, the store's ttl).
+	Rules Rules
+	// OnCreated, optional, is told of each request created here, with
+	// the index in Rules of the rule that applies (-1: none). It must
+	// not block: the call waits for it (webhooks queue their deliveries).
+	OnCreated func(req Request, rule int)
 }
 
 // sharedDownWait is the retry hint while the shared store cannot be
@@ -57,7 +64,16 @@ func (g *Guard) approve(ctx context.Context, x *pipeline.Exchange, next pipeline
 		return envelope.Errorf(envelope.InvalidArguments, "arguments could not be put in canonical form for approval").WithDetail(err.Error())
 	}
 	sum := sha256.Sum256(canonical)
-	outcome, req, err := g.Store.Check(ctx, x.Call.Subject.Principal, x.Tool.ID, hex.EncodeToString(sum[:]), canonical, rule)
+	call := Call{Principal: x.Call.Subject.Principal, Tool: x.Tool.ID, ArgsHash: hex.EncodeToString(sum[:]), Args: canonical,
+		Rule: rule, RuleDigest: x.Policy.ApprovalDigest(rule), PolicyVersion: x.Policy.Version()}
+	ruleIndex := g.Rules.For(x.Tool.ID)
+	if ruleIndex >= 0 {
+		call.TTL = g.Rules[ruleIndex].TTL
+	}
+	outcome, req, err := g.Store.Check(ctx, call)
+	if err == nil && req.Created && g.OnCreated != nil {
+		g.OnCreated(req, ruleIndex)
+	}
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		// Always closed: running a call that needs an approval because
@@ -83,8 +99,8 @@ func (g *Guard) approve(ctx context.Context, x *pipeline.Exchange, next pipeline
 	}
 	return envelope.Errorf(envelope.ApprovalRequired,
 		"this call needs a human approval first: request %s for %s with arguments %s awaits an approver "+
-			"(toolgate approvals approve %s); repeat exactly the same call once it is approved",
-		req.ID, x.Tool.Name, sanitize.Clip(string(canonical), 300), req.ID).WithDetail("approval rule " + rule)
+			"until %s (toolgate approvals approve %s); repeat exactly the same call once it is approved",
+		req.ID, x.Tool.Name, sanitize.Clip(string(canonical), 300), req.ExpiresAt.UTC().Format(time.RFC3339), req.ID).WithDetail("approval rule " + rule)
 }
 
 // settle settles the consumption of an approval with the call's

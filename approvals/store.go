@@ -12,6 +12,7 @@
 package approvals
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -59,15 +60,57 @@ type Request struct {
 	ArgsHash  string          `json:"args_hash"` // hex SHA-256 of the canonical arguments; opaque here
 	Args      json.RawMessage `json:"args,omitempty"`
 	Rule      string          `json:"rule,omitempty"` // the policy line that required approval, e.g. "policy.csv:31"
-	State     State           `json:"state"`
-	Reason    string          `json:"reason,omitempty"` // why it was denied (or, to OnDecision, why it was restored)
-	CreatedAt time.Time       `json:"created_at"`
-	DecidedAt time.Time       `json:"decided_at,omitzero"` // approved, denied, used or expired
-	ExpiresAt time.Time       `json:"expires_at"`
-	DecidedBy string          `json:"decided_by,omitempty"`
+	// RuleDigest is the version of that line (authz's Policy.ApprovalDigest): the request decides
+	// only calls held by a line with the same digest, and is decided only while the policy has one.
+	RuleDigest string `json:"rule_digest,omitempty"`
+	// PolicyVersion is the version of the whole policy the call was held under, for the record.
+	PolicyVersion string `json:"policy_version,omitempty"`
+	// TTL is how long the request, and then its approval or denial, lives (its rule's ttl); 0 in
+	// records written before it was recorded: the store's.
+	TTL       time.Duration `json:"ttl,omitempty"`
+	State     State         `json:"state"`
+	Reason    string        `json:"reason,omitempty"` // why it was denied (or, to OnDecision, why it was restored)
+	CreatedAt time.Time     `json:"created_at"`
+	DecidedAt time.Time     `json:"decided_at,omitzero"` // approved, denied, used or expired
+	ExpiresAt time.Time     `json:"expires_at"`
+	DecidedBy string        `json:"decided_by,omitempty"`
 	// Consumption identifies the consumption that Check reported with Proceed, for Restore; empty
 	// otherwise. It is not part of the record.
 	Consumption string `json:"-"`
+	// Created is true when Check created the request just now (so its notifications go out once,
+	// from the replica that created it). It is not part of the record.
+	Created bool `json:"-"`
+}
+
+// Call is a held call, as the gateway asks Check about it. (Principal, Tool, ArgsHash, RuleDigest)
+// is what a request is bound to: a call that differs in any of them is another request.
+type Call struct {
+	Principal  string
+	Tool       string          // canonical tool ID <server>/<tool>
+	ArgsHash   string          // hex SHA-256 of the canonical arguments
+	Args       json.RawMessage // the canonical arguments, shown to approvers
+	Rule       string          // the policy line that held it, "policy.csv:31"
+	RuleDigest string          // that line's version (authz's Policy.ApprovalDigest)
+	// PolicyVersion is the policy's version, recorded with a new request.
+	PolicyVersion string
+	// TTL is how long a new request, and then its decision, lives; 0: the store's ttl.
+	TTL time.Duration
+}
+
+func (c *Call) request(id string, now time.Time, ttl time.Duration) Request {
+	return Request{
+		ID: id, Principal: c.Principal, Tool: c.Tool, ArgsHash: c.ArgsHash, Args: slices.Clone(c.Args),
+		Rule: c.Rule, RuleDigest: c.RuleDigest, PolicyVersion: c.PolicyVersion, TTL: ttl,
+		State: StatePending, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+}
+
+// ttlOf is how long r and its decision live: its own ttl, else def (the store's).
+func ttlOf(r *Request, def time.Duration) time.Duration {
+	if r.TTL > 0 {
+		return r.TTL
+	}
+	return def
 }
 
 // Outcome is what Check tells the gateway to do with a call.
@@ -113,15 +156,18 @@ var (
 // Implementations are safe for concurrent use.
 type Store interface {
 	// Check is what the gateway calls for a call that policy says needs approval:
-	//   - an approved, unexpired request for exactly (principal, tool, argsHash) is consumed (state used)
+	//   - an approved, unexpired request for exactly (principal, tool, argsHash, rule digest) is consumed (state used)
 	//     and Check returns Proceed with it: the call runs once, and the next identical call needs a new
 	//     approval. Consumption is atomic: however many gateways check at once, one of them gets Proceed;
 	//   - a denied one still in force returns Denied with it (Reason says why);
 	//   - a pending one returns Pending with it, so repeating the call does not create duplicates;
-	//   - otherwise a new pending request is created (expiring after the ttl) and returned with Pending.
+	//   - otherwise a new pending request is created (expiring after the call's TTL, else the store's)
+	//     and returned with Pending and Created.
 	//
+	// A request held under another version of the rule (another RuleDigest) does not count: the
+	// policy changed since, and the call needs a decision under the rule in force.
 	// An error means nothing was decided and the call must not run.
-	Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error)
+	Check(ctx context.Context, call Call) (Outcome, Request, error)
 	// Restore undoes a consumption: used is the request Check returned with Proceed, whose call was then
 	// refused before anything was sent upstream. The request is approved again, with its approver and
 	// expiry unchanged, so the next identical call runs without a new approval. Only that consumption
@@ -138,9 +184,10 @@ type Store interface {
 	// Get returns the request with that id, with expiry applied, or ErrNotFound.
 	Get(id string) (Request, error)
 	// Approve lets the next identical call run once. Only a pending request can be approved; the approval
-	// then lives for the ttl from now, so the agent has the whole ttl to repeat the call.
+	// then lives for the request's ttl from now, so the agent has the whole ttl to repeat the call.
 	Approve(id, by string) (Request, error)
-	// Deny refuses a pending request: identical calls answer Denied with reason for the ttl from now.
+	// Deny refuses a pending request: identical calls answer Denied with reason for the request's ttl
+	// from now.
 	Deny(id, by, reason string) (Request, error)
 	// OnDecision registers fn (replacing any earlier one), called after each approval, denial or
 	// restore made through this Store was written, with the decided request (a restored one is approved,
@@ -207,13 +254,14 @@ func (s *FileStore) Path() string { return s.path }
 func (s *FileStore) TTL() time.Duration { return s.ttl }
 
 // Check implements Store: it decides under the file lock. ctx is not used: the file answers at once.
-func (s *FileStore) Check(_ context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (Outcome, Request, error) {
+func (s *FileStore) Check(_ context.Context, call Call) (Outcome, Request, error) {
 	var (
-		out Outcome
-		got Request
+		out     Outcome
+		got     Request
+		created bool
 	)
 	err := s.update(func(reqs []Request, now time.Time) ([]Request, error) {
-		if i := active(reqs, principal, tool, argsHash, now); i >= 0 {
+		if i := active(reqs, call.Principal, call.Tool, call.ArgsHash, call.RuleDigest, now); i >= 0 {
 			r := &reqs[i]
 			switch r.State {
 			case StateApproved:
@@ -238,16 +286,14 @@ func (s *FileStore) Check(_ context.Context, principal, tool, argsHash string, a
 		if err != nil {
 			return nil, err
 		}
-		got = Request{
-			ID: id, Principal: principal, Tool: tool, ArgsHash: argsHash, Args: slices.Clone(args), Rule: rule,
-			State: StatePending, CreatedAt: now, ExpiresAt: now.Add(s.ttl),
-		}
-		out = Pending
+		got = call.request(id, now, cmp.Or(call.TTL, s.ttl))
+		out, created = Pending, true
 		return append(reqs, got), nil
 	})
 	if err != nil {
 		return 0, Request{}, err
 	}
+	got.Created = created
 	return out, got, nil
 }
 
@@ -278,7 +324,7 @@ func (s *FileStore) Restore(_ context.Context, used Request) (Request, error) {
 			return nil, fmt.Errorf("%w: it is %s, not used by that call", ErrNotRestorable, r.State)
 		case !now.Before(r.ExpiresAt):
 			return nil, fmt.Errorf("%w: %w", ErrNotRestorable, ErrExpired)
-		case active(reqs, r.Principal, r.Tool, r.ArgsHash, now) >= 0:
+		case active(reqs, r.Principal, r.Tool, r.ArgsHash, r.RuleDigest, now) >= 0:
 			return nil, fmt.Errorf("%w: a newer request for the same call is in force", ErrNotRestorable)
 		}
 		r.State, r.DecidedAt = StateApproved, time.Unix(0, approvedNs).UTC()
@@ -338,20 +384,21 @@ func (s *FileStore) Get(id string) (Request, error) {
 }
 
 // Approve lets the next identical call run once. Only a pending request can be approved; the approval
-// then lives for the ttl from now, so the agent has the whole ttl to repeat the call.
+// then lives for the request's ttl from now, so the agent has the whole ttl to repeat the call.
 func (s *FileStore) Approve(id, by string) (Request, error) {
 	return s.decide(id, func(r *Request, now time.Time) {
-		r.State, r.DecidedAt, r.DecidedBy, r.ExpiresAt = StateApproved, now, by, now.Add(s.ttl)
+		r.State, r.DecidedAt, r.DecidedBy, r.ExpiresAt = StateApproved, now, by, now.Add(ttlOf(r, s.ttl))
 	})
 }
 
-// Deny refuses a pending request: identical calls answer Denied with reason for the ttl from now.
+// Deny refuses a pending request: identical calls answer Denied with reason for the request's ttl
+// from now.
 func (s *FileStore) Deny(id, by, reason string) (Request, error) {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
 	return s.decide(id, func(r *Request, now time.Time) {
-		r.State, r.DecidedAt, r.DecidedBy, r.Reason, r.ExpiresAt = StateDenied, now, by, reason, now.Add(s.ttl)
+		r.State, r.DecidedAt, r.DecidedBy, r.Reason, r.ExpiresAt = StateDenied, now, by, reason, now.Add(ttlOf(r, s.ttl))
 	})
 }
 
@@ -432,11 +479,12 @@ func inForce(r *Request, now time.Time) bool {
 	return false
 }
 
-// active is the index of the latest record in force for the triple, or -1.
-func active(reqs []Request, principal, tool, argsHash string, now time.Time) int {
+// active is the index of the latest record in force for the call (principal, tool, arguments and
+// the version of the rule that held it), or -1.
+func active(reqs []Request, principal, tool, argsHash, ruleDigest string, now time.Time) int {
 	for i := len(reqs) - 1; i >= 0; i-- {
 		r := &reqs[i]
-		if r.Principal == principal && r.Tool == tool && r.ArgsHash == argsHash && inForce(r, now) {
+		if r.Principal == principal && r.Tool == tool && r.ArgsHash == argsHash && r.RuleDigest == ruleDigest && inForce(r, now) {
 			return i
 		}
 	}

@@ -46,7 +46,7 @@ var args = json.RawMessage(`{"amount":20,"order_id":4821}`)
 
 func check(t *testing.T, s *FileStore, hash string, want Outcome) Request {
 	t.Helper()
-	out, r, err := s.Check(context.Background(), "alice", "orders/refund_order", hash, args, "policy.csv:31")
+	out, r, err := s.Check(context.Background(), Call{Principal: "alice", Tool: "orders/refund_order", ArgsHash: hash, Args: args, Rule: "policy.csv:31"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestPendingCreatedOncePerTriple(t *testing.T) {
 	}
 	// Changed arguments, another principal or another tool: separate requests.
 	c := check(t, s, "h2", Pending)
-	_, d, _ := s.Check(context.Background(), "bob", "orders/refund_order", "h1", args, "")
-	_, e, _ := s.Check(context.Background(), "alice", "orders/cancel_order", "h1", args, "")
+	_, d, _ := s.Check(context.Background(), Call{Principal: "bob", Tool: "orders/refund_order", ArgsHash: "h1", Args: args})
+	_, e, _ := s.Check(context.Background(), Call{Principal: "alice", Tool: "orders/cancel_order", ArgsHash: "h1", Args: args})
 	ids := map[string]bool{a.ID: true, c.ID: true, d.ID: true, e.ID: true}
 	if len(ids) != 4 {
 		t.Errorf("want 4 distinct requests, got %v", ids)
@@ -116,7 +116,7 @@ func TestConcurrentChecksConsumeOnce(t *testing.T) {
 	proceeded := 0
 	for range 8 {
 		wg.Go(func() {
-			out, _, err := s.Check(context.Background(), "alice", "orders/refund_order", "h1", args, "")
+			out, _, err := s.Check(context.Background(), Call{Principal: "alice", Tool: "orders/refund_order", ArgsHash: "h1", Args: args})
 			if err != nil {
 				t.Error(err)
 			}

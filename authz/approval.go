@@ -1,6 +1,9 @@
 package authz
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -34,6 +37,7 @@ type arule struct {
 	isRegex bool           // the model matches objects with regexMatch
 	objRE   *regexp.Regexp // the compiled pattern, when isRegex
 	reBad   bool           // a regexMatch pattern that does not compile (only past skipRegexLint)
+	digest  string         // see ruleDigest
 }
 
 // approvalRule lints one a line (fields[0] == "a") exactly like a p line: field count, empty
@@ -77,8 +81,9 @@ func (l *linter) approvalRule(pl policyLine, fields []string, before int) ([]str
 }
 
 // newARule builds a loaded a line from its linted fields (line type first).
-func newARule(info *modelInfo, pl policyLine, fields []string, cond *condition) *arule {
-	a := &arule{line: pl.num, text: pl.text, sub: fields[1], obj: fields[2], act: fields[3], cond: cond}
+func newARule(info *modelInfo, modelText []byte, pl policyLine, fields []string, cond *condition) *arule {
+	a := &arule{line: pl.num, text: pl.text, sub: fields[1], obj: fields[2], act: fields[3], cond: cond,
+		digest: ruleDigest(modelText, fields[1:])}
 	if j, ok := info.pIndex["obj"]; ok && info.regex[j] {
 		a.isRegex = true
 		re, err := regexp.Compile(a.obj)
@@ -89,6 +94,31 @@ func newARule(info *modelInfo, pl policyLine, fields []string, cond *condition) 
 		}
 	}
 	return a
+}
+
+// ruleDigest is the version of one a line that an approval is bound to: the first 16 hex digits of
+// a SHA-256 over the model and the line's fields (subject, object, action, condition), each
+// length-prefixed. It is what the line means, not where it is: moving the line, or editing any other
+// line, keeps it; changing any of its fields, or the model that gives them their meaning (keyMatch or
+// regexMatch objects, say), changes it. Binding to the whole policy's version instead would void every
+// pending approval whenever anyone adds a user (see docs/console.md, "How a decision stays bound to the call").
+func ruleDigest(modelText []byte, fields []string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, b := range append([][]byte{modelText}, bytesOf(fields)...) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func bytesOf(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
 }
 
 // matches reports whether the a line's subject, object and action match the request (its
@@ -153,6 +183,37 @@ func (p *Policy) ApprovalRule(req Request) (rule string, needed bool) {
 		}
 	}
 	return "", false
+}
+
+// ApprovalDigest is the version of the a line that ref ("file:line", as [Policy.ApprovalRule]
+// returns it) names in this policy, or "" when ref names no a line of it. An approval is bound to it:
+// a held call is decided, and its approval consumed, only while the policy holds an a line with the
+// same digest.
+func (p *Policy) ApprovalDigest(ref string) string {
+	if p == nil {
+		return ""
+	}
+	for _, a := range p.arules {
+		if p.aref(a) == ref {
+			return a.digest
+		}
+	}
+	return ""
+}
+
+// ApprovalByDigest finds the a line whose digest ([Policy.ApprovalDigest]) is digest: where it is
+// now ("file:line") and its text, or ok false when this policy has no such line (it was edited or
+// removed since a call was held under it).
+func (p *Policy) ApprovalByDigest(digest string) (ref, text string, ok bool) {
+	if p == nil || digest == "" {
+		return "", "", false
+	}
+	for _, a := range p.arules {
+		if a.digest == digest {
+			return p.aref(a), a.text, true
+		}
+	}
+	return "", "", false
 }
 
 // Approvals is the number of approval (a) lines loaded.

@@ -292,3 +292,58 @@ func TestStoreApprovalRule(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestApprovalDigest: an approval is bound to what its a line means, not where it is: moving it or
+// editing other lines keeps its digest; editing any of its fields, or the model, changes it.
+func TestApprovalDigest(t *testing.T) {
+	const base = `p, support_agent, orders/*, call, allow
+a, support_agent, orders/refund_order, call, amount > 50
+g, bob, support_agent
+`
+	o := Options{Servers: []string{"orders"}}
+	model := readRoot(t, rootModel)
+	digestOf := func(m, policy string) string {
+		t.Helper()
+		p := loadWith(t, m, policy, o)
+		ref, ok := p.ApprovalRule(req("bob", "orders/refund_order", `{"amount": 80}`))
+		if !ok {
+			t.Fatalf("not held under:\n%s", policy)
+		}
+		d := p.ApprovalDigest(ref)
+		if len(d) != 16 {
+			t.Fatalf("digest %q of %s", d, ref)
+		}
+		if at, text, ok := p.ApprovalByDigest(d); !ok || at != ref || !strings.HasPrefix(text, "a, ") {
+			t.Fatalf("ApprovalByDigest(%s) = %q %q %v", d, at, text, ok)
+		}
+		return d
+	}
+	want := digestOf(model, base)
+	for name, policy := range map[string]string{
+		"moved":        "a, support_agent, orders/refund_order, call, amount > 50\np, support_agent, orders/*, call, allow\ng, bob, support_agent\n",
+		"other edited": base + "g, alice, support_agent\n# a comment\n",
+	} {
+		if d := digestOf(model, policy); d != want {
+			t.Errorf("%s: digest %s, want %s", name, d, want)
+		}
+	}
+	for name, policy := range map[string]string{
+		"condition": strings.Replace(base, "amount > 50", "amount > 10", 1),
+		"subject":   strings.Replace(base, "a, support_agent", "a, bob", 1),
+		"object":    strings.Replace(base, "orders/refund_order, call, amount", "orders/*, call, amount", 1),
+	} {
+		if d := digestOf(model, policy); d == want {
+			t.Errorf("%s edited: digest unchanged %s", name, d)
+		}
+	}
+	if d := digestOf(model+"\n", base); d == want {
+		t.Error("model edited: digest unchanged")
+	}
+	p := loadWith(t, model, base, o)
+	if d := p.ApprovalDigest(p.policyPath + ":1"); d != "" {
+		t.Errorf("a p line's digest: %q", d)
+	}
+	if _, _, ok := p.ApprovalByDigest("0000000000000000"); ok {
+		t.Error("an unknown digest was found")
+	}
+}

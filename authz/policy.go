@@ -201,7 +201,7 @@ func build(modelPath string, modelText []byte, policyPath string, policyText []b
 		if fields[0] == approvalType {
 			// Never handed to Casbin (its loader refuses a line type the model does not define):
 			// a lines are evaluated by ApprovalRule.
-			p.arules = append(p.arules, newARule(info, pl, fields, cond))
+			p.arules = append(p.arules, newARule(info, modelText, pl, fields, cond))
 			continue
 		}
 		r := &rule{ptype: fields[0], line: pl.num, text: pl.text, fields: fields[1:], cond: cond}

@@ -25,7 +25,7 @@ var approvalsProblems = []problemCase{
 	{"approvals ttl a number", "approvals: {ttl: 60}\n", nil, 1, "approvals.ttl", `got the number 60 (write "60s" or another unit)`},
 	{"approvals file a directory", "approvals: {file: \"state/\"}\n", nil, 1, "approvals.file", `expected a file, got the directory "state/"`},
 	{"approvals file with spaces", "approvals: {file: \"a.json \"}\n", nil, 1, "approvals.file", "without leading or trailing spaces"},
-	{"unknown approvals key", "approvals: {expiry: 1h}\n", nil, 1, "approvals.expiry", "unknown key; allowed keys here: file, ttl"},
+	{"unknown approvals key", "approvals: {expiry: 1h}\n", nil, 1, "approvals.expiry", "unknown key; allowed keys here: file, rules, ttl"},
 }
 
 func TestAdminKeyNotEchoed(t *testing.T) {

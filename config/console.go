@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"net/url"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ func (l *loader) consoleFields(x *Console) fields {
 		"approvers":   set(&x.Approvers, l.approvers),
 		"session_ttl": set(&x.SessionTTL, l.duration),
 		"oidc":        set(&x.OIDC, l.consoleOIDC),
+		"public_url":  set(&x.PublicURL, l.str),
 	}
 }
 
@@ -41,6 +43,7 @@ func (l *loader) checkConsole(c *Config) {
 	x := &c.Console
 	l.checkDuration("console.session_ttl", x.SessionTTL, consoleSessionTTLRange)
 	l.checkConsoleOIDC(c)
+	l.checkPublicURL("console.public_url", x.PublicURL)
 	others := map[string]string{} // hash -> what else uses it
 	for i, k := range c.Auth.APIKeys {
 		if k.SHA256 != "" {
@@ -101,4 +104,35 @@ func (c *Config) ConsoleApprovers() []Approver { return c.Console.Approvers }
 // DefaultConsoleSessionTTL.
 func (c *Config) ConsoleSessionTTL() time.Duration {
 	return time.Duration(cmp.Or(c.Console.SessionTTL, Duration(DefaultConsoleSessionTTL)))
+}
+
+// checkPublicURL requires an absolute http(s) URL without user information, query or fragment: links
+// to requests are made by appending /ui/approvals#<id> to it.
+func (l *loader) checkPublicURL(path, raw string) {
+	if raw == "" {
+		return
+	}
+	l.checkURL(path, raw)
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		l.reportAt(path, "expected the console's base URL (scheme, host and an optional path prefix), without user information, query or fragment")
+	}
+}
+
+// ConsolePublicURL is console.public_url without a trailing slash; without it, the origin of
+// console.oidc.redirect_url (the console's address as the provider sends approvers back to it);
+// else "".
+func (c *Config) ConsolePublicURL() string {
+	if c.Console.PublicURL != "" {
+		return strings.TrimRight(c.Console.PublicURL, "/")
+	}
+	if o := c.Console.OIDC; o != nil && o.RedirectURL != "" {
+		if u, err := url.Parse(o.RedirectURL); err == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	return ""
 }

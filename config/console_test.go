@@ -26,7 +26,7 @@ var consoleProblems = []problemCase{
 	{"approver key is the admin key", "admin: {key_sha256: \"" + hashA + "\"}\nconsole:\n  approvers:\n    - {name: carol, sha256: \"" + hashA + "\"}\n",
 		nil, 4, "console.approvers[0].sha256", "same key hash as admin.key_sha256"},
 	{"session ttl too short", "console: {session_ttl: 10s}\n", nil, 1, "console.session_ttl", "expected a duration from 1m to 168h"},
-	{"unknown console key", "console: {users: []}\n", nil, 1, "console.users", "unknown key; allowed keys here: approvers, oidc, session_ttl"},
+	{"unknown console key", "console: {users: []}\n", nil, 1, "console.users", "unknown key; allowed keys here: approvers, oidc, public_url, session_ttl"},
 	{"unknown approver key", "console:\n  approvers:\n    - {name: carol, sha256: \"" + hashA + "\", key: x}\n", nil, 3, "console.approvers[0].key",
 		"unknown key; allowed keys here: name, sha256"},
 }

@@ -50,8 +50,9 @@ func (l *loader) adminFields(x *Admin) fields {
 
 func (l *loader) approvalsFields(x *Approvals) fields {
 	return fields{
-		"file": set(&x.File, l.str),
-		"ttl":  set(&x.TTL, l.duration),
+		"file":  set(&x.File, l.str),
+		"ttl":   set(&x.TTL, l.duration),
+		"rules": set(&x.Rules, l.approvalRules),
 	}
 }
 

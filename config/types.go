@@ -37,6 +37,9 @@ type Console struct {
 	// OIDC, when set, lets approvers sign in with the OpenID Provider (console_oidc.go); an approver
 	// without sha256 then signs in there only.
 	OIDC *ConsoleOIDC `yaml:"oidc"`
+	// PublicURL is the console's address as approvers reach it (through the TLS proxy in front of the
+	// admin listener), e.g. https://toolgate-admin.example.com: webhooks link to requests under it.
+	PublicURL string `yaml:"public_url"`
 }
 
 // Approver is one person who signs in to the console: the name decisions are recorded under (and the
@@ -102,7 +105,34 @@ type Admin struct {
 type Approvals struct {
 	File string   `yaml:"file"` // the store file; absolute after Load (relative to the config file as written)
 	TTL  Duration `yaml:"ttl"`  // how long pending and approved requests live
+	// Rules settle, per held tool, a ttl of its own and the webhooks told of each new request; the
+	// first rule whose tools match a held call applies. Which calls are held is the policy's a lines.
+	Rules []ApprovalRule `yaml:"rules"`
 }
+
+// ApprovalRule is one entry of approvals.rules.
+type ApprovalRule struct {
+	Tools    []string  `yaml:"tools"`    // <server>/<tool> patterns, * as in the policy's objects
+	TTL      Duration  `yaml:"ttl"`      // how long these requests (and their decisions) live; approvals.ttl by default
+	Webhooks []Webhook `yaml:"webhooks"` // told of each new request
+}
+
+// Webhook is where a new approval request is posted.
+type Webhook struct {
+	// URL receives the POST. It may come from the environment (${VAR}): a Slack incoming webhook's
+	// URL is its credential. It is never quoted in a message or a log (only its host is).
+	URL string `yaml:"url"`
+	// Secret signs each delivery (HMAC-SHA256, the X-Toolgate-Signature header); written as ${VAR}.
+	// Required for format json; optional for slack (Slack does not check it).
+	Secret string `yaml:"secret"`
+	Format string `yaml:"format"` // json (default) or slack; WebhookJSON, WebhookSlack
+}
+
+// The formats of a webhook's body.
+const (
+	WebhookJSON  = "json"  // toolgate's own event, signed
+	WebhookSlack = "slack" // a Slack incoming-webhook message (text and blocks)
+)
 
 // Pinning configures tool pinning: a lock file records a hash of every tool's definition, and a tool
 // whose definition later differs is blocked until an admin approves it. Read it through PinningMode and

@@ -28,7 +28,7 @@ func pendingConsole(b *testing.B, n int) (*Console, *http.Cookie) {
 	for i := range n {
 		args := fmt.Sprintf(`{"amount":%d,"order_id":%d,"reason":"customer says the parcel arrived damaged <b>twice</b>"}`, 60+i%900, 4821+i)
 		sum := sha256.Sum256([]byte(args))
-		if _, _, err := store.Check(context.Background(), "alice", "orders/refund_order", hex.EncodeToString(sum[:]), []byte(args), "policy.csv:7"); err != nil {
+		if _, _, err := store.Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund_order", ArgsHash: hex.EncodeToString(sum[:]), Args: []byte(args), Rule: "policy.csv:7"}); err != nil {
 			b.Fatal(err)
 		}
 	}

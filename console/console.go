@@ -238,6 +238,7 @@ type page struct {
 	PendingTotal int
 	Shown        string // which of the pending requests the page shows, when not all
 	Prev, Next   string // links to the previous and next pending requests
+	Only         string // the one pending request shown (?id=), with a link to all
 	Decided      []row
 	Now          time.Time
 }
@@ -253,6 +254,7 @@ type row struct {
 	Digest     string // sha256:<hex> the approval binds to
 	Rule       string // "policy.csv:12"
 	RuleText   string // the line's text as the file reads now
+	RuleDigest string // the version of the rule the decision is bound to
 	Age        time.Duration
 	CreatedAt  time.Time
 	ExpiresIn  time.Duration
@@ -519,6 +521,9 @@ func (c *Console) renderApprovals(w http.ResponseWriter, r *http.Request, s *Ses
 			decided = append(decided, req)
 		}
 	}
+	if id := r.URL.Query().Get("id"); id != "" {
+		pending = onlyRequest(&p, pending, all, id)
+	}
 	p.PendingTotal = len(pending)
 	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
 	from = max(0, min(from, len(pending)-1))
@@ -542,8 +547,28 @@ func (c *Console) renderApprovals(w http.ResponseWriter, r *http.Request, s *Ses
 	c.render(w, r, status, "approvals", p)
 }
 
+// onlyRequest narrows the pending requests to the one with id (the link a webhook sends, which stays
+// valid whichever page the request would be on), and says so, or says what became of it.
+func onlyRequest(p *page, pending, all []approvals.Request, id string) []approvals.Request {
+	for _, req := range pending {
+		if req.ID == id {
+			p.Only = id
+			return []approvals.Request{req}
+		}
+	}
+	for _, req := range all {
+		if req.ID == id {
+			p.Notice = notPending(req)
+			p.Notice = strings.TrimSuffix(p.Notice, "; nothing was decided.") + "."
+			return pending
+		}
+	}
+	p.Notice = "Request " + id + " is not waiting: it expired, or is unknown here. All pending requests are below."
+	return pending
+}
+
 func (c *Console) row(req approvals.Request, now time.Time, s *Session, pol *authz.Policy) row {
-	rw := row{ID: req.ID, Principal: req.Principal, Tool: req.Tool, Digest: "sha256:" + req.ArgsHash,
+	rw := row{ID: req.ID, Principal: req.Principal, Tool: req.Tool, Digest: "sha256:" + req.ArgsHash, RuleDigest: req.RuleDigest,
 		Rule: shortRule(req.Rule), Age: now.Sub(req.CreatedAt), CreatedAt: req.CreatedAt,
 		ExpiresIn: req.ExpiresAt.Sub(now), ExpiresAt: req.ExpiresAt, State: string(req.State),
 		DecidedBy: req.DecidedBy, DecidedAt: req.DecidedAt, Reason: req.Reason}
@@ -571,6 +596,9 @@ func (c *Console) mayDecide(req approvals.Request, approver string, pol *authz.P
 	}
 	if pol == nil {
 		return "No policy is loaded, so nobody may decide it."
+	}
+	if approvals.RuleInForce(req, pol) != nil {
+		return "The policy no longer has the rule that held this call (" + shortRule(req.Rule) + " as it read then), so it cannot be decided here: if the call still needs an approval, the agent's repeat asks for a new one under the rule in force."
 	}
 	d := pol.Decide(authz.Request{Subject: authz.Subject{Principal: approver}, Object: req.Tool, Action: authz.ActApprove, Args: req.Args})
 	if !d.Allowed {
@@ -609,7 +637,12 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *Session) {
 		refuse(http.StatusConflict, notPending(req))
 		return
 	}
-	if why := c.mayDecide(req, s.Approver, c.o.Policy()); why != "" {
+	pol := c.o.Policy()
+	if pol != nil && approvals.RuleInForce(req, pol) != nil {
+		refuse(http.StatusConflict, "Request "+id+": the policy changed and no longer has the rule that held this call; nothing was decided. If the call still needs an approval, the agent's repeat asks for a new one.")
+		return
+	}
+	if why := c.mayDecide(req, s.Approver, pol); why != "" {
 		c.o.Log.Warn("console: decision refused", "approver", s.Approver, "id", req.ID, "principal", req.Principal, "tool", req.Tool, "why", why)
 		refuse(http.StatusForbidden, "Request "+req.ID+": "+why+" Nothing was decided.")
 		return
@@ -625,6 +658,9 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *Session) {
 		return
 	case errors.Is(err, approvals.ErrNotPending):
 		refuse(http.StatusConflict, "Request "+id+" was decided meanwhile (by someone else); nothing was decided.")
+		return
+	case errors.Is(err, approvals.ErrRuleGone):
+		refuse(http.StatusConflict, "Request "+id+": the policy changed meanwhile and no longer has the rule that held this call; nothing was decided.")
 		return
 	case errors.Is(err, approvals.ErrNotFound):
 		refuse(http.StatusNotFound, "There is no request "+id+"; nothing was decided.")

@@ -64,6 +64,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 type fixture struct {
 	t       *testing.T
+	pol     *authz.Policy
 	store   *approvals.FileStore
 	clock   *fakeClock
 	console *Console
@@ -100,8 +101,9 @@ func newFixture(t *testing.T) *fixture {
 		f.decided = append(f.decided, r)
 	})
 	pol := loadPolicy(t)
+	f.pol = pol
 	c, err := New(Options{
-		Store: store, Policy: func() *authz.Policy { return pol }, Now: clock.Now,
+		Store: approvals.Bound(store, func() approvals.RuleFinder { return f.policy() }), Policy: f.policy, Now: clock.Now,
 		Approvers: []Approver{{Name: "carol", KeySHA256: hashOf(carolKey)}, {Name: "dave", KeySHA256: hashOf(daveKey)}},
 		RuleText:  func(ref string) string { return "a, support_agent, orders/refund_order, call" },
 	})
@@ -116,11 +118,28 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// hold creates a pending request as the gateway would for principal's call with args.
+func (f *fixture) policy() *authz.Policy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pol
+}
+
+// setPolicy swaps the policy in force, as a reload does.
+func (f *fixture) setPolicy(p *authz.Policy) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pol = p
+}
+
+// hold creates a pending request as the gateway would for principal's call with args, held by the
+// test policy's line 7.
 func (f *fixture) hold(principal, args string) approvals.Request {
 	f.t.Helper()
 	sum := sha256.Sum256([]byte(args))
-	out, req, err := f.store.Check(context.Background(), principal, "orders/refund_order", hex.EncodeToString(sum[:]), json.RawMessage(args), "/etc/toolgate/policy.csv:7")
+	rule, _ := f.policy().ApprovalRule(authz.Request{Subject: authz.Subject{Principal: "alice"}, Object: "orders/refund_order",
+		Action: authz.ActCall, Args: json.RawMessage(`{"amount": 1}`)}) // line 7, whoever made the call
+	out, req, err := f.store.Check(context.Background(), approvals.Call{Principal: principal, Tool: "orders/refund_order",
+		ArgsHash: hex.EncodeToString(sum[:]), Args: json.RawMessage(args), Rule: rule, RuleDigest: f.policy().ApprovalDigest(rule)})
 	if err != nil || out != approvals.Pending {
 		f.t.Fatalf("Check: %v %v", out, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/approvals/webhook"
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
@@ -49,7 +50,8 @@ type Gateway struct {
 	policy    *authz.Store
 	shadow    *authz.Store // authz.shadow_policy, nil without one (shadow.go)
 	auth      *authn.Authenticator
-	approvals approvals.Store // the file, or Redis with state.redis
+	approvals approvals.Store   // the file, or Redis with state.redis; decisions bound to the policy in force
+	notify    *webhook.Notifier // approvals.rules' webhooks
 	set       *upstreams.Set
 	breakers  *breaker.Set
 	chain     *pipeline.Chain
@@ -169,6 +171,11 @@ func (g *Gateway) steps(o Options) []step {
 		}},
 		{"invalid approvals file", func(context.Context) (err error) {
 			g.approvals, err = openApprovals(g.cfg, g.state)
+			if err == nil {
+				g.approvals = approvals.Bound(g.approvals, func() approvals.RuleFinder { return g.policy.Current() })
+				g.notify = webhook.New(WebhookOptions(g.cfg, g.log))
+				g.cleanup.add(g.notify.Close)
+			}
 			return err
 		}},
 		{"cannot open the credential store", func(context.Context) error { return g.openVault() }},
@@ -224,7 +231,7 @@ func (g *Gateway) links() Links {
 		Record: recorder, Catalog: g.set.Catalog, RetrySafe: retrySafe(g.cfg), Arguments: argumentLimits(g.cfg),
 		Shadow:     g.shadowGuard(),
 		RateLimits: rateLimitsFrom(g.cfg, g.state, g.log),
-		Approvals:  &approvals.Guard{Store: g.approvals, Log: g.log},
+		Approvals:  &approvals.Guard{Store: g.approvals, Log: g.log, Rules: ApprovalRules(g.cfg), OnCreated: g.notify.Created},
 		Dedup:      dedupFrom(g.cfg, g.state, g.metrics, g.log),
 		Execute:    &pipeline.Executor{Upstreams: g.set, Resilience: resilience, Metrics: g.metrics, Tracing: g.tracing},
 	}

@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/approvals/webhook"
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
@@ -219,6 +222,31 @@ func PolicyOptions(cfg *config.Config) authz.Options {
 		principals = append(principals, a.Name)
 	}
 	return authz.Options{Servers: cfg.ServerNames(), Principals: principals}
+}
+
+// ApprovalRules are approvals.rules as the approval guard applies them: per held tool, the ttl of
+// its requests (the rule's, else approvals.ttl). A rule's index is also its webhooks' (WebhookOptions).
+func ApprovalRules(cfg *config.Config) approvals.Rules {
+	var rs approvals.Rules
+	for _, r := range cfg.ApprovalRules() {
+		rs = append(rs, approvals.Rule{Tools: r.Tools, TTL: cfg.TTLOf(r)})
+	}
+	return rs
+}
+
+// WebhookOptions are the webhooks of approvals.rules, by rule, and the console's public URL they
+// link to.
+func WebhookOptions(cfg *config.Config, log *slog.Logger) webhook.Options {
+	o := webhook.Options{ConsoleURL: cfg.ConsolePublicURL(), Log: log.With("component", "webhook")}
+	for i, r := range cfg.ApprovalRules() {
+		var hooks []webhook.Hook
+		for j, w := range r.Webhooks {
+			hooks = append(hooks, webhook.Hook{Name: fmt.Sprintf("approvals.rules[%d].webhooks[%d]", i, j),
+				URL: w.URL, Secret: w.Secret, Format: w.Format})
+		}
+		o.Rules = append(o.Rules, hooks)
+	}
+	return o
 }
 
 // ConsoleOptions are the approvals console's settings from the config (the approvers and how long

@@ -21,6 +21,9 @@ type Policy interface {
 	// ApprovalRule says whether the call needs a human approval, and
 	// which line demands it (approve).
 	ApprovalRule(req authz.Request) (rule string, needed bool)
+	// ApprovalDigest is the version of the approval line a rule names,
+	// which the approval is bound to (approve).
+	ApprovalDigest(rule string) string
 	// Version identifies this policy in the audit trail.
 	Version() string
 }
@@ -38,4 +41,5 @@ func (DenyAll) Visible(authz.Subject, string) bool        { return false }
 func (DenyAll) Decide(authz.Request) authz.Decision       { return authz.Decision{} }
 func (DenyAll) RolesOf(authz.Subject) []string            { return nil }
 func (DenyAll) ApprovalRule(authz.Request) (string, bool) { return "", false }
+func (DenyAll) ApprovalDigest(string) string              { return "" }
 func (DenyAll) Version() string                           { return "" }

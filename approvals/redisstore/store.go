@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,11 +24,12 @@ import (
 // Approval requests shared by replicas (an approvals.Store). Under the prefix:
 //
 //	apr:req:<id>        a hash per request: doc (the JSON of what never changes: id, principal, tool,
-//	                    args_hash, args, rule), state, created, exp, decided (ms of Redis's clock), by,
+//	                    args_hash, args, rule, rule_digest, policy_version), state, created, exp,
+//	                    decided (ms of Redis's clock), ttl (ms: how long it and its decision live), by,
 //	                    reason, idx (the name of its index key), and while it is used, use (the token of
 //	                    the check that consumed it, for Restore) and appr (when it had been approved, ms).
 //	                    It lives until its expiry plus approvals.FinishedRetention, for List.
-//	apr:idx:<sha256>    the id of the request in force for one (principal, tool, args_hash), until that
+//	apr:idx:<sha256>    the id of the request in force for one (principal, tool, args_hash, rule_digest), until that
 //	                    request expires; consuming an approval deletes it
 //	apr:active          a sorted set of the ids in force, by expiry: bounds them (approvals.MaxActive)
 //	apr:all             a sorted set of every id kept, by creation: List's order
@@ -40,7 +42,7 @@ import (
 
 // approvalCheckScript is Check. KEYS: the index key, apr:active, apr:all. ARGV: a new id, its doc, ttl
 // (ms), retention (ms), max active, the request key prefix. Replies {outcome, id, hash fields...} with
-// outcome proceed, denied or pending; or {"full"}. Consuming an approval records the new id, which no
+// outcome proceed, denied, pending or created (a new pending request); or {"full"}. Consuming an approval records the new id, which no
 // request takes then, as the consumption's token (use).
 const approvalCheckScript = `
 local t = redis.call('TIME')
@@ -69,27 +71,28 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'full'} end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - ttl - keep)
 local rk = ARGV[6] .. ARGV[1]
-redis.call('HSET', rk, 'doc', ARGV[2], 'state', 'pending', 'created', now, 'exp', now + ttl, 'idx', KEYS[1])
+redis.call('HSET', rk, 'doc', ARGV[2], 'state', 'pending', 'created', now, 'exp', now + ttl, 'ttl', ttl, 'idx', KEYS[1])
 redis.call('PEXPIRE', rk, ttl + keep)
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
 redis.call('ZADD', KEYS[3], now, ARGV[1])
-local reply = {'pending', ARGV[1]}
+local reply = {'created', ARGV[1]}
 for _, v in ipairs(redis.call('HGETALL', rk)) do table.insert(reply, v) end
 return reply
 `
 
 // approvalDecideScript is Approve and Deny. KEYS: the request hash, apr:active. ARGV: the id, the new
-// state, by, reason, ttl (ms), retention (ms). Replies {"ok", hash fields...}, {"notfound"},
+// state, by, reason, ttl (ms: the store's, for requests created without one of their own), retention
+// (ms). Replies {"ok", hash fields...}, {"notfound"},
 // {"expired"}, or {"decided", state}.
 const approvalDecideScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'state', 'exp', 'idx')
+local h = redis.call('HMGET', KEYS[1], 'state', 'exp', 'idx', 'ttl')
 if not h[1] then return {'notfound'} end
 if h[1] == 'pending' and now >= tonumber(h[2]) then return {'expired'} end
 if h[1] ~= 'pending' then return {'decided', h[1]} end
-local ttl, keep = tonumber(ARGV[5]), tonumber(ARGV[6])
+local ttl, keep = tonumber(h[4] or ARGV[5]), tonumber(ARGV[6])
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'decided', now, 'by', ARGV[3], 'reason', ARGV[4], 'exp', now + ttl)
 redis.call('PEXPIRE', KEYS[1], ttl + keep)
 if redis.call('GET', h[3]) == ARGV[1] then redis.call('PEXPIRE', h[3], ttl) end
@@ -156,33 +159,39 @@ type requestDoc struct {
 	ArgsHash  string          `json:"args_hash"`
 	Args      json.RawMessage `json:"args,omitempty"`
 	Rule      string          `json:"rule,omitempty"`
+	// RuleDigest and PolicyVersion: see approvals.Request.
+	RuleDigest    string `json:"rule_digest,omitempty"`
+	PolicyVersion string `json:"policy_version,omitempty"`
 }
 
 func (a *Store) reqKey(id string) string { return a.c.Key("apr:req:" + id) }
 
-// indexKey names the (principal, tool, args_hash) triple: a hash of a length-prefixed encoding, so no two
-// triples share it.
-func (a *Store) indexKey(principal, tool, argsHash string) string {
+// indexKey names the (principal, tool, args_hash, rule_digest) binding: a hash of a length-prefixed
+// encoding, so no two bindings share it. A call held under another version of its rule finds another
+// key, so a request (or an approval) given under the old one does not decide it.
+func (a *Store) indexKey(principal, tool, argsHash, ruleDigest string) string {
 	h := sha256.New()
-	for _, f := range []string{principal, tool, argsHash} {
+	for _, f := range []string{principal, tool, argsHash, ruleDigest} {
 		fmt.Fprintf(h, "%d:%s", len(f), f)
 	}
 	return a.c.Key("apr:idx:" + hex.EncodeToString(h.Sum(nil)))
 }
 
 // Check implements approvals.Store, in one script.
-func (a *Store) Check(ctx context.Context, principal, tool, argsHash string, args json.RawMessage, rule string) (approvals.Outcome, approvals.Request, error) {
+func (a *Store) Check(ctx context.Context, call approvals.Call) (approvals.Outcome, approvals.Request, error) {
 	id, err := newRequestID()
 	if err != nil {
 		return 0, approvals.Request{}, err
 	}
-	doc, err := json.Marshal(requestDoc{ID: id, Principal: principal, Tool: tool, ArgsHash: argsHash, Args: args, Rule: rule})
+	doc, err := json.Marshal(requestDoc{ID: id, Principal: call.Principal, Tool: call.Tool, ArgsHash: call.ArgsHash, Args: call.Args,
+		Rule: call.Rule, RuleDigest: call.RuleDigest, PolicyVersion: call.PolicyVersion})
 	if err != nil {
 		return 0, approvals.Request{}, err
 	}
+	ttl := cmp.Or(call.TTL, a.ttl)
 	reply, err := a.run(ctx, approvalCheck,
-		[]string{a.indexKey(principal, tool, argsHash), a.c.Key("apr:active"), a.c.Key("apr:all")},
-		id, doc, ms(a.ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey(""))
+		[]string{a.indexKey(call.Principal, call.Tool, call.ArgsHash, call.RuleDigest), a.c.Key("apr:active"), a.c.Key("apr:all")},
+		id, doc, ms(ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey(""))
 	if err != nil {
 		return 0, approvals.Request{}, err
 	}
@@ -203,6 +212,9 @@ func (a *Store) Check(ctx context.Context, principal, tool, argsHash string, arg
 	case "denied":
 		return approvals.Denied, r, nil
 	case "pending":
+		return approvals.Pending, r, nil
+	case "created":
+		r.Created = true
 		return approvals.Pending, r, nil
 	}
 	return 0, approvals.Request{}, fmt.Errorf("approval check script: unexpected reply %v", reply[0])
@@ -414,7 +426,14 @@ func requestFromMap(m map[string]string) (approvals.Request, error) {
 		return approvals.Request{}, fmt.Errorf("approval request %s in the store: %w", d.ID, err)
 	}
 	r := approvals.Request{ID: d.ID, Principal: d.Principal, Tool: d.Tool, ArgsHash: d.ArgsHash, Args: d.Args, Rule: d.Rule,
-		State: st, Reason: m["reason"], DecidedBy: m["by"]}
+		RuleDigest: d.RuleDigest, PolicyVersion: d.PolicyVersion, State: st, Reason: m["reason"], DecidedBy: m["by"]}
+	if v, ok := m["ttl"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return approvals.Request{}, errors.New("approval request in the store: bad ttl")
+		}
+		r.TTL = time.Duration(n) * time.Millisecond
+	}
 	for _, f := range []struct {
 		name string
 		to   *time.Time

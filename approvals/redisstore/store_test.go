@@ -17,7 +17,7 @@ var refundArgs = json.RawMessage(`{"order_id":7,"amount":12.50}`)
 
 func checkOn(t *testing.T, a *Store, hash string, want approvals.Outcome) approvals.Request {
 	t.Helper()
-	out, r, err := a.Check(context.Background(), "alice", "orders/refund", hash, refundArgs, "policy.csv:3")
+	out, r, err := a.Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund", ArgsHash: hash, Args: refundArgs, Rule: "policy.csv:3"})
 	if err != nil || out != want {
 		t.Fatalf("Check: %v, %v (want %v)", out, err, want)
 	}
@@ -88,7 +88,7 @@ func TestApprovalConsumedOnce(t *testing.T) {
 	)
 	for i := range 30 {
 		wg.Go(func() {
-			out, _, err := stores[i%3].Check(context.Background(), "alice", "orders/refund", "race", refundArgs, "")
+			out, _, err := stores[i%3].Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund", ArgsHash: "race", Args: refundArgs})
 			if err != nil {
 				t.Error(err)
 			}
@@ -172,7 +172,7 @@ func TestApprovalsStoreDown(t *testing.T) {
 	}
 	srv.Kill()
 	ev.WaitStatus(t, false)
-	if out, _, err := a.Check(context.Background(), "alice", "orders/refund", "h4", refundArgs, ""); !errors.Is(err, approvals.ErrUnavailable) || out == approvals.Proceed {
+	if out, _, err := a.Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund", ArgsHash: "h4", Args: refundArgs}); !errors.Is(err, approvals.ErrUnavailable) || out == approvals.Proceed {
 		t.Fatalf("check with the server down: %v, %v", out, err)
 	}
 	if _, err := a.Approve(req.ID, "carol"); !errors.Is(err, approvals.ErrUnavailable) {
@@ -236,7 +236,7 @@ func TestApprovalRestore(t *testing.T) {
 	)
 	for i := range 30 {
 		wg.Go(func() {
-			out, r, err := stores[i%3].Check(context.Background(), "alice", "orders/refund", "h1", refundArgs, "")
+			out, r, err := stores[i%3].Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund", ArgsHash: "h1", Args: refundArgs})
 			if err != nil {
 				t.Error(err)
 			}

@@ -266,7 +266,7 @@ func TestApprovalsListStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := store.Check(context.Background(), "alice", "orders/refund_order", "h1", json.RawMessage(`{}`), "policy.csv:1"); err != nil {
+	if _, _, err := store.Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund_order", ArgsHash: "h1", Args: json.RawMessage(`{}`), Rule: "policy.csv:1"}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(approvals.Handler(unreachableStore{store}, authn.HashKey(adminKey), slog.New(slog.DiscardHandler)))
@@ -289,7 +289,7 @@ func TestApprovalsAdminURLFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, pending, err := store.Check(context.Background(), "alice", "orders/refund_order", "h1", json.RawMessage(`{}`), "policy.csv:1")
+	_, pending, err := store.Check(context.Background(), approvals.Call{Principal: "alice", Tool: "orders/refund_order", ArgsHash: "h1", Args: json.RawMessage(`{}`), Rule: "policy.csv:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

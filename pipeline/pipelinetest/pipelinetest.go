@@ -75,6 +75,9 @@ func (f Policy) ApprovalRule(req authz.Request) (string, bool) {
 	return rule, ok
 }
 
+// ApprovalDigest is the rule itself: each rule of the fake is its own version.
+func (f Policy) ApprovalDigest(rule string) string { return rule }
+
 func (f Policy) Version() string { return f.Ver }
 
 // AliceMayCall is the default policy: alice may call every tool of the
