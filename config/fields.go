@@ -24,6 +24,8 @@ func (l *loader) configFields(c *Config) fields {
 		"state":            func(n ast.Node, p string) { l.object(n, p, l.stateFields(&c.State)) },
 		"console":          func(n ast.Node, p string) { l.object(n, p, l.consoleFields(&c.Console)) },
 		"credentials":      func(n ast.Node, p string) { l.object(n, p, l.credentialsFields(&c.Credentials)) },
+		"toolsets":         set(&c.Toolsets, l.toolsets),
+		"toolset_rules":    set(&c.ToolsetRules, l.toolsetRules),
 	}
 }
 

@@ -112,6 +112,7 @@ func (l *loader) load(c *Config, data []byte) {
 	}
 	l.checkOverrides(c)
 	l.checkCredentials(c)
+	l.checkToolsets(c)
 }
 
 // parse returns the body of the one document in the file; nil for an empty file, which is valid.

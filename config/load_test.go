@@ -338,6 +338,8 @@ func TestSchemaMatchesYAMLTags(t *testing.T) {
 		{Audit{}, l.auditFields(&Audit{})},
 		{State{}, l.stateFields(&State{})},
 		{Redis{}, l.redisFields(&Redis{})},
+		{Toolset{}, l.toolsetFields(&Toolset{})},
+		{ToolsetRule{}, l.toolsetRuleFields(&ToolsetRule{})},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.typ)

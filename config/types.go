@@ -25,6 +25,10 @@ type Config struct {
 	Console         Console    `yaml:"console"`     // the approvals console on the admin listener (/ui/)
 	// Credentials is the vault of credentials held per user (auth modes per_user, oauth) and its key.
 	Credentials Credentials `yaml:"credentials"`
+	// Toolsets are named sets of tools a request may be given, and ToolsetRules pick one per request
+	// (toolsets.go).
+	Toolsets     map[string]*Toolset `yaml:"toolsets"`
+	ToolsetRules []ToolsetRule       `yaml:"toolset_rules"`
 }
 
 // Console configures the web console served on the admin listener at /ui/ (console/). It is off while

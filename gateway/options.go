@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/ratelimit"
 	ratelimitredis "github.com/toolgate/toolgate/ratelimit/redisstore"
 	"github.com/toolgate/toolgate/state"
+	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/upstreams"
 	"github.com/toolgate/toolgate/upstreams/credentials"
 	"github.com/toolgate/toolgate/upstreams/credentials/vault"
@@ -463,3 +464,28 @@ type refusedCredentials struct{ err error }
 
 func (r refusedCredentials) Authorization(context.Context) (string, error) { return "", r.err }
 func (refusedCredentials) Rejected(context.Context, string)                {}
+
+// ToolsetsFrom is the selector of toolset_rules over the toolsets they
+// name; nil when no rule is written (every client sees every tool the
+// policy allows). Exported for `toolgate tools`, which shows a toolset's
+// view.
+func ToolsetsFrom(cfg *config.Config) *toolsets.Selector {
+	if cfg == nil || len(cfg.ToolsetRules) == 0 {
+		return nil
+	}
+	sets := ToolsetSets(cfg)
+	rules := make([]toolsets.Rule, len(cfg.ToolsetRules))
+	for i, r := range cfg.ToolsetRules {
+		rules[i] = toolsets.Rule{Principal: r.Principal, Role: r.Role, Client: r.Client, Headers: r.Header, Set: sets[r.Toolset]}
+	}
+	return toolsets.New(toolsets.Options{Rules: rules})
+}
+
+// ToolsetSets is every toolset of the config by name.
+func ToolsetSets(cfg *config.Config) map[string]*toolsets.Set {
+	sets := make(map[string]*toolsets.Set, len(cfg.Toolsets))
+	for name, t := range cfg.Toolsets {
+		sets[name] = &toolsets.Set{Name: name, Tools: t.Tools, Exclude: t.Exclude, Discovery: t.Discovery}
+	}
+	return sets
+}

@@ -18,11 +18,19 @@ import (
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
+	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
 var alice, bob = pipelinetest.Alice, pipelinetest.Bob
+
+// Toolsets of the test catalog: a tool outside the call's toolset is not
+// found, whatever the policy says.
+var (
+	typedOnly = &toolsets.Set{Name: "typed", Tools: []string{"orders/typed"}}
+	getOnly   = &toolsets.Set{Name: "get", Tools: []string{"orders/get"}}
+)
 
 func TestPipelineErrorCodes(t *testing.T) {
 	cases := []struct {
@@ -35,6 +43,12 @@ func TestPipelineErrorCodes(t *testing.T) {
 	}{
 		{"ok", pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}, pipelinetest.Answer(pipelinetest.OKText), "", true, false},
 		{"unknown tool", pipeline.Call{Subject: alice, Name: "orders__nope", Args: []byte(`{}`)}, pipelinetest.Answer(pipelinetest.OKText), "tool_not_found", false, false},
+		{"outside the toolset", pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), Toolset: typedOnly},
+			pipelinetest.Answer(pipelinetest.OKText), "tool_not_found", false, false},
+		{"in the toolset", pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":1}`), Toolset: getOnly},
+			pipelinetest.Answer(pipelinetest.OKText), "", true, false},
+		{"server down, outside the toolset", pipeline.Call{Subject: alice, Name: "down__anything", Args: []byte(`{}`), Toolset: getOnly},
+			pipelinetest.Answer(pipelinetest.OKText), "tool_not_found", false, false},
 		{"denied", pipeline.Call{Subject: bob, Name: "orders__get", Args: []byte(`{"order_id":1}`)}, pipelinetest.Answer(pipelinetest.OKText), "tool_not_allowed", false, false},
 		{"bad arguments", pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`{"order_id":"x"}`)}, pipelinetest.Answer(pipelinetest.OKText), "invalid_arguments", false, false},
 		{"arguments not an object", pipeline.Call{Subject: alice, Name: "orders__get", Args: []byte(`[1]`)}, pipelinetest.Answer(pipelinetest.OKText), "invalid_arguments", false, false},

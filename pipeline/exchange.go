@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -38,6 +39,10 @@ type Call struct {
 	// TraceMeta is the client's request _meta, where W3C trace context
 	// (traceparent, tracestate) may be; read only by tracing.
 	TraceMeta map[string]any
+	// Toolset is the toolset the request was given (package toolsets);
+	// nil: none, every tool. resolve answers tool_not_found for a tool
+	// outside it.
+	Toolset *toolsets.Set
 }
 
 // Exchange is what the links learn about one call. Each field says which

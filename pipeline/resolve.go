@@ -23,15 +23,25 @@ func Authenticate() Link {
 	})
 }
 
+// notFound is the answer for a name the caller has no tool by.
+func notFound(name string) *envelope.Error {
+	return envelope.Errorf(envelope.ToolNotFound, "no tool named %q; call tools/list for the tools you may use", sanitize.Clip(name, 80))
+}
+
 // Resolve maps the client-facing name to its catalog entry, in the
-// catalog's current snapshot. retrySafe says whether a tool may be
+// catalog's current snapshot, among the tools of the call's toolset. retrySafe says whether a tool may be
 // repeated after an unknown outcome (nil: never); a tool whose server is
 // not connected never is.
 func Resolve(catalog func() *upstreams.Catalog, retrySafe func(*upstreams.Tool) bool) Link {
 	return Step("resolve", func(_ context.Context, x *Exchange) *envelope.Error {
 		tool, ok := catalog().Resolve(x.Call.Name)
 		if !ok {
-			return envelope.Errorf(envelope.ToolNotFound, "no tool named %q; call tools/list for the tools you may use", sanitize.Clip(x.Call.Name, 80))
+			return notFound(x.Call.Name)
+		}
+		if !x.Call.Toolset.Has(tool.ID) {
+			// The same answer as for a name that does not exist: the client
+			// was never shown the tool, so it cannot be the tool it meant.
+			return notFound(x.Call.Name).WithDetail("tool " + tool.ID + " is outside toolset " + x.Call.Toolset.Label())
 		}
 		x.Tool = tool
 		x.RetrySafe = retrySafe != nil && !tool.Unreachable && retrySafe(tool)

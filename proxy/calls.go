@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -28,6 +29,7 @@ type Policy interface {
 	Visible(s authz.Subject, obj string) bool
 	VisibleAct(s authz.Subject, obj, act string) bool
 	Decide(req authz.Request) authz.Decision
+	RolesOf(s authz.Subject) []string // for the toolset rules that name a role
 }
 
 var _ Policy = (*authz.Policy)(nil)
@@ -39,4 +41,7 @@ type Options struct {
 	Catalog func() *upstreams.Catalog // the current catalog snapshot
 	Policy  func() Policy             // the policy in force, read once per request
 	Metrics *metrics.Metrics          // counts relayed requests
+	// Toolsets picks each request's toolset (toolset_rules); nil: none,
+	// every client sees every tool the policy allows.
+	Toolsets *toolsets.Selector
 }

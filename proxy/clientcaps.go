@@ -115,18 +115,20 @@ func (s *Server) callerCaps(ctx context.Context, meta *mcp.Meta) clientCaps {
 	return clientCaps{}
 }
 
-// noteInitialize keeps what a client declared at initialize. mcp-go
+// noteInitialize keeps what a client declared at initialize (its
+// capabilities, and its clientInfo name for the toolset rules). mcp-go
 // registers an HTTP session just after initialize (the caps wait in
 // pending until then), but a stdio session, or an HTTP session whose GET
 // stream arrived first, is registered before it: then they go straight to
 // the entry.
-func (s *Server) noteInitialize(id string, caps mcp.ClientCapabilities) {
+func (s *Server) noteInitialize(id string, caps mcp.ClientCapabilities, client string) {
 	c := capsOf(caps)
 	if e := s.session(id); e != nil {
 		e.caps.Store(&c)
+		e.client.Store(&client)
 		return
 	}
-	s.declared.put(id, c, time.Now())
+	s.declared.put(id, c, client, time.Now())
 }
 
 // pendingCaps remembers, from initialize until mcp-go registers the
@@ -141,13 +143,14 @@ type pendingCaps struct {
 }
 
 type pendingCap struct {
-	caps clientCaps
-	at   time.Time
+	caps   clientCaps
+	client string // the clientInfo name
+	at     time.Time
 }
 
 const maxPending = 4096
 
-func (n *pendingCaps) put(id string, caps clientCaps, now time.Time) {
+func (n *pendingCaps) put(id string, caps clientCaps, client string, now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.pending == nil {
@@ -161,16 +164,16 @@ func (n *pendingCaps) put(id string, caps clientCaps, now time.Time) {
 		}
 	}
 	if len(n.pending) < maxPending {
-		n.pending[id] = pendingCap{caps, now}
+		n.pending[id] = pendingCap{caps, client, now}
 	}
 }
 
 // take returns what the client of session id declared, and forgets it;
 // ok is false when that is unknown.
-func (n *pendingCaps) take(id string) (caps clientCaps, ok bool) {
+func (n *pendingCaps) take(id string) (p pendingCap, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	p, ok := n.pending[id]
+	p, ok = n.pending[id]
 	delete(n.pending, id)
-	return p.caps, ok
+	return p, ok
 }

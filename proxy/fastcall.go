@@ -96,6 +96,7 @@ type clientSession struct {
 	subject  authz.Subject                        // of the request that created the session
 	cs       atomic.Pointer[server.ClientSession] // set when mcp-go registers the session
 	caps     atomic.Pointer[clientCaps]           // what its client declared at initialize; nil: unknown
+	client   atomic.Pointer[string]               // the clientInfo name its client gave at initialize; nil: unknown
 	lastSlow atomic.Int64                         // unix nanos of the last request handed to mcp-go
 }
 

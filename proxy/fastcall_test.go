@@ -99,25 +99,25 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 func TestPendingCapsIsBounded(t *testing.T) {
 	var n pendingCaps
 	now := time.Unix(1_000_000, 0)
-	n.put("declared-roots", clientCaps{known: true, roots: true}, now)
-	n.put("plain", clientCaps{known: true}, now)
-	if c, ok := n.take("declared-roots"); !ok || !c.roots || c.sampling {
-		t.Fatalf("declared-roots: %+v %v", c, ok)
+	n.put("declared-roots", clientCaps{known: true, roots: true}, "cursor", now)
+	n.put("plain", clientCaps{known: true}, "", now)
+	if p, ok := n.take("declared-roots"); !ok || !p.caps.roots || p.caps.sampling || p.client != "cursor" {
+		t.Fatalf("declared-roots: %+v %v", p, ok)
 	}
-	if c, ok := n.take("plain"); !ok || c.roots || c.sampling || c.elicitation {
-		t.Fatalf("plain: %+v %v", c, ok)
+	if p, ok := n.take("plain"); !ok || p.caps.roots || p.caps.sampling || p.caps.elicitation {
+		t.Fatalf("plain: %+v %v", p, ok)
 	}
 	if _, ok := n.take("plain"); ok {
 		t.Fatal("taken twice")
 	}
 	for i := range maxPending {
-		n.put(fmt.Sprint("abandoned-", i), clientCaps{known: true}, now)
+		n.put(fmt.Sprint("abandoned-", i), clientCaps{known: true}, "", now)
 	}
-	n.put("late", clientCaps{known: true}, now.Add(30*time.Second))
+	n.put("late", clientCaps{known: true}, "", now.Add(30*time.Second))
 	if _, ok := n.take("late"); ok {
 		t.Fatal("remembered past the bound while the others are recent")
 	}
-	n.put("later", clientCaps{known: true}, now.Add(2*time.Minute))
+	n.put("later", clientCaps{known: true}, "", now.Add(2*time.Minute))
 	if _, ok := n.take("later"); !ok || len(n.pending) != 0 {
 		t.Fatalf("stale sessions were not forgotten: %d left", len(n.pending))
 	}

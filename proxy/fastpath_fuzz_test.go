@@ -225,6 +225,7 @@ type allowAll struct{}
 func (allowAll) Visible(authz.Subject, string) bool            { return true }
 func (allowAll) VisibleAct(authz.Subject, string, string) bool { return true }
 func (allowAll) Decide(authz.Request) authz.Decision           { return authz.Decision{Allowed: true} }
+func (allowAll) RolesOf(authz.Subject) []string                { return nil }
 
 // bearerAuth: "Bearer <name>" is the principal name.
 type bearerAuth struct{}

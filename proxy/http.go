@@ -81,7 +81,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		server.WithSessionIdManagerResolver(sessions.Resolver()),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return withHTTP(WithSubject(ctx, SubjectFrom(r.Context())))
+			return withHTTP(withHeader(WithSubject(ctx, SubjectFrom(r.Context())), r.Header))
 		}),
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
 		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal)),
@@ -161,7 +161,9 @@ func authenticate(next http.Handler, o HTTPOptions) http.Handler {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithSubject(r.Context(), subject)))
+		// The headers go along for the toolset rules (toolsets.go); the fast
+		// path reads them from here.
+		next.ServeHTTP(w, r.WithContext(withHeader(WithSubject(r.Context(), subject), r.Header)))
 	})
 }
 

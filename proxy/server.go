@@ -55,13 +55,14 @@ func NewServer(opts Options, version string, log *slog.Logger) *Server {
 	hooks.AddBeforeCallTool(s.routeUnknown)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
-			s.noteInitialize(cs.SessionID(), req.Params.Capabilities)
+			s.noteInitialize(cs.SessionID(), req.Params.Capabilities, req.Params.ClientInfo.Name)
 		}
 	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		e := &clientSession{subject: SubjectFrom(ctx)}
-		if caps, ok := s.declared.take(cs.SessionID()); ok {
-			e.caps.Store(&caps)
+		if p, ok := s.declared.take(cs.SessionID()); ok {
+			e.caps.Store(&p.caps)
+			e.client.Store(&p.client)
 		}
 		e.cs.Store(&cs)
 		s.sessions.Store(cs.SessionID(), e)
@@ -146,7 +147,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 func (s *Server) callFrom(ctx context.Context, p *mcp.CallToolParams) Call {
 	name, meta := p.Name, p.Meta
 	call := Call{Subject: SubjectFrom(ctx), Session: sessionID(ctx), Name: name, Args: p.RawArguments,
-		Progress: s.progressRelay(ctx, meta)}
+		Progress: s.progressRelay(ctx, meta), Toolset: s.toolsetOf(ctx, meta)}
 	if meta != nil && len(meta.AdditionalFields) > 0 {
 		call.TraceMeta = meta.AdditionalFields
 	}
@@ -204,11 +205,16 @@ func requestedName(meta *mcp.Meta) string {
 }
 
 // filterList leaves in a tools/list answer exactly the tools the caller may
-// call (and never the unresolved stand-in).
-func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
+// call, in its toolset (and never the unresolved stand-in).
+func (s *Server) filterList(ctx context.Context, _ any, req *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 	if result == nil {
 		return
 	}
+	var meta *mcp.Meta
+	if req != nil {
+		meta = req.Params.Meta
+	}
+	set := s.toolsetOf(ctx, meta)
 	subject := SubjectFrom(ctx)
 	cat := s.opts.Catalog()
 	policy := s.opts.Policy()
@@ -218,7 +224,7 @@ func (s *Server) filterList(ctx context.Context, _ any, _ *mcp.ListToolsRequest,
 		if !ok || entry.Unreachable || entry.Changed {
 			continue
 		}
-		if policy.Visible(subject, entry.ID) {
+		if set.Has(entry.ID) && policy.Visible(subject, entry.ID) {
 			kept = append(kept, t)
 		}
 	}

@@ -3,6 +3,7 @@ package upstreams
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -100,6 +101,11 @@ type BuildOptions struct {
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ReservedToolNames are the client-facing names of the gateway's own
+// tools, the discovery meta-tools (package discovery): no upstream tool may
+// claim one, or a client could not tell the two apart.
+var ReservedToolNames = []string{"toolgate__search_tools", "toolgate__call_tool"}
 
 // Build makes a catalog from what each connected server listed, taking the
 // servers in the order given (an earlier server's resource URI or prompt
@@ -208,6 +214,9 @@ func entry(srv *Server, l Listed) (*Tool, string) {
 	}
 	if !validName.MatchString(l.Name) || !validName.MatchString(name) {
 		return nil, fmt.Sprintf("name %q: client-facing name %q must match [A-Za-z0-9_-]{1,64}", l.Name, name)
+	}
+	if slices.Contains(ReservedToolNames, name) {
+		return nil, fmt.Sprintf("client-facing name %q is the gateway's own discovery tool; give the server another prefix or the tool an override name", name)
 	}
 	in, err := toolschema.Compile(l.InputSchema, toolschema.Limits{})
 	if err != nil {

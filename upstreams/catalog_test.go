@@ -173,3 +173,25 @@ func TestChildEnvAllowlist(t *testing.T) {
 		}
 	}
 }
+
+// An upstream tool whose client-facing name would be one of the gateway's
+// discovery tools is quarantined: a server named toolgate with the
+// default prefix, and an unprefixed one that lists the name itself.
+func TestCatalogQuarantinesReservedNames(t *testing.T) {
+	cfg := servers(&Server{Name: "toolgate", ToolPrefix: "toolgate__"}, &Server{Name: "bare"})
+	cat, err := Build(cfg, map[string][]Listed{"toolgate": listed("search_tools", "other"), "bare": listed("toolgate__call_tool")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range ReservedToolNames {
+		if _, ok := cat.Resolve(name); ok {
+			t.Errorf("%s resolves to an upstream tool", name)
+		}
+	}
+	if _, ok := cat.Resolve("toolgate__other"); !ok {
+		t.Error("an innocent tool of the same server was dropped")
+	}
+	if q := cat.Quarantined(); len(q) != 2 || !strings.Contains(q[0].Reason, "is the gateway's own discovery tool") {
+		t.Errorf("quarantined %+v", q)
+	}
+}

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/discovery"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/pins"
+	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -23,10 +27,13 @@ func tools(args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 	configPath := fs.String("config", "toolgate.yaml", "configuration file")
 	as := fs.String("as", "", "show only the tools this principal may call (default: every tool)")
-	var roles multiFlag
+	var roles, headers multiFlag
 	fs.Var(&roles, "role", "a role the credential grants (as a JWT roles claim would); repeatable")
+	toolset := fs.String("toolset", "", "show only this toolset's tools (default: the one toolset_rules pick)")
+	client := fs.String("client", "", "the clientInfo name the client gives, for toolset_rules")
+	fs.Var(&headers, "header", "an HTTP request header NAME=VALUE the client sends, for toolset_rules; repeatable")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: toolgate tools [--config FILE] [--as PRINCIPAL] [--role R]")
+		fmt.Fprintln(os.Stderr, "usage: toolgate tools [--config FILE] [--as PRINCIPAL] [--role R] [--toolset NAME | --client NAME --header K=V]")
 		return 2
 	}
 	cfg, policy, code := loadOffline(*configPath)
@@ -53,14 +60,70 @@ func tools(args []string, out io.Writer) int {
 		s, _ := offlineSubject(cfg, *as, roles, nil)
 		subject = &s
 	}
-	printTools(out, set.Catalog(), policy, subject)
+	view, err := toolsetView(cfg, policy, subject, *toolset, *client, headers)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolgate tools:", err)
+		return 2
+	}
+	if view.line != "" {
+		fmt.Fprintln(out, view.line)
+	}
+	printTools(out, set.Catalog(), policy, subject, view.set)
 	return 0
 }
 
-func printTools(w io.Writer, cat *upstreams.Catalog, policy *authz.Policy, subject *authz.Subject) {
+// shownToolset is the toolset `toolgate tools` shows, and the line that
+// says which it is and why ("" when the config has no toolsets).
+type shownToolset struct {
+	set  *toolsets.Set
+	line string
+}
+
+// toolsetView is the toolset named by --toolset, or the one toolset_rules
+// pick for the principal, its roles, --client and --header.
+func toolsetView(cfg *config.Config, policy *authz.Policy, subject *authz.Subject, name, client string, headers []string) (shownToolset, error) {
+	if name != "" {
+		set := gateway.ToolsetSets(cfg)[name]
+		if set == nil {
+			return shownToolset{}, fmt.Errorf("no toolset %q under toolsets in %s", name, cfg.File)
+		}
+		return shownToolset{set, "toolset " + name + " (--toolset)" + discoveryNote(set)}, nil
+	}
+	sel := gateway.ToolsetsFrom(cfg)
+	if sel.Empty() {
+		return shownToolset{}, nil
+	}
+	h := http.Header{}
+	for _, kv := range headers {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return shownToolset{}, fmt.Errorf("--header %q: expected NAME=VALUE", kv)
+		}
+		h.Add(k, v)
+	}
+	req := toolsets.Request{Client: client, Header: h}
+	if subject != nil {
+		req.Principal = subject.Principal
+		req.Roles = func() []string { return policy.RolesOf(*subject) }
+	}
+	set, rule := sel.Select(req)
+	if set == nil {
+		return shownToolset{line: "no toolset: no toolset_rules entry matches (every tool the policy allows)"}, nil
+	}
+	return shownToolset{set, fmt.Sprintf("toolset %s (toolset_rules[%d])%s", set.Name, rule, discoveryNote(set))}, nil
+}
+
+func discoveryNote(set *toolsets.Set) string {
+	if !set.Discovers() {
+		return ""
+	}
+	return "; discovery: clients are listed " + discovery.SearchTool + " and " + discovery.CallTool + ", which search and call these tools"
+}
+
+func printTools(w io.Writer, cat *upstreams.Catalog, policy *authz.Policy, subject *authz.Subject, set *toolsets.Set) {
 	shown := 0
 	for _, t := range cat.Tools() {
-		if subject != nil && !policy.Visible(*subject, t.ID) {
+		if (subject != nil && !policy.Visible(*subject, t.ID)) || !set.Has(t.ID) {
 			continue
 		}
 		shown++
