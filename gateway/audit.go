@@ -79,6 +79,42 @@ func (g *Gateway) auditDecisions() {
 	}
 	blocked(g.set.Catalog())
 	g.set.OnCatalogChange(blocked)
+	g.set.OnCatalogChange(g.pinApprovalRecorder(g.set.Catalog(), appendOrLog))
+}
+
+// pinApprovalRecorder records a tool that pinning blocked and that is callable now with the
+// definition it was blocked for: someone approved it. The console records its own approvals, with
+// the approver's name (approvePin); any other (`toolgate pins approve`, an edit of the pin file) is
+// recorded here, without a name: the file does not say who wrote it.
+func (g *Gateway) pinApprovalRecorder(first *upstreams.Catalog, appendOrLog func(audit.Record)) func(*upstreams.Catalog) {
+	var mu sync.Mutex
+	wasBlocked := blockedHashes(first)
+	return func(cat *upstreams.Catalog) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, t := range cat.Tools() {
+			hash, was := wasBlocked[t.ID]
+			if !was || t.Changed || t.Unreachable || t.Hash != hash {
+				continue
+			}
+			if _, byConsole := g.consolePinned.LoadAndDelete(t.ID + " " + hash); byConsole {
+				continue
+			}
+			appendOrLog(audit.Record{Kind: audit.KindPinChange, Tool: t.ID, Decision: audit.DecisionApproved,
+				Reason:  "definition approved in the pin file (toolgate pins approve, or an edit of the file)",
+				Details: map[string]any{"new_hash": hash, "via": "pin file"}})
+		}
+		wasBlocked = blockedHashes(cat)
+	}
+}
+
+// blockedHashes are the tools pinning blocks, by ID, with the hash of the definition they list.
+func blockedHashes(cat *upstreams.Catalog) map[string]string {
+	m := map[string]string{}
+	for _, ch := range cat.Changed() {
+		m[ch.ID] = ch.NewHash
+	}
+	return m
 }
 
 // toolIDs are the canonical IDs of the catalog's tools, which a reload report decides access to.

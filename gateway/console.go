@@ -151,7 +151,10 @@ func (g *Gateway) approvePin(_ context.Context, approver, id, hash string) error
 	case found.NewHash != hash:
 		return console.ErrPinMoved
 	}
+	// Marked before the file is written: its watch may rebuild the catalog before this returns.
+	g.consolePinned.Store(found.ID+" "+found.NewHash, true)
 	if err := g.pins.Approve(found.ID, found.New); err != nil {
+		g.consolePinned.Delete(found.ID + " " + found.NewHash)
 		return err
 	}
 	if g.audit != nil {

@@ -82,14 +82,27 @@ func TestConsolePagesOnARealUpstream(t *testing.T) {
 		_ = json.Unmarshal(raw, &env)
 		return env
 	}
+	// waitBlocked waits for a catalog change that blocks target with a hash other than not.
+	waitBlocked := func(not string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			for _, ch := range gw.Upstreams().Catalog().Changed() {
+				if ch.ID == "echoes/target" && ch.NewHash != not {
+					return
+				}
+			}
+			select {
+			case <-blocked:
+			case <-deadline:
+				t.Fatal("the redefined tool was never blocked")
+			}
+		}
+	}
 	if env := call("echoes__rug_pull", `{"variant":"description"}`); env["ok"] != true {
 		t.Fatalf("rug_pull: %v", env)
 	}
-	select {
-	case <-blocked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the redefined tool was never blocked")
-	}
+	waitBlocked("")
 	if env := call("echoes__target", `{"id":1}`); env["error_code"] != "tool_changed" {
 		t.Fatalf("the changed tool answered %v", env)
 	}
@@ -122,21 +135,49 @@ func TestConsolePagesOnARealUpstream(t *testing.T) {
 		t.Fatalf("approving again: %v, want ErrNotBlocked", err)
 	}
 
-	var approved, refused *audit.Record
+	// The operator's path: another rug pull, approved in the pin file as `toolgate pins approve`
+	// does (a store of its own on the same file); the gateway records it, without a name.
+	if env := call("echoes__rug_pull", `{"variant":"schema"}`); env["ok"] != true {
+		t.Fatalf("rug_pull: %v", env)
+	}
+	waitBlocked(target.Hash)
+	cli, err := OpenPins(gw.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := gw.Upstreams().Catalog().Changed()
+	if len(changed) != 1 {
+		t.Fatalf("blocked: %+v", changed)
+	}
+	if err := cli.Approve(changed[0].ID, changed[0].New); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Upstreams().ReloadPins(); err != nil {
+		t.Fatal(err)
+	}
+
+	var approvals []audit.Record
+	var refused *audit.Record
 	for _, ln := range pages.Recent(0) {
 		var r audit.Record
 		if err := json.Unmarshal(ln, &r); err != nil {
 			t.Fatal(err)
 		}
 		switch {
-		case r.Kind == audit.KindPinChange && r.Decision == audit.DecisionApproved && approved == nil:
-			approved = &r
+		case r.Kind == audit.KindPinChange && r.Decision == audit.DecisionApproved:
+			approvals = append(approvals, r) // newest first
 		case r.Kind == audit.KindCall && r.ErrorCode == "tool_changed" && refused == nil:
 			refused = &r
 		}
 	}
-	if approved == nil || approved.Principal != "carol" || approved.Tool != "echoes/target" || approved.Details["new_hash"] != target.Hash {
-		t.Fatalf("the approval's audit record: %+v", approved)
+	if len(approvals) != 2 {
+		t.Fatalf("%d pin approvals recorded, want 2 (carol's once, the pin file's): %+v", len(approvals), approvals)
+	}
+	if a := approvals[1]; a.Principal != "carol" || a.Tool != "echoes/target" || a.Details["new_hash"] != target.Hash || a.Details["via"] != "console" {
+		t.Fatalf("the console approval's audit record: %+v", a)
+	}
+	if a := approvals[0]; a.Principal != "" || a.Details["new_hash"] != changed[0].NewHash || a.Details["via"] != "pin file" {
+		t.Fatalf("the pin file approval's audit record: %+v", a)
 	}
 	if refused == nil || refused.Stage != "validate" && refused.Stage != "resolve" {
 		t.Fatalf("the refused call's record names no stage: %+v", refused)

@@ -75,6 +75,9 @@ type Gateway struct {
 	inFlight     map[string]*pipeline.Limiter
 	history      *upstreamHistory
 	pinApprovals sync.Mutex
+	// consolePinned holds "<id> <hash>" of definitions approved in the console until the catalog
+	// shows them callable, so that pinApprovalRecorder does not record them a second time.
+	consolePinned sync.Map
 
 	cleanup cleanup
 	serving serving // the listeners Start opened
