@@ -113,6 +113,21 @@
 // to Casbin, and evaluates them itself, reusing the p-line role resolution, object match and
 // compiled conditions. The allow/deny decision is untouched by them.
 //
+// # Scopes
+//
+// An "s" line names an OAuth scope a request needs (scopes.go):
+//
+//	s, orders/refund_order, call, orders:write
+//	s, <server>/<tool>, call|read|get, <scope>
+//
+// [Policy.CheckScopes] gives every scope the matching s lines name (object by keyMatch or
+// regexMatch, action by equality, no subject: a scope limits whoever holds the token) and those
+// the subject's token lacks. Only a [Subject] whose credential carries scopes (Subject.Scoped, a
+// JWT) is limited; API keys, stdio and anonymous callers are not. Like a lines, s lines are kept
+// out of Casbin: a missing scope is not a denial (the gateway answers it with a challenge the
+// client can act on), so it is not an effect deny-override could combine, and [Policy.Decide] and
+// [Policy.Visible] never read them.
+//
 // # Load-time checks
 //
 // Loading refuses, naming file:line and what to write instead, and listing EVERY problem: a

@@ -65,12 +65,15 @@ func (l *linter) lineRule(pl policyLine) (fields []string, cond *condition, ok b
 		l.add(pl.num, "%s", reason)
 		return nil, nil, false
 	}
-	if ptype == approvalType {
+	switch ptype {
+	case approvalType:
 		return l.approvalRule(pl, fields, before)
+	case scopeType:
+		return l.scopeRule(pl, fields, before)
 	}
 	sec := ptype[:1]
 	if sec != "p" && sec != "g" {
-		l.add(pl.num, "line type %q is neither a permission (p) nor a role (g) line, nor an approval (a) line; write p, <subject>, <server>/<tool>, call, allow, g, <principal>, <role> or a, <subject>, <server>/<tool>, call instead", ptype)
+		l.add(pl.num, "line type %q is neither a permission (p) nor a role (g) line, nor an approval (a) or scope (s) line; write p, <subject>, <server>/<tool>, call, allow, g, <principal>, <role>, a, <subject>, <server>/<tool>, call or s, <server>/<tool>, call, <scope> instead", ptype)
 		return nil, nil, false
 	}
 	if sec == "p" && ptype != "p" {

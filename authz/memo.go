@@ -26,6 +26,7 @@ type memo struct {
 	answers sync.Map // key -> bool (visible) or Decision
 	size    atomic.Int64
 	condMay sync.Map // obj+"\x00"+act -> bool: some conditional p line may apply
+	scopes  sync.Map // obj+"\x00"+act -> *neededScopes: what the s lines name (scopes.go)
 }
 
 // maxMemo bounds the answers one Policy remembers.

@@ -59,6 +59,7 @@ type Policy struct {
 	info                  *modelInfo
 	prules                []*rule             // p lines in file order (Casbin's order)
 	arules                []*arule            // a (approval) lines in file order; never in Casbin
+	srules                []*srule            // s (scope) lines in file order; never in Casbin
 	byKey                 map[string]*rule    // ruleKey -> line, to name the line Casbin chose
 	roles                 map[string][]string // g: member -> roles
 	roleNames             map[string]bool     // see IsRole
@@ -202,6 +203,11 @@ func build(modelPath string, modelText []byte, policyPath string, policyText []b
 			// Never handed to Casbin (its loader refuses a line type the model does not define):
 			// a lines are evaluated by ApprovalRule.
 			p.arules = append(p.arules, newARule(info, modelText, pl, fields, cond))
+			continue
+		}
+		if fields[0] == scopeType {
+			// Never handed to Casbin either: s lines are evaluated by CheckScopes.
+			p.srules = append(p.srules, newSRule(info, pl, fields))
 			continue
 		}
 		r := &rule{ptype: fields[0], line: pl.num, text: pl.text, fields: fields[1:], cond: cond}
@@ -385,7 +391,7 @@ func (p *Policy) WithPrincipals(principals []string) (*Policy, error) {
 	// Every field but the memo (fresh) and what the principals decide (TestWithPrincipalsCopiesEveryField).
 	return &Policy{
 		modelPath: p.modelPath, policyPath: p.policyPath, version: p.version, nrules: p.nrules, info: p.info,
-		prules: p.prules, arules: p.arules, byKey: p.byKey, roles: p.roles, conds: p.conds, denies: p.denies,
+		prules: p.prules, arules: p.arules, srules: p.srules, byKey: p.byKey, roles: p.roles, conds: p.conds, denies: p.denies,
 		warnings: p.warnings, se: p.se, gEdges: p.gEdges, subjects: p.subjects,
 		roleNames: roles, principals: slices.Clone(principals),
 	}, nil

@@ -19,7 +19,7 @@ var accessRank = map[string]int{AccessDenied: 0, AccessConditional: 1, AccessAll
 // access changes are left out and Changes.Truncated says so.
 const MaxReportPairs = 20000
 
-// Lines are the policy's rules as written (p, g and a lines, each rule once, comments and blank
+// Lines are the policy's rules as written (p, g, a and s lines, each rule once, comments and blank
 // lines left out), in file order. They are policy, not secrets.
 func (p *Policy) Lines() []string {
 	if p == nil {
@@ -35,6 +35,9 @@ func (p *Policy) Lines() []string {
 	}
 	for _, a := range p.arules {
 		all = append(all, numbered{a.line, a.text})
+	}
+	for _, s := range p.srules {
+		all = append(all, numbered{s.line, s.text})
 	}
 	slices.SortFunc(all, func(a, b numbered) int { return cmp.Compare(a.line, b.line) })
 	out := make([]string, len(all))
@@ -57,6 +60,9 @@ func (p *Policy) ruleKeys() map[string]string {
 			cond = a.cond.text
 		}
 		out[ruleKey(approvalType, []string{a.sub, a.obj, a.act, cond})] = a.text
+	}
+	for _, s := range p.srules {
+		out[ruleKey(scopeType, []string{s.obj, s.act, s.scope})] = s.text
 	}
 	return out
 }

@@ -208,6 +208,7 @@ func TestWithPrincipals(t *testing.T) {
 func TestWithPrincipalsCopiesEveryField(t *testing.T) {
 	policy := readRoot(t, rootPolicy) + "p, viewer, orders/refund_order, call, deny\n" + // a deny line,
 		"a, support_agent, orders/cancel_order, call\n" + // an approval line,
+		"s, orders/cancel_order, call, orders:write\n" + // a scope line,
 		"g, erin, suport_agent\n" // and a warning (a role that grants nothing)
 	p := loadWith(t, "", policy, Options{Servers: []string{"orders"}})
 	q, err := p.WithPrincipals([]string{"alice"})

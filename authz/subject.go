@@ -15,6 +15,14 @@ type Subject struct {
 	Principal string
 	Roles     []string
 	Attrs     map[string]string
+	// Scoped is true when the credential is an OAuth access token (a JWT), whose Scopes limit what
+	// it may do: a request then needs every scope the policy's s lines name for it
+	// ([Policy.CheckScopes]). False for API keys, stdio and anonymous callers, which carry no
+	// scopes and are not limited by s lines.
+	Scoped bool
+	// Scopes are the token's scopes (its scope or scp claim), sorted, without duplicates; nil
+	// when the token has none or the credential is not a token.
+	Scopes []string
 	// Bearer is the caller's inbound JWT as presented, kept only so that an upstream with auth mode
 	// token_exchange can exchange it (upstreams/credentials); "" for every other credential (an API
 	// key is never kept). It prints, logs and marshals redacted: Reveal is the one way to read it.
