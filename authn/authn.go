@@ -93,10 +93,11 @@ func (a *Authenticator) Close() {
 	}
 }
 
-// Failure is why a request was not authenticated. Send it with Respond: the client gets Status,
+// Failure is why a request was not authenticated, or (status 403, [Authenticator.InsufficientScope])
+// why its token does not reach far enough. Send it with Respond: the client gets Status,
 // WWW-Authenticate: Challenge and a generic body. Reason is for the log only.
 type Failure struct {
-	Status    int    // 401, or 400 for a malformed request (a token in the query string, two Authorization headers)
+	Status    int    // 401; 400 for a malformed request (a token in the query string, two Authorization headers); 403 for a missing scope
 	Challenge string // the whole WWW-Authenticate value
 	Reason    string // what exactly failed (expired, wrong audience, unknown kid, ...): log it, never send it
 }
@@ -108,8 +109,11 @@ func (f *Failure) Error() string { return "not authenticated: " + f.Reason }
 func (f *Failure) Respond(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", f.Challenge)
 	msg := "unauthorized: send Authorization: Bearer <API key or access token>"
-	if f.Status == http.StatusBadRequest {
+	switch f.Status {
+	case http.StatusBadRequest:
 		msg = "bad request: send the credential in one Authorization header, never in the URL"
+	case http.StatusForbidden:
+		msg = "forbidden: the access token lacks a scope this request needs; obtain a token with the scopes WWW-Authenticate names and repeat the request"
 	}
 	http.Error(w, msg, f.Status)
 }
@@ -162,6 +166,25 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Subject, error) {
 		sub.Attrs = maps.Clone(key.attrs) // the caller may change its copy
 	}
 	return sub, nil
+}
+
+// InsufficientScope is the answer to a request whose access token lacks a scope the request needs
+// (MCP authorization, "Scope Challenge Handling"; RFC 6750 section 3.1): 403 with
+//
+//	Bearer realm="toolgate", error="insufficient_scope", scope="<scopes>", error_description="...", resource_metadata="..."
+//
+// scopes are what the client should ask its authorization server for: the gateway passes the
+// scopes the token already has with the ones the request lacks, so that a client which replaces its
+// token's scopes by these (as the official SDKs do) keeps what it had. They are scope-tokens (no
+// space, '"' or '\'), sorted by the caller.
+func (a *Authenticator) InsufficientScope(scopes []string) *Failure {
+	var meta string
+	if a.meta != nil {
+		meta = ", resource_metadata=" + quote(a.meta.url)
+	}
+	challenge := "Bearer realm=" + quote(realm) + `, error="insufficient_scope", scope=` + quote(strings.Join(scopes, " ")) +
+		`, error_description="the access token lacks a scope this request needs"` + meta
+	return fail(http.StatusForbidden, challenge, "the access token lacks a scope the request needs")
 }
 
 func fail(status int, challenge, reason string) *Failure {

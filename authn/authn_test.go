@@ -27,7 +27,7 @@ const (
 func TestCredentials(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
 	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
-	alice := authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}}
+	alice := authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}, Scoped: true}
 	keyAlice := authz.Subject{Principal: "alice", Attrs: map[string]string{"region": "eu"}}
 	tests := []struct {
 		name      string

@@ -22,7 +22,7 @@ func TestJWT(t *testing.T) {
 	srv := newJWKSServer(t, defaultJWKS())
 	a, _ := newAuth(t, jwtOptions(srv.URL, nil))
 	k := keys()
-	alice := &authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}}
+	alice := &authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}, Scoped: true}
 	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
 	pubPEM := func() []byte {
 		der, err := x509.MarshalPKIXPublicKey(&k.rsa.PublicKey)
@@ -101,7 +101,7 @@ func TestJWT(t *testing.T) {
 			return rs256(t, func(c jwt.MapClaims) { c["realm_access"] = map[string]any{"roles": "viewer  support_agent viewer"} })
 		}, alice, ""},
 		{"no roles claim", func() string { return rs256(t, func(c jwt.MapClaims) { delete(c, "realm_access") }) },
-			&authz.Subject{Principal: "alice", Attrs: map[string]string{"region": "eu"}}, ""},
+			&authz.Subject{Principal: "alice", Attrs: map[string]string{"region": "eu"}, Scoped: true}, ""},
 		{"roles not strings", func() string {
 			return rs256(t, func(c jwt.MapClaims) { c["realm_access"] = map[string]any{"roles": []any{"viewer", 7}} })
 		}, nil, `the roles claim "realm_access.roles" holds a value that is not a string`},
@@ -115,7 +115,7 @@ func TestJWT(t *testing.T) {
 			return rs256(t, func(c jwt.MapClaims) { c["realm_access"] = map[string]any{"roles": strings.Repeat("r ", maxRoles+1)} })
 		}, nil, "over the limit"},
 		{"attribute that is not a string is skipped", func() string { return rs256(t, func(c jwt.MapClaims) { c["region"] = 3 }) },
-			&authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}}, ""},
+			&authz.Subject{Principal: "alice", Roles: []string{"support_agent", "viewer"}, Scoped: true}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,13 +162,13 @@ func TestJWTClaimSettings(t *testing.T) {
 	}{
 		{"principal from email", func(j *JWTOptions) { j.PrincipalClaim = "email" },
 			func() string { return rs256(t, func(c jwt.MapClaims) { c["email"] = "alice@example.com" }) },
-			&authz.Subject{Principal: "alice@example.com", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}}, ""},
+			&authz.Subject{Principal: "alice@example.com", Roles: []string{"support_agent", "viewer"}, Attrs: map[string]string{"region": "eu"}, Scoped: true}, ""},
 		{"principal claim missing", func(j *JWTOptions) { j.PrincipalClaim = "email" },
 			func() string { return rs256(t, nil) }, nil, `the principal claim "email" is missing`},
 		{"namespaced roles claim with dots", func(j *JWTOptions) { j.RolesClaim = "https://toolgate.example/roles"; j.AttributeClaims = nil },
 			func() string {
 				return rs256(t, func(c jwt.MapClaims) { c["https://toolgate.example/roles"] = []any{"auditor"} })
-			}, &authz.Subject{Principal: "alice", Roles: []string{"auditor"}}, ""},
+			}, &authz.Subject{Principal: "alice", Roles: []string{"auditor"}, Scoped: true}, ""},
 		{"no clock skew", func(j *JWTOptions) { j.ClockSkew = NoClockSkew },
 			func() string { return rs256(t, func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() }) }, nil, "token is expired"},
 		{"clock skew narrower than the default", func(j *JWTOptions) { j.ClockSkew = 10 * time.Second },

@@ -6,16 +6,21 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // wellKnown is RFC 9728's registered well-known suffix.
 const wellKnown = "/.well-known/oauth-protected-resource"
 
-// metadata is the RFC 9728 protected-resource metadata document, serialised once.
+// metadata is the RFC 9728 protected-resource metadata document, serialised once, and again when
+// the scopes it lists change (SetScopesSupported).
 type metadata struct {
 	url   string   // where clients fetch it; named by resource_metadata in challenges
 	paths []string // where to mount the handler
-	body  []byte
+	doc   resourceMetadata
+	mu    sync.Mutex // serialises SetScopesSupported
+	body  atomic.Pointer[[]byte]
 }
 
 // resourceMetadata is the document. Fields without a value in toolgate's configuration are left out.
@@ -24,6 +29,9 @@ type resourceMetadata struct {
 	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
 	BearerMethodsSupported []string `json:"bearer_methods_supported"`
 	ResourceName           string   `json:"resource_name"`
+	// ScopesSupported are the scopes the policy's scope lines name (RFC 9728 section 2): left out
+	// when there are none, which tells an MCP client to request no particular scope.
+	ScopesSupported []string `json:"scopes_supported,omitempty"`
 }
 
 // newMetadata builds the document for resource; issuer is "" when JWT is not configured. The URL follows
@@ -46,15 +54,34 @@ func newMetadata(resource, issuer string) (*metadata, error) {
 	if issuer != "" {
 		doc.AuthorizationServers = []string{issuer}
 	}
-	body, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("authn: %w", err)
-	}
 	paths := []string{wellKnown + path}
 	if path != "" {
 		paths = append(paths, wellKnown)
 	}
-	return &metadata{url: u.Scheme + "://" + u.Host + wellKnown + path, paths: paths, body: body}, nil
+	m := &metadata{url: u.Scheme + "://" + u.Host + wellKnown + path, paths: paths, doc: doc}
+	m.publish()
+	return m, nil
+}
+
+// publish serialises m.doc as the body served from now on. Marshalling strings and string slices
+// cannot fail.
+func (m *metadata) publish() {
+	body, _ := json.Marshal(m.doc)
+	m.body.Store(&body)
+}
+
+// SetScopesSupported sets the scopes_supported the protected-resource metadata lists (the gateway
+// passes the scopes its policy's scope lines name, on every policy load); nil or empty leaves the
+// field out. Requests already being answered keep the document they started with. It does nothing
+// without Options.Resource (no metadata is served).
+func (a *Authenticator) SetScopesSupported(scopes []string) {
+	if a.meta == nil {
+		return
+	}
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	a.meta.doc.ScopesSupported = slices.Clone(scopes)
+	a.meta.publish()
 }
 
 // ProtectedResourceMetadata serves the RFC 9728 metadata document, or is nil when Options.Resource is not
@@ -100,6 +127,7 @@ func (m *metadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.Set("Content-Type", "application/json")
+	// An hour at most: scopes_supported follows the policy, which may change.
 	h.Set("Cache-Control", "public, max-age=3600")
-	_, _ = w.Write(m.body)
+	_, _ = w.Write(*m.body.Load())
 }

@@ -35,7 +35,11 @@ const (
 	// holds no credential of this caller's yet; the message carries the gateway URL where the user
 	// connects, after which the same call succeeds.
 	AuthorizationRequired Code = "authorization_required"
-	InternalError         Code = "internal_error"
+	// InsufficientScope: the caller's access token lacks an OAuth scope the policy's scope lines
+	// require for this tool; the message names the scopes. Over Streamable HTTP the answer is HTTP
+	// 403 with an insufficient_scope challenge instead, whenever the response has not started.
+	InsufficientScope Code = "insufficient_scope"
+	InternalError     Code = "internal_error"
 )
 
 // retryPolicy says whether the same call may succeed if repeated.
@@ -63,7 +67,10 @@ var table = map[Code]retryPolicy{
 	ToolChanged:         never,
 	// Retryable because the caller can fix it (connect at the URL) and repeat the call unchanged.
 	AuthorizationRequired: always,
-	InternalError:         never,
+	// Not retryable: the same call with the same token fails the same way. A client steps up on the
+	// HTTP 403, not on this envelope.
+	InsufficientScope: never,
+	InternalError:     never,
 }
 
 // Known reports whether c is in the code table.

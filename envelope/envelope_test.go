@@ -25,6 +25,7 @@ func TestRetryableComesFromTheTable(t *testing.T) {
 		{InvalidResult, false, false},
 		{ToolChanged, false, false},
 		{AuthorizationRequired, true, true},
+		{InsufficientScope, false, false},
 		{InternalError, false, false},
 	}
 	if len(cases) != len(table) {
