@@ -37,6 +37,7 @@ func Chain(opts pipeline.Options, l Links) *pipeline.Chain {
 		pipeline.Authorize(),                     // Casbin on <server>/<tool>: tool_not_allowed
 		pipeline.Validate(l.Arguments),           // argument size and depth caps, the input schema, an override's fixed values: invalid_arguments, tool_changed
 		pipeline.Conditions(),                    // policy conditions on the validated arguments: tool_not_allowed
+		pipeline.Scopes(),                        // the OAuth scopes scope lines require, on the token: insufficient_scope (HTTP 403)
 		l.RateLimits.Link(),                      // token buckets per principal, role, tool: rate_limited
 		l.Record.Gate(),                          // audit.fail_closed: a call that cannot be recorded does not run
 		l.Approvals.Link(),                       // wraps: a human approves first: approval_required, approval_denied

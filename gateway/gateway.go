@@ -212,6 +212,10 @@ func (g *Gateway) wire() {
 		}
 	})
 	g.policy.Subscribe(func(old, next *authz.Policy) { g.server.PolicyChanged(old, next) })
+	// The metadata's scopes_supported are the scopes the policy's scope
+	// lines name, whichever policy is in force (docs/policy.md, "Scopes").
+	g.auth.SetScopesSupported(g.policy.Current().ScopesNamed())
+	g.policy.Subscribe(func(_, next *authz.Policy) { g.auth.SetScopesSupported(next.ScopesNamed()) })
 	// Restarts, reconnects and upstream list changes rebuild the catalog;
 	// the client-facing tools follow (mcp-go sends tools/list_changed).
 	g.set.OnCatalogChange(g.server.SyncTools)

@@ -163,6 +163,7 @@ func (g *Gateway) HTTPOptions() proxy.HTTPOptions {
 		MaxBodyBytes: g.cfg.MaxBodyBytes(), SessionIdleTTL: g.cfg.SessionIdleTTL(),
 		AllowedOrigins: g.cfg.Listen.AllowedOrigins, NoFastPath: !g.cfg.HTTPFastPath(), Log: g.log,
 		SharedSessions: g.SharedSessions(),
+		ScopeChallenge: func(w http.ResponseWriter, scopes []string) { g.auth.InsufficientScope(scopes).Respond(w) },
 	}
 }
 

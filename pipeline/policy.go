@@ -24,6 +24,9 @@ type Policy interface {
 	// ApprovalDigest is the version of the approval line a rule names,
 	// which the approval is bound to (approve).
 	ApprovalDigest(rule string) string
+	// CheckScopes says which OAuth scopes the call needs and which
+	// of them the caller's token lacks (scopes).
+	CheckScopes(req authz.Request) authz.ScopeCheck
 	// Version identifies this policy in the audit trail.
 	Version() string
 }
@@ -37,9 +40,10 @@ type DenyAll struct{}
 
 var _ Policy = DenyAll{}
 
-func (DenyAll) Visible(authz.Subject, string) bool        { return false }
-func (DenyAll) Decide(authz.Request) authz.Decision       { return authz.Decision{} }
-func (DenyAll) RolesOf(authz.Subject) []string            { return nil }
-func (DenyAll) ApprovalRule(authz.Request) (string, bool) { return "", false }
-func (DenyAll) ApprovalDigest(string) string              { return "" }
-func (DenyAll) Version() string                           { return "" }
+func (DenyAll) Visible(authz.Subject, string) bool         { return false }
+func (DenyAll) Decide(authz.Request) authz.Decision        { return authz.Decision{} }
+func (DenyAll) RolesOf(authz.Subject) []string             { return nil }
+func (DenyAll) ApprovalRule(authz.Request) (string, bool)  { return "", false }
+func (DenyAll) ApprovalDigest(string) string               { return "" }
+func (DenyAll) Version() string                            { return "" }
+func (DenyAll) CheckScopes(authz.Request) authz.ScopeCheck { return authz.ScopeCheck{} }

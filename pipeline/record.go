@@ -182,7 +182,7 @@ func decision(x *Exchange) audit.Decision {
 	case envelope.ApprovalRequired:
 		return audit.DecisionApprovalRequired
 	case envelope.ToolNotFound, envelope.ToolNotAllowed, envelope.InvalidArguments, envelope.ApprovalDenied,
-		envelope.ToolChanged, envelope.RateLimited:
+		envelope.ToolChanged, envelope.RateLimited, envelope.InsufficientScope:
 		return audit.DecisionDenied
 	}
 	return audit.DecisionFailed

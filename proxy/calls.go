@@ -30,6 +30,7 @@ type Policy interface {
 	VisibleAct(s authz.Subject, obj, act string) bool
 	Decide(req authz.Request) authz.Decision
 	RolesOf(s authz.Subject) []string // for the toolset rules that name a role
+	CheckScopes(req authz.Request) authz.ScopeCheck
 }
 
 var _ Policy = (*authz.Policy)(nil)

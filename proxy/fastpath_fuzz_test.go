@@ -226,6 +226,7 @@ func (allowAll) Visible(authz.Subject, string) bool            { return true }
 func (allowAll) VisibleAct(authz.Subject, string, string) bool { return true }
 func (allowAll) Decide(authz.Request) authz.Decision           { return authz.Decision{Allowed: true} }
 func (allowAll) RolesOf(authz.Subject) []string                { return nil }
+func (allowAll) CheckScopes(authz.Request) authz.ScopeCheck    { return authz.ScopeCheck{} }
 
 // bearerAuth: "Bearer <name>" is the principal name.
 type bearerAuth struct{}

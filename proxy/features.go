@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -131,7 +132,24 @@ func (s *Server) permit(ctx context.Context, obj, act string, args any) error {
 		s.log.Info("denied", "principal", SubjectFrom(ctx).Principal, "object", obj, "action", act, "rule", d.Rule)
 		return errNotAllowed
 	}
-	return nil
+	return s.checkScopes(ctx, obj, act)
+}
+
+// checkScopes refuses a request the policy allows when the caller's
+// access token lacks a scope its scope lines require, noting the
+// challenge for the HTTP transport (answerScopeChallenges), as the
+// chain's scopes link does for tools/call. The error names the scopes.
+func (s *Server) checkScopes(ctx context.Context, obj, act string) error {
+	sub := SubjectFrom(ctx)
+	check := s.opts.Policy().CheckScopes(authz.Request{Subject: sub, Object: obj, Action: act})
+	if len(check.Missing) == 0 {
+		return nil
+	}
+	s.log.Info("insufficient scope", "principal", sub.Principal, "object", obj, "action", act,
+		"missing", strings.Join(check.Missing, " "), "rules", strings.Join(check.Rules, ", "))
+	pipeline.NoteScopeChallenge(ctx, pipeline.ChallengeScopes(sub.Scopes, check.Missing))
+	return fmt.Errorf("insufficient_scope: this request needs the OAuth scope %s, which the access token lacks; authorize again asking for it, then repeat the request",
+		strings.Join(check.Missing, " "))
 }
 
 // visible reports whether the caller may ever act on obj, for lists.

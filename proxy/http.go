@@ -40,6 +40,11 @@ type HTTPOptions struct {
 	// NoFastPath sends every request through mcp-go's handler, including
 	// the tools/calls the fast path would answer (see fastCalls).
 	NoFastPath bool
+	// ScopeChallenge writes the answer to a request whose access token
+	// lacks a scope it needs (HTTP 403 with an insufficient_scope
+	// challenge, authn.Authenticator.InsufficientScope); nil: such
+	// requests get their JSON-RPC answer (an insufficient_scope envelope).
+	ScopeChallenge func(w http.ResponseWriter, scopes []string)
 	// SharedSessions is where replicas share the sessions clients ended
 	// (sessionids/redisstore, with state.redis); nil: the endpoint refuses
 	// only the sessions ended through it (see package sessionids).
@@ -92,6 +97,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	if o.NoFastPath {
 		h = inner
 	}
+	h = answerScopeChallenges(h, o.ScopeChallenge)
 	h = sessions.Guard(h)
 	h = limitBody(h, o.MaxBodyBytes)
 	h = s.bindSession(h, sessions, o.Log)

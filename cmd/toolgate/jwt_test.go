@@ -26,6 +26,14 @@ const (
 // one fresh RSA key, and returns a token minter for that key.
 func jwtGateway(t *testing.T) (string, func(claims jwt.MapClaims) string) {
 	t.Helper()
+	// "auditor" exists only through the token's roles claim.
+	return jwtGatewayWith(t, "p, auditor, hostile/env, call, allow\n", "")
+}
+
+// jwtGatewayWith is jwtGateway with policy lines added to the test policy
+// and config added to toolgate.yaml.
+func jwtGatewayWith(t *testing.T, policy, config string) (string, func(claims jwt.MapClaims) string) {
+	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +53,8 @@ func jwtGateway(t *testing.T) (string, func(claims jwt.MapClaims) string) {
     jwks_file: jwks.json
     roles_claim: roles
 `, testResource, testIssuer), 1))
-	// "auditor" exists only through the token's roles claim.
-	write(t, filepath.Join(dir, "policy.csv"), testPolicy(servers)+"p, auditor, hostile/env, call, allow\n")
+	write(t, cfg, mustRead(t, cfg)+config)
+	write(t, filepath.Join(dir, "policy.csv"), testPolicy(servers)+policy)
 	url, _ := httpGateway(t, cfg)
 	mint := func(claims jwt.MapClaims) string {
 		tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)

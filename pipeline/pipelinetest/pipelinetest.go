@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ type Policy struct {
 	Err      error
 	Roles    map[string][]string // principal -> roles
 	Approve  map[string]string   // object -> the rule that demands approval
+	Scopes   map[string][]string // object -> the OAuth scopes a call needs (s lines)
 	Ver      string
 }
 
@@ -79,6 +81,22 @@ func (f Policy) ApprovalRule(req authz.Request) (string, bool) {
 func (f Policy) ApprovalDigest(rule string) string { return rule }
 
 func (f Policy) Version() string { return f.Ver }
+
+// CheckScopes is what authz.Policy.CheckScopes answers for s lines that
+// name f.Scopes[object] ("test:2" each).
+func (f Policy) CheckScopes(req authz.Request) authz.ScopeCheck {
+	check := authz.ScopeCheck{Needed: f.Scopes[req.Object]}
+	if !req.Subject.Scoped {
+		return check
+	}
+	for _, s := range check.Needed {
+		if !slices.Contains(req.Subject.Scopes, s) {
+			check.Missing = append(check.Missing, s)
+			check.Rules = []string{"test:2"}
+		}
+	}
+	return check
+}
 
 // AliceMayCall is the default policy: alice may call every tool of the
 // test catalog, bob none.
@@ -218,6 +236,7 @@ func New(t testing.TB, p Parts) *pipeline.Chain {
 		pipeline.Authorize(),
 		pipeline.Validate(p.Arguments),
 		pipeline.Conditions(),
+		pipeline.Scopes(),
 	)
 	links = append(links, p.Guards...)
 	exec := &pipeline.Executor{Upstreams: p.Upstreams, Resilience: p.Resilience, Metrics: p.Metrics, Tracing: p.Tracing, Now: p.Now}
