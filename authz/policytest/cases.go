@@ -43,6 +43,9 @@ const (
 	Allow    = "allow"    // Decide allows, and no approval line applies
 	Deny     = "deny"     // Decide denies (or, with the catalog, the schema refuses the arguments)
 	Approval = "approval" // Decide allows, and an a line makes the call wait for a human approval
+	// InsufficientScope: Decide allows, but the case's token (its claims' scope or scp) lacks a scope
+	// the s lines require: the gateway answers HTTP 403 with an insufficient_scope challenge.
+	InsufficientScope = "insufficient_scope"
 )
 
 // NoRule is the rule a case expects when no line decides: denied by default.
@@ -62,7 +65,8 @@ type Case struct {
 	// Roles are roles the credential grants for the call (a JWT roles claim), on top of g lines.
 	Roles []string `yaml:"roles"`
 	// Claims are a JWT's claims, mapped as the gateway maps them (auth.jwt principal_claim,
-	// roles_claim, attribute_claims).
+	// roles_claim, attribute_claims, and the scope or scp claim: a case with claims is a token
+	// caller, limited by the policy's s lines).
 	Claims map[string]any `yaml:"claims"`
 	// Attributes are principal attributes for conditions (principal.<name>); they override the
 	// attributes of the principal's API key and of Claims.
@@ -182,11 +186,11 @@ func (c *Case) problems() []string {
 		out = append(out, fmt.Sprintf("prompt %q: expected <server>/<prompt>", c.Prompt))
 	}
 	switch c.Expect {
-	case Allow, Deny, Approval:
+	case Allow, Deny, Approval, InsufficientScope:
 	case "":
-		out = append(out, "no expect: expected allow, deny or approval")
+		out = append(out, "no expect: expected allow, deny, approval or insufficient_scope")
 	default:
-		out = append(out, fmt.Sprintf("expect %q: expected allow, deny or approval", c.Expect))
+		out = append(out, fmt.Sprintf("expect %q: expected allow, deny, approval or insufficient_scope", c.Expect))
 	}
 	if c.Rule != "" && c.Rule != NoRule && !strings.Contains(c.Rule, ":") {
 		out = append(out, fmt.Sprintf("rule %q: expected file:line as toolgate explain prints it (policy.csv:12), or none", c.Rule))

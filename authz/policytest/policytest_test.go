@@ -24,6 +24,7 @@ a, support_agent, orders/refund_order, call, amount > 50
 g, alice, support_agent
 g, bob, viewer
 g, carol, supervisor
+s, orders/refund_order, call, orders:refund
 `
 
 // env loads testPolicy with the repository's model.
@@ -176,7 +177,7 @@ func TestJWTRolesAndClaims(t *testing.T) {
     args: {region: eu}
     expect: allow
   - name: claims as a string of roles
-    claims: {sub: dora@example.com, realm: {roles: "viewer supervisor"}}
+    claims: {sub: dora@example.com, realm: {roles: "viewer supervisor"}, scope: "orders:refund"}
     tool: orders__refund_order
     args: {amount: 1000}
     expect: allow
@@ -298,5 +299,38 @@ func TestRuleMatches(t *testing.T) {
 	}
 	if !ruleMatches("none", nil) {
 		t.Error(`"none" does not match a default deny`)
+	}
+}
+
+// TestScopeCases: a case with claims is a token caller, limited by s lines: one lacking the scope
+// expects insufficient_scope (decided by the s line), one with it runs on to approvals; a case
+// without claims (an API key, stdio) is not limited; a malformed scope claim fails the case, as the
+// gateway refuses such a token.
+func TestScopeCases(t *testing.T) {
+	e, _ := env(t)
+	f := parse(t, `cases:
+  - {name: lacking the scope, claims: {sub: alice, scope: "openid"}, tool: orders__refund_order, args: {amount: 30}, expect: insufficient_scope, rule: policy.csv:13}
+  - {name: with the scope, claims: {sub: alice, scp: ["orders:refund"]}, tool: orders__refund_order, args: {amount: 30}, expect: allow}
+  - {name: with the scope and an approval, claims: {sub: alice, scope: "orders:refund"}, tool: orders__refund_order, args: {amount: 80}, expect: approval}
+  - {name: denied before scopes matter, claims: {sub: alice}, tool: orders__refund_order, args: {amount: 500}, expect: deny}
+  - {name: an API key has no scopes, principal: alice, tool: orders__refund_order, args: {amount: 30}, expect: allow}
+  - {name: a malformed scp, claims: {sub: alice, scp: [1]}, tool: orders__refund_order, args: {amount: 30}, expect: allow}
+`)
+	got := byName(t, f, e)
+	for name, r := range got {
+		if name == "a malformed scp" {
+			if r.Pass || !strings.Contains(r.Why, "the scp claim holds a value that is not a string; the gateway refuses such a token") {
+				t.Errorf("%s: %+v", name, r)
+			}
+			continue
+		}
+		if !r.Pass {
+			var out bytes.Buffer
+			Print(&out, &File{Path: "cases.yaml", Cases: []Case{*r.Case}}, []Result{r}, true)
+			t.Errorf("%s failed:\n%s", name, out.String())
+		}
+	}
+	if r := got["lacking the scope"]; !strings.Contains(r.Why, "lacks the scope orders:refund") {
+		t.Errorf("why: %q", r.Why)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/authz/explain"
 )
@@ -129,7 +130,12 @@ func (env Env) run(c *Case) Result {
 	r.Got, r.DecidedBy, r.Why = Deny, x.DecidedBy, x.Summary
 	if d.Allowed {
 		r.Got = Allow
-		if rule, needed := env.Policy.ApprovalRule(req); needed {
+		// The gateway's order: scopes after conditions, approvals after scopes.
+		if sc := env.Policy.CheckScopes(req); len(sc.Missing) > 0 {
+			r.Got, r.DecidedBy = InsufficientScope, sc.Rules
+			r.Why = fmt.Sprintf("allowed by the policy, but the token lacks the scope %s that %s require: the gateway answers 403 insufficient_scope",
+				strings.Join(sc.Missing, " "), strings.Join(sc.Rules, ", "))
+		} else if rule, needed := env.Policy.ApprovalRule(req); needed {
 			r.Got, r.DecidedBy = Approval, []string{rule}
 		}
 	}
@@ -249,6 +255,11 @@ func (env Env) subject(c *Case) (authz.Subject, error) {
 		for k, v := range attrs {
 			s.Attrs[k] = v
 		}
+		scopes, err := authn.TokenScopes(c.Claims)
+		if err != nil {
+			return s, fmt.Errorf("%v; the gateway refuses such a token", err)
+		}
+		s.Scoped, s.Scopes = true, scopes
 	}
 	for k, v := range env.Attributes[s.Principal] {
 		if _, set := s.Attrs[k]; !set {
