@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -114,5 +117,57 @@ func TestScopeRefusedToken(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
 		t.Fatalf("status %d, challenge %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestTypeScriptSDKStepUp: the official TypeScript SDK's client, given toolgate's 403, steps up on
+// its own: it reads the insufficient_scope challenge, fetches the protected-resource metadata the
+// challenge names, asks its authorization server for exactly the challenge's scopes (those the token
+// had and the missing one) for this resource, and repeats the call with the new token, which runs.
+// The authorization server is answered inside the script (e2e/ts/stepup.mjs); the tokens are real
+// JWTs the gateway verifies. Needs node and `npm install` in e2e/ts, as TestTypeScriptSDKClient.
+func TestTypeScriptSDKStepUp(t *testing.T) {
+	script, _ := filepath.Abs("../../e2e/ts/stepup.mjs")
+	node, err := exec.LookPath("node")
+	_, modErr := os.Stat("../../e2e/ts/node_modules/@modelcontextprotocol/sdk")
+	if err != nil || modErr != nil {
+		if os.Getenv("TOOLGATE_REQUIRE_NODE") == "1" {
+			t.Fatalf("node (%v) or the SDK in e2e/ts/node_modules (%v) missing", err, modErr)
+		}
+		t.Skip("node or e2e/ts/node_modules missing: run npm install in e2e/ts")
+	}
+	url, mint := jwtGatewayWith(t, "s, hostile/echo, call, hostile:write\n", "")
+	lacking, granted := validClaims("alice"), validClaims("alice")
+	lacking["scope"] = "openid"
+	granted["scope"] = "hostile:write openid"
+	out, err := exec.Command(node, script, strings.TrimSuffix(url, "/mcp"), mint(lacking), mint(granted), "hostile__echo", `{"said":"hi"}`).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("the TypeScript client failed: %v\n%s", err, stderr)
+	}
+	var got struct {
+		AuthorizeScope    string            `json:"authorizeScope"`
+		AuthorizeResource string            `json:"authorizeResource"`
+		TokenRequest      map[string]string `json:"tokenRequest"`
+		FirstError        string            `json:"firstError"`
+		Retried           *struct {
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"retried"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if got.FirstError != "UnauthorizedError" || got.AuthorizeScope != "hostile:write openid" || got.AuthorizeResource != testResource {
+		t.Fatalf("the SDK did not step up as the challenge says: %s", out)
+	}
+	if got.TokenRequest["grant_type"] != "authorization_code" || got.TokenRequest["code_verifier"] == "" || got.TokenRequest["resource"] != testResource {
+		t.Fatalf("token request %v", got.TokenRequest)
+	}
+	if got.Retried == nil || got.Retried.IsError || got.Retried.StructuredContent["ok"] != true {
+		t.Fatalf("the repeated call with the new token: %s", out)
 	}
 }
