@@ -34,11 +34,24 @@ func jwtGateway(t *testing.T) (string, func(claims jwt.MapClaims) string) {
 // and config added to toolgate.yaml.
 func jwtGatewayWith(t *testing.T, policy, config string) (string, func(claims jwt.MapClaims) string) {
 	t.Helper()
+	return jwtGatewayFor(t, stdioUpstream(t, "hostile", ""), policy, config)
+}
+
+// jwtGatewayFor is jwtGatewayWith over the given servers (mcpServers YAML).
+func jwtGatewayFor(t *testing.T, servers, policy, config string) (string, func(claims jwt.MapClaims) string) {
+	t.Helper()
+	cfg, mint := jwtConfig(t, servers, policy, config)
+	url, _ := httpGateway(t, cfg)
+	return url, mint
+}
+
+// jwtConfig writes the configuration jwtGatewayFor runs, and returns its path and the token minter.
+func jwtConfig(t *testing.T, servers, policy, config string) (string, func(claims jwt.MapClaims) string) {
+	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := stdioUpstream(t, "hostile", "")
 	cfg := writeConfig(t, servers)
 	dir := filepath.Dir(cfg)
 	b64 := func(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -55,7 +68,6 @@ func jwtGatewayWith(t *testing.T, policy, config string) (string, func(claims jw
 `, testResource, testIssuer), 1))
 	write(t, cfg, mustRead(t, cfg)+config)
 	write(t, filepath.Join(dir, "policy.csv"), testPolicy(servers)+policy)
-	url, _ := httpGateway(t, cfg)
 	mint := func(claims jwt.MapClaims) string {
 		tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
 		tok.Header["kid"] = "k1"
@@ -65,7 +77,7 @@ func jwtGatewayWith(t *testing.T, policy, config string) (string, func(claims jw
 		}
 		return s
 	}
-	return url, mint
+	return cfg, mint
 }
 
 func validClaims(sub string) jwt.MapClaims {

@@ -52,8 +52,8 @@ func (c *challenges) last() string {
 func TestScopeStepUpThroughGateway(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast path %v", fast), func(t *testing.T) {
-			url, mint := jwtGatewayWith(t, "s, hostile/echo, call, hostile:write\n",
-				fmt.Sprintf("listen: {fast_path: %v}\n", fast))
+			cfg, mint := jwtConfig(t, stdioUpstream(t, "hostile", ""), "s, hostile/echo, call, hostile:write\n", "")
+			url, endpoint := fastPathGateway(t, cfg, fast)
 			lacking := validClaims("alice")
 			lacking["scope"] = "openid hostile:read"
 			rec := &challenges{}
@@ -70,6 +70,9 @@ func TestScopeStepUpThroughGateway(t *testing.T) {
 				`resource_metadata="https://gw.test/.well-known/oauth-protected-resource/mcp"`
 			if err == nil || rec.last() != want {
 				t.Fatalf("a token lacking hostile:write: err %v, response %q\nwant %q", err, rec.last(), want)
+			}
+			if taken := endpoint.FastCalls(); (taken == 1) != fast {
+				t.Fatalf("the fast path answered %d calls, fast path on: %v", taken, fast)
 			}
 
 			granted := validClaims("alice")
@@ -169,5 +172,43 @@ func TestTypeScriptSDKStepUp(t *testing.T) {
 	}
 	if got.Retried == nil || got.Retried.IsError || got.Retried.StructuredContent["ok"] != true {
 		t.Fatalf("the repeated call with the new token: %s", out)
+	}
+}
+
+// TestScopeChallengeOnResourcesAndPrompts: s lines with the read and get actions stop a
+// resources/read and a prompts/get (relayed through mcp-go's handler) with the same 403 challenge;
+// with the scopes, both are answered.
+func TestScopeChallengeOnResourcesAndPrompts(t *testing.T) {
+	url, mint := jwtGatewayFor(t, everythingServer(t),
+		"s, everything/demo://resource/dynamic/text/*, read, docs:read\ns, everything/args-prompt, get, prompts:get\n", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = "demo://resource/dynamic/text/7"
+	get := mcp.GetPromptRequest{}
+	get.Params.Name = "everything__args-prompt"
+	get.Params.Arguments = map[string]string{"city": "Lyon"}
+
+	lacking := validClaims("alice")
+	lacking["scope"] = "openid"
+	rec := &challenges{}
+	c := connectHTTP(t, url, mint(lacking), transport.WithHTTPBasicClient(&http.Client{Transport: rec}))
+	defer c.Close()
+	if _, err := c.ReadResource(ctx, read); err == nil || !strings.HasPrefix(rec.last(), `403 Bearer realm="toolgate", error="insufficient_scope", scope="docs:read openid", `) {
+		t.Fatalf("resources/read without docs:read: %v, %q", err, rec.last())
+	}
+	if _, err := c.GetPrompt(ctx, get); err == nil || !strings.HasPrefix(rec.last(), `403 Bearer realm="toolgate", error="insufficient_scope", scope="openid prompts:get", `) {
+		t.Fatalf("prompts/get without prompts:get: %v, %q", err, rec.last())
+	}
+
+	granted := validClaims("alice")
+	granted["scope"] = "docs:read prompts:get"
+	ok := connectHTTP(t, url, mint(granted))
+	defer ok.Close()
+	if got, err := ok.ReadResource(ctx, read); err != nil || len(got.Contents) == 0 {
+		t.Fatalf("resources/read with docs:read: %v", err)
+	}
+	if got, err := ok.GetPrompt(ctx, get); err != nil || len(got.Messages) == 0 {
+		t.Fatalf("prompts/get with prompts:get: %v", err)
 	}
 }
