@@ -193,8 +193,12 @@ func (p *Policy) neededFor(obj, act string) *neededScopes {
 		n.lines[s.scope] = append(n.lines[s.scope], fmt.Sprintf("%s:%d", p.policyPath, s.line))
 	}
 	slices.Sort(n.scopes)
+	// Counted against the memo's bound like every answer it keeps: a resource URI is the client's
+	// string, so the objects asked about are not limited to the catalog.
 	if p.memo.size.Load() < maxMemo {
-		p.memo.scopes.Store(key, n)
+		if _, loaded := p.memo.scopes.LoadOrStore(key, n); !loaded {
+			p.memo.size.Add(1)
+		}
 	}
 	return n
 }

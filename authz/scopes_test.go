@@ -173,3 +173,18 @@ func TestScopeProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeMemoBounded: what CheckScopes remembers counts against the memo's bound, since a
+// resource URI is the client's own string.
+func TestScopeMemoBounded(t *testing.T) {
+	p := loadWith(t, "", scopePolicy, Options{Servers: []string{"orders"}})
+	p.memo.size.Store(maxMemo - 1)
+	for i := range 3 {
+		p.CheckScopes(Request{Subject: scoped("alice"), Object: fmt.Sprintf("orders/file:///%d", i), Action: ActRead})
+	}
+	n := 0
+	p.memo.scopes.Range(func(any, any) bool { n++; return true })
+	if n != 1 || p.memo.size.Load() != maxMemo {
+		t.Fatalf("%d answers kept, size %d", n, p.memo.size.Load())
+	}
+}
