@@ -33,6 +33,8 @@ require (
 	golang.org/x/time v0.16.0
 )
 
+require github.com/kljensen/snowball v0.10.0 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect
