@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -157,4 +158,23 @@ func uniqueTerms(query string) []string {
 		}
 	}
 	return out
+}
+
+// Cache holds the index of the latest catalog snapshot it was asked
+// about, built on the first search after the catalog changed. The zero
+// Cache is ready.
+type Cache struct {
+	mu  sync.Mutex
+	cat *upstreams.Catalog
+	ix  *Index
+}
+
+// For is the index of cat's callable tools.
+func (c *Cache) For(cat *upstreams.Catalog) *Index {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cat != cat || c.ix == nil {
+		c.cat, c.ix = cat, NewIndex(cat.Tools())
+	}
+	return c.ix
 }

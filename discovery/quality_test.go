@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,15 +17,32 @@ import (
 	"github.com/toolgate/toolgate/upstreams"
 )
 
-// realCatalog builds the gateway's catalog from testdata/catalog.jsonl (see
-// testdata/README.md), one server per source server, each with its default
-// prefix except twilio, whose tool names are long enough that "twilio__"
-// would push 26 of them past the 64-character limit.
+// realCatalog is the gateway's catalog of testdata/catalog.jsonl, built
+// once for the tests that share it (compiling 1,020 schemas takes seconds
+// under -race).
 func realCatalog(t testing.TB) *upstreams.Catalog {
 	t.Helper()
+	catalogOnce.Do(func() { sharedCatalog, catalogErr = buildRealCatalog() })
+	if catalogErr != nil {
+		t.Fatal(catalogErr)
+	}
+	return sharedCatalog
+}
+
+var (
+	catalogOnce   sync.Once
+	sharedCatalog *upstreams.Catalog
+	catalogErr    error
+)
+
+// buildRealCatalog builds the gateway's catalog from testdata/catalog.jsonl
+// (see testdata/README.md), one server per source server, each with its
+// default prefix except twilio, whose tool names are long enough that
+// "twilio__" would push 26 of them past the 64-character limit.
+func buildRealCatalog() (*upstreams.Catalog, error) {
 	f, err := os.Open("testdata/catalog.jsonl")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer f.Close()
 	listed := map[string][]upstreams.Listed{}
@@ -37,7 +55,7 @@ func realCatalog(t testing.TB) *upstreams.Catalog {
 			Tool   upstreams.Listed `json:"tool"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if _, seen := listed[line.Server]; !seen {
 			names = append(names, line.Server)
@@ -45,7 +63,7 @@ func realCatalog(t testing.TB) *upstreams.Catalog {
 		listed[line.Server] = append(listed[line.Server], line.Tool)
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	slices.Sort(names)
 	servers := make([]upstreams.Server, len(names))
@@ -55,11 +73,7 @@ func realCatalog(t testing.TB) *upstreams.Catalog {
 			servers[i].ToolPrefix = ""
 		}
 	}
-	cat, err := upstreams.Build(servers, listed, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cat
+	return upstreams.Build(servers, listed, nil)
 }
 
 type query struct {

@@ -43,6 +43,10 @@ type Call struct {
 	// nil: none, every tool. resolve answers tool_not_found for a tool
 	// outside it.
 	Toolset *toolsets.Set
+	// Refused is set by the transport when it could not read the call
+	// (the discovery call meta-tool's arguments); resolve answers it, so
+	// the call is recorded as any refused call is.
+	Refused *envelope.Error
 }
 
 // Exchange is what the links learn about one call. Each field says which

@@ -34,6 +34,9 @@ func notFound(name string) *envelope.Error {
 // not connected never is.
 func Resolve(catalog func() *upstreams.Catalog, retrySafe func(*upstreams.Tool) bool) Link {
 	return Step("resolve", func(_ context.Context, x *Exchange) *envelope.Error {
+		if x.Call.Refused != nil {
+			return x.Call.Refused
+		}
 		tool, ok := catalog().Resolve(x.Call.Name)
 		if !ok {
 			return notFound(x.Call.Name)

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/discovery"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -104,6 +105,10 @@ func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	entry, req, took := f.take(r)
 	switch took {
 	case tookCall:
+		if req.Name == discovery.SearchTool { // answered by its own handler (discovery.go), not the chain
+			f.next.ServeHTTP(w, r)
+			return
+		}
 		f.taken.Add(1)
 		if req.modern != nil {
 			f.serveModern(w, r, &req)

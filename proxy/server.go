@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/dedup"
+	"github.com/toolgate/toolgate/discovery"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/internal/listenstream"
 	"github.com/toolgate/toolgate/pipeline"
@@ -36,12 +37,13 @@ type Server struct {
 	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
 	declared pendingCaps
 
-	relay  atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
-	syncMu sync.Mutex                   // serialises SyncFeatures
-	synced syncedFeatures               // what SyncFeatures registered last
-	subs   subscriptions
-	levels logLevels
-	parked parkedCalls // 2026-07-28 calls waiting for their client's input
+	relay    atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
+	syncMu   sync.Mutex                   // serialises SyncFeatures
+	synced   syncedFeatures               // what SyncFeatures registered last
+	subs     subscriptions
+	levels   logLevels
+	parked   parkedCalls     // 2026-07-28 calls waiting for their client's input
+	searches discovery.Cache // the search index of the latest catalog (discovery.go)
 	// listening counts the GET streams of HTTP sessions (see listening.go).
 	listening listenstream.Streams
 }
@@ -103,10 +105,11 @@ func (s *Server) MCP() *server.MCPServer { return s.mcp }
 // connected clients (tools/list_changed) by itself.
 func (s *Server) SyncTools(cat *upstreams.Catalog) {
 	s.SyncFeatures(cat.Features())
-	tools := make([]server.ServerTool, 0, len(cat.Tools())+1)
+	tools := make([]server.ServerTool, 0, len(cat.Tools())+3)
 	for _, t := range cat.Tools() {
 		tools = append(tools, server.ServerTool{Tool: clientTool(t), Handler: s.handle})
 	}
+	tools = append(tools, s.metaTools()...)
 	tools = append(tools, server.ServerTool{Tool: mcp.Tool{
 		Name: unresolvedTool, RawInputSchema: json.RawMessage(`{"type":"object"}`),
 		RawOutputSchema: envelope.OutputSchema(nil),
@@ -162,6 +165,7 @@ func (s *Server) callFrom(ctx context.Context, p *mcp.CallToolParams) Call {
 			}
 		}
 	}
+	unwrapDiscoveryCall(&call)
 	if key, err := dedup.IdempotencyKeyFrom(meta); err != nil {
 		s.log.Info("idempotency key ignored", "tool", call.Name, "reason", err.Error())
 	} else {
@@ -215,6 +219,10 @@ func (s *Server) filterList(ctx context.Context, _ any, req *mcp.ListToolsReques
 		meta = req.Params.Meta
 	}
 	set := s.toolsetOf(ctx, meta)
+	if set.Discovers() {
+		result.Tools = discovery.Tools()
+		return
+	}
 	subject := SubjectFrom(ctx)
 	cat := s.opts.Catalog()
 	policy := s.opts.Policy()
