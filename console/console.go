@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -67,11 +68,12 @@ type Options struct {
 
 // Console serves /ui/. It is safe for concurrent use.
 type Console struct {
-	o       Options
-	hashes  [][]byte // the approvers' key hashes, decoded; nil entries never match
-	limiter *limiter
-	pages   *template.Template
-	mux     *http.ServeMux
+	o Options
+	// approvers are the approvers in force: Options.Approvers, then what SetApprovers swapped in.
+	approvers atomic.Pointer[approverSet]
+	limiter   *limiter
+	pages     *template.Template
+	mux       *http.ServeMux
 	// verifying lets one audit verification run at a time: it reads the whole trail (up to
 	// max_files files of max_bytes each), and a few clicks must not read it many times over at once.
 	verifying sync.Mutex
@@ -127,16 +129,8 @@ func New(o Options) (*Console, error) {
 	if o.OIDC != nil {
 		c.oidc = newOIDCSignIn(*o.OIDC, o.Now)
 	}
-	for _, a := range o.Approvers {
-		if a.KeySHA256 == "" && a.Name != "" && o.OIDC != nil {
-			c.hashes = append(c.hashes, nil) // signs in through OIDC only
-			continue
-		}
-		h, err := hex.DecodeString(strings.ToLower(a.KeySHA256))
-		if err != nil || len(h) != sha256.Size || a.Name == "" {
-			return nil, fmt.Errorf("console: approver %q: expected a name and the 64 hex characters of a SHA-256", a.Name)
-		}
-		c.hashes = append(c.hashes, h)
+	if err := c.SetApprovers(o.Approvers); err != nil {
+		return nil, err
 	}
 	pages, err := template.New("").Funcs(template.FuncMap{
 		"ago":   func(d time.Duration) string { return human(d) },
@@ -327,6 +321,12 @@ func (c *Console) session(r *http.Request) (*Session, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
+	if !c.approvers.Load().holds(&s) {
+		// Removed from console.approvers, or their key replaced, since they signed in.
+		_ = c.o.Sessions.Delete(r.Context(), storeKey(ck.Value))
+		c.o.Log.Info("console: session ended: the approver or their key is no longer configured", "approver", s.Approver)
+		return nil, nil
+	}
 	return &s, nil
 }
 
@@ -390,9 +390,7 @@ func (c *Console) signinForm(w http.ResponseWriter, r *http.Request, status int,
 	if c.oidc != nil {
 		p.SSO = c.oidc.ssoLabel()
 	}
-	for _, h := range c.hashes {
-		p.Keys = p.Keys || h != nil
-	}
+	p.Keys = c.approvers.Load().anyKey()
 	c.render(w, r, status, "signin", p)
 }
 
@@ -422,14 +420,14 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		c.signinForm(w, r, http.StatusForbidden, "This sign-in form is not one the console gave you, or it is too old; try again.")
 		return
 	}
-	name, ok := c.match(strings.TrimSpace(r.PostForm.Get("key")))
+	name, key, ok := c.approvers.Load().match(strings.TrimSpace(r.PostForm.Get("key")))
 	if !ok {
 		c.limiter.fail(addr, now)
 		c.o.Log.Warn("console: failed sign-in", "remote", r.RemoteAddr)
 		c.signinForm(w, r, http.StatusUnauthorized, "That is not an approver's key.")
 		return
 	}
-	if err := c.begin(w, r, name, "key"); err != nil {
+	if err := c.begin(w, r, name, "key", key); err != nil {
 		c.o.Log.Error("console: session not created", "approver", name, "err", err)
 		c.signinForm(w, r, http.StatusServiceUnavailable, "You could not be signed in right now; try again.")
 		return
@@ -437,34 +435,15 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
 }
 
-// match finds the approver whose key hashes to key's SHA-256, comparing with every approver in
-// constant time.
-func (c *Console) match(key string) (string, bool) {
-	if key == "" {
-		return "", false
-	}
-	sum := sha256.Sum256([]byte(key))
-	found := -1
-	for i, h := range c.hashes {
-		if subtle.ConstantTimeCompare(sum[:], h) == 1 {
-			found = i
-		}
-	}
-	if found < 0 {
-		return "", false
-	}
-	return c.o.Approvers[found].Name, true
-}
-
-// begin starts a session for name, however they proved who they are (method: "key"; an OIDC
-// sign-in would call it with the name its ID token established), and sets its cookie.
-func (c *Console) begin(w http.ResponseWriter, r *http.Request, name, method string) error {
+// begin starts a session for name, however they proved who they are (method: "key", with the key's
+// fingerprint keyID; or "oidc", with the name its ID token established), and sets its cookie.
+func (c *Console) begin(w http.ResponseWriter, r *http.Request, name, method, keyID string) error {
 	if old, err := r.Cookie(sessionCookie); err == nil && old.Value != "" {
 		_ = c.o.Sessions.Delete(r.Context(), storeKey(old.Value)) // a sign-in always gets a new id
 	}
 	id := randomToken()
 	now := c.o.Now()
-	s := Session{Approver: name, Method: method, CSRF: randomToken(), Created: now, Expires: now.Add(c.o.SessionTTL)}
+	s := Session{Approver: name, Method: method, KeyID: keyID, CSRF: randomToken(), Created: now, Expires: now.Add(c.o.SessionTTL)}
 	if err := c.o.Sessions.Put(r.Context(), storeKey(id), s); err != nil {
 		return err
 	}

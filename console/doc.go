@@ -9,7 +9,9 @@
 // operators with a shell. The console shows each pending call exactly as it will run (principal,
 // tool, the canonical arguments the approval binds to, the policy line that held it, its age and
 // expiry) and decides it through the same approvals.Store functions as the admin API, so a decision
-// stays bound to that exact call (principal, tool, argument digest) and expires as before.
+// stays bound to that exact call (principal, tool, argument digest, and the version of the rule
+// that held it: a request whose rule the policy no longer has is shown without its buttons, and a
+// decision posted anyway is refused) and expires at its rule's ttl.
 //
 // Why it is built this way:
 //   - Server-rendered with html/template and embed: no Node build, no JavaScript at all, one CSS
@@ -19,7 +21,10 @@
 //   - Approvers sign in with a key of their own (console.approvers: name and SHA-256 of the key,
 //     compared in constant time); decisions are recorded under that name, in the store and in the
 //     audit trail. A sign-in creates a server-side session (Sessions) whose id is a random cookie
-//     (HttpOnly, SameSite=Strict, Path=/ui/, Secure over TLS); the store keeps only the id's hash.
+//     (HttpOnly, SameSite=Strict, Path=/ui/, Secure over TLS); the store keeps only the id's hash,
+//     in memory or, with state.redis, in Redis (console/redisstore), so that every replica knows
+//     every sign-in. The approvers can be swapped while the gateway runs (SetApprovers, approvers.go):
+//     a session whose approver is gone, or was begun with a key since replaced, ends.
 //     The session does not care how the approver proved who they are: an OIDC sign-in (oidc.go:
 //     authorization code with PKCE against console.oidc's provider, the name from a configured
 //     claim, which must be an approver's) calls begin with the name it established.

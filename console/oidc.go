@@ -194,7 +194,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		c.signinForm(w, r, http.StatusForbidden, "You signed in at the provider as "+name+", who is not a console approver.")
 		return
 	}
-	if err := c.begin(w, r, name, "oidc"); err != nil {
+	if err := c.begin(w, r, name, "oidc", ""); err != nil {
 		c.o.Log.Error("console: session not created", "approver", name, "err", err)
 		c.signinForm(w, r, http.StatusServiceUnavailable, "You could not be signed in right now; try again.")
 		return
@@ -268,14 +268,7 @@ func principalFrom(claims map[string]any, claim string) (string, error) {
 }
 
 // isApprover reports whether name is a configured approver's.
-func (c *Console) isApprover(name string) bool {
-	for _, a := range c.o.Approvers {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
-}
+func (c *Console) isApprover(name string) bool { return c.approvers.Load().has(name) }
 
 // ssoLabel is what the sign-in page calls the provider: its host.
 func (s *oidcSignIn) ssoLabel() string {

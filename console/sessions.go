@@ -10,7 +10,8 @@ import (
 // Session is one signed-in approver.
 type Session struct {
 	Approver string    // the name decisions are recorded under
-	Method   string    // how they signed in: "key" (an OIDC sign-in would say "oidc")
+	Method   string    // how they signed in: "key" or "oidc"
+	KeyID    string    // with "key": the fingerprint of the key they signed in with (see keyID)
 	CSRF     string    // the token every form of this session carries
 	Created  time.Time //
 	Expires  time.Time // the session ends here, whatever happens
@@ -18,9 +19,8 @@ type Session struct {
 
 // Sessions keeps the sessions by the SHA-256 hex of their id (the cookie's value), so that what is
 // stored cannot be replayed as a cookie. MemorySessions keeps them in this process: a restart signs
-// everyone out, and with several replicas an approver stays on the replica they signed in to. A store
-// in state.redis (as approvals/redisstore does for requests) could share them later; nothing else
-// changes, which is why this is an interface.
+// everyone out. With state.redis, console/redisstore keeps them in Redis, so every replica knows
+// every sign-in.
 type Sessions interface {
 	Put(ctx context.Context, key string, s Session) error
 	// Get returns the session, or ok false when there is none or it has expired.

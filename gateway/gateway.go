@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -13,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/console"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/pipeline"
@@ -50,8 +52,9 @@ type Gateway struct {
 	policy    *authz.Store
 	shadow    *authz.Store // authz.shadow_policy, nil without one (shadow.go)
 	auth      *authn.Authenticator
-	approvals approvals.Store   // the file, or Redis with state.redis; decisions bound to the policy in force
-	notify    *webhook.Notifier // approvals.rules' webhooks
+	approvals approvals.Store                 // the file, or Redis with state.redis; decisions bound to the policy in force
+	notify    *webhook.Notifier               // approvals.rules' webhooks
+	console   atomic.Pointer[console.Console] // the console AdminListenerHandler built, if any
 	set       *upstreams.Set
 	breakers  *breaker.Set
 	chain     *pipeline.Chain

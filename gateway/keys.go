@@ -20,16 +20,17 @@ import (
 
 // Reloading the credentials in the config file (issue 16, item 11).
 //
-// auth.api_keys and admin.key_sha256 are the parts of toolgate.yaml that change while the gateway
-// runs: on SIGHUP (Reload) and when the file changes on disk (Watch), the whole file is read again
-// with config.Load, so a reload is held to the same checks and messages as a start. When it loads,
-// the policy learns the configured principals (authz.Store.SetPrincipals: a new key's principal
-// that only p lines name holds those lines from the next call on, as after a restart), the API
-// keys are swapped in authn (one atomic store: a request in flight keeps the set it loaded,
-// the next request uses the new one) and the admin key is swapped here (the admin API reads it per
-// request). When it does not load, or names as a principal what a g line of the policy makes a
-// role (which a start refuses too), nothing changes: the last good keys stay in force, and the
-// problems (file:line: key: what was expected) are logged and audited.
+// auth.api_keys, admin.key_sha256 and console.approvers are the parts of toolgate.yaml that change
+// while the gateway runs: on SIGHUP (Reload) and when the file changes on disk (Watch), the whole
+// file is read again with config.Load, so a reload is held to the same checks and messages as a
+// start. When it loads, the policy learns the configured principals (authz.Store.SetPrincipals: a
+// new key's principal that only p lines name holds those lines from the next call on, as after a
+// restart), the API keys are swapped in authn (one atomic store: a request in flight keeps the set
+// it loaded, the next request uses the new one), the approvers in the console (a removed approver's
+// sessions, and those begun with a replaced key, end at their next request), and the admin key here
+// (the admin API reads it per request). When it does not load, or names as a principal what a g
+// line of the policy makes a role (which a start refuses too), nothing changes: the last good keys
+// stay in force, and the problems (file:line: key: what was expected) are logged and audited.
 //
 // Everything else in the file is read once, at New. A reload that finds other settings changed
 // applies none of them and logs one warning naming them ("restart to apply"): half a new listener
@@ -103,6 +104,12 @@ func (g *Gateway) ReloadKeys() error {
 		g.log.Warn("restart to apply: "+strings.Join(restart, ", "), "config", file,
 			"why", "only auth.api_keys and admin.key_sha256 are applied without a restart; the other changes are not applied at all")
 	}
+	approvers, restartConsole := g.reloadApprovers(next)
+	if restartConsole {
+		restart = append(restart, "console.approvers")
+		g.log.Warn("restart to apply: console.approvers", "config", file,
+			"why", "the console is served only if approvers were configured at the start")
+	}
 	change := g.auth.ReplaceAPIKeys(AuthnOptions(next).APIKeys)
 	nextAdmin := next.AdminKeySHA256()
 	admin := adminKeyChange(g.adminKeySHA256(), nextAdmin)
@@ -121,8 +128,9 @@ func (g *Gateway) ReloadKeys() error {
 	}
 	g.log.Info(msg, "config", file, "keys_before", change.Before, "keys_after", change.After,
 		"principals_added", change.Added, "principals_removed", change.Removed, "principals_changed", change.Changed,
-		"admin_key", admin)
-	details := map[string]any{"config": file, "keys_before": change.Before, "keys_after": change.After, "admin_key": admin}
+		"admin_key", admin, "console_approvers", approvers)
+	details := map[string]any{"config": file, "keys_before": change.Before, "keys_after": change.After, "admin_key": admin,
+		"console_approvers": approvers}
 	for k, v := range map[string][]string{"principals_added": change.Added, "principals_removed": change.Removed,
 		"principals_changed": change.Changed, "restart_required": restart} {
 		if len(v) > 0 {
@@ -231,7 +239,24 @@ func (g *Gateway) watchConfig(ctx context.Context) error {
 }
 
 // keysReloadable are the settings ReloadKeys applies; restartFields leaves them out.
-var keysReloadable = []string{"auth.api_keys", "admin.key_sha256"}
+var keysReloadable = []string{"auth.api_keys", "admin.key_sha256", "console.approvers"}
+
+// reloadApprovers swaps next's console.approvers into the console (sessions of a removed approver,
+// or of a replaced key, end at their next request: console.SetApprovers). It returns how many
+// approvers are in force, and true when the console is not served and next asks for it (a restart
+// mounts it). Config.Load has checked the approvers, so SetApprovers does not refuse them.
+func (g *Gateway) reloadApprovers(next *config.Config) (int, bool) {
+	c := g.console.Load()
+	if c == nil {
+		return 0, len(next.ConsoleApprovers()) > 0
+	}
+	approvers := ConsoleOptions(next).Approvers
+	if err := c.SetApprovers(approvers); err != nil {
+		g.log.Error("console approvers not reloaded; the previous ones stay in force", "err", err)
+		return len(g.cfg.ConsoleApprovers()), false
+	}
+	return len(approvers), false
+}
 
 // restartFields names the settings that differ between the config in force and next and are not
 // applied without a restart: everything but keysReloadable, named as in the file (listen.http,

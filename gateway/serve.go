@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/console"
+	consoleredis "github.com/toolgate/toolgate/console/redisstore"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -70,10 +71,14 @@ func (g *Gateway) AdminListenerHandler() (http.Handler, error) {
 	o := ConsoleOptions(g.cfg)
 	o.Store, o.Policy, o.Log = g.approvals, g.policy.Current, g.log
 	o.Pages = g.consolePages()
+	if g.state != nil {
+		o.Sessions = consoleredis.New(g.state) // a sign-in on one replica is one on all
+	}
 	c, err := console.New(o)
 	if err != nil {
 		return nil, err
 	}
+	g.console.Store(c) // ReloadKeys swaps its approvers
 	mux := http.NewServeMux()
 	mux.Handle(console.Prefix, c)
 	mux.Handle("/", admin)

@@ -15,6 +15,7 @@ import (
 	policyredis "github.com/toolgate/toolgate/authz/redisstore"
 	breakerredis "github.com/toolgate/toolgate/breaker/redisstore"
 	"github.com/toolgate/toolgate/config"
+	consoleredis "github.com/toolgate/toolgate/console/redisstore"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/proxy/sessionids"
 	sessionsredis "github.com/toolgate/toolgate/proxy/sessionids/redisstore"
@@ -30,7 +31,7 @@ func openState(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*state
 		return nil, nil
 	}
 	m.StateFeatures(state.Features...)
-	m.StateFeatures(state.FeatureDedup, state.FeatureApprovals, sessionsredis.Feature)
+	m.StateFeatures(state.FeatureDedup, state.FeatureApprovals, sessionsredis.Feature, consoleredis.Feature)
 	return state.Open(state.Options{
 		URL: cfg.StateRedisURL(), KeyPrefix: cfg.StateKeyPrefix(),
 		DialTimeout: cfg.StateDialTimeout(), OpTimeout: cfg.StateOpTimeout(),
