@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/upstreams/credentials/vault"
 )
@@ -94,6 +95,13 @@ func writePerUserGateway(t *testing.T, orders string) string {
 		t.Fatal(err)
 	}
 	t.Setenv("TG_TEST_VAULT_KEY", key)
+	return writePerUserGatewayWith(t, orders, "")
+}
+
+// writePerUserGatewayWith is writePerUserGateway's config with extra appended, the vault key already
+// in TG_TEST_VAULT_KEY.
+func writePerUserGatewayWith(t *testing.T, orders, extra string) string {
+	t.Helper()
 	t.Setenv("TG_TEST_ORDERS_SERVICE_KEY", "service-key-55d0")
 	dir := t.TempDir()
 	model, err := os.ReadFile("../model.conf")
@@ -120,7 +128,7 @@ auth:
       header: X-Api-Key
       format: "{secret}"
       service_secret: ${TG_TEST_ORDERS_SERVICE_KEY}
-`, authn.HashKey(perUserAdminKey), filepath.Join(dir, "audit.jsonl"), keys.String(), orders)
+%s`, authn.HashKey(perUserAdminKey), filepath.Join(dir, "audit.jsonl"), keys.String(), orders, extra)
 	for name, content := range map[string]string{
 		"model.conf":    string(model),
 		"policy.csv":    "p, caller, orders/*, call, allow\ng, alice, caller\ng, bob, caller\ng, carol, caller\ng, dave, caller\n",
@@ -301,5 +309,62 @@ func TestPerUserThroughTheGateway(t *testing.T) {
 				t.Errorf("a secret (%.6s...) is in the %s", secret, where)
 			}
 		}
+	}
+}
+
+// TestPerUserAcrossReplicas: with state.redis, a secret set through one replica's admin API is used by
+// another at its next call, and a revoke through the second holds on the first at once: the vault is
+// in Redis, sealed, and no credentials file is written.
+func TestPerUserAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	orders := startKeyedUpstream(t)
+	key, err := vault.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TG_TEST_VAULT_KEY", key)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var gws []*Gateway
+	logs := &testkit.LogBuffer{}
+	defer func() {
+		if t.Failed() {
+			t.Logf("gateway logs:\n%s", logs.String())
+		}
+	}()
+	for range 2 {
+		path := writePerUserGatewayWith(t, orders.url, fmt.Sprintf("state: {redis: {url: %q, key_prefix: \"pu:\"}}\n", srv.URL()))
+		gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gw.Close()
+		if err := gw.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(path), "toolgate.credentials.json")); !os.IsNotExist(err) {
+			t.Error("with state.redis a credentials file was written")
+		}
+		gws = append(gws, gw)
+	}
+	redistest.WaitFor(t, func() bool { return gws[0].state.Err() == nil && gws[1].state.Err() == nil })
+	if status, body := adminDo(t, gws[0], http.MethodPut, "/v1/credentials/orders/alice", vault.SetRequest{Secret: "alice-upstream-key-7f3a"}); status != http.StatusOK {
+		t.Fatalf("PUT through replica 1: %d %s", status, body)
+	}
+	if env := callAs(t, ctx, gws[1], perUserCallers["alice"], "orders__whoami"); !env.OK || env.Data != "alice" {
+		t.Fatalf("alice through replica 2: %+v", env)
+	}
+	if status, body := adminDo(t, gws[1], http.MethodDelete, "/v1/credentials/orders/alice", nil); status != http.StatusOK {
+		t.Fatalf("DELETE through replica 2: %d %s", status, body)
+	}
+	if env := callAs(t, ctx, gws[0], perUserCallers["alice"], "orders__whoami"); env.ErrorCode != "authorization_required" {
+		t.Fatalf("alice through replica 1 after the revoke: %+v, want authorization_required", env)
+	}
+
+	// Redis down: a call is not sent and answers upstream_unavailable, never authorization_required.
+	srv.Kill()
+	redistest.WaitFor(t, func() bool { return gws[0].state.Err() != nil })
+	if env := callAs(t, ctx, gws[0], perUserCallers["bob"], "orders__whoami"); env.ErrorCode != "upstream_unavailable" || !env.Retryable {
+		t.Fatalf("with Redis down: %+v, want upstream_unavailable", env)
 	}
 }
