@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/internal/listenstream"
 	"github.com/toolgate/toolgate/proxy/sessionids"
 )
 
@@ -89,7 +90,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 			return withHTTP(withHeader(WithSubject(ctx, SubjectFrom(r.Context())), r.Header))
 		}),
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
-		server.WithEventStore(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal)),
+		server.WithEventStore(listenstream.Resumable(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal))),
 	)
 	inner := s.listening.Track(mcpHTTP)
 	fast := &fastCalls{srv: s, next: inner, idleTTL: o.SessionIdleTTL, now: time.Now}

@@ -55,7 +55,7 @@ func newHTTPHandler(s *server.MCPServer, logger *slog.Logger) *HTTPHandler {
 		// answer; without one it can drop a notification sent just before the handler returns
 		// (the forwarder takes it off the channel after the response path closed `done`,
 		// mcp-go server/streamable_http.go:823-834), which made logging/progress flaky.
-		server.WithEventStore(server.NewInMemoryEventStore()),
+		server.WithEventStore(listenstream.Resumable(server.NewInMemoryEventStore())),
 		server.WithSessionIdleTTL(sessionIdleTTL),
 		server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
 			return listenstream.With(ctx, streams)

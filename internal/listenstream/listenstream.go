@@ -20,7 +20,10 @@
 //
 // So a request is sent only while one of the session's GETs has answered
 // 200 (mcp-go attaches a GET before it writes the header): Streams counts
-// them, Track wraps mcp-go's handler, and Await waits for one, bounded.
+// them, Track wraps mcp-go's handler, and Await waits for one, bounded. A
+// GET that resumes a POST's stream (Last-Event-ID) is not counted: the
+// event store mcp-go is given must be wrapped by Resumable for Track to
+// tell (resume.go).
 // TestSamplingWithoutListeningStreamIsLost reproduces mcp-go's loss
 // deterministically; when it fails, mcp-go delivers such requests and this
 // package can go.
@@ -111,12 +114,19 @@ func (l *Streams) state(id string) (int, <-chan struct{}) {
 	return l.open[id], l.wake
 }
 
-// Track counts the GET streams next serves: from the moment one answers
-// 200 until its handler returns.
+// Track counts the listening streams next serves: from the moment a GET
+// answers 200 until its handler returns. A GET with Last-Event-ID counts
+// only when it resumes the listening stream, which only the ids of a
+// store wrapped by Resumable tell (see resume.go). It marks the context of
+// every POST, for Resumable.
 func (l *Streams) Track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), postKey{}, true)))
+			return
+		}
 		id := r.Header.Get(server.HeaderKeySessionID)
-		if r.Method != http.MethodGet || id == "" {
+		if r.Method != http.MethodGet || id == "" || !resumesListening(r.Header.Get("Last-Event-ID")) {
 			next.ServeHTTP(w, r)
 			return
 		}

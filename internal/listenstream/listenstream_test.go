@@ -225,3 +225,129 @@ func TestStreamsFollowGETs(t *testing.T) {
 		t.Fatal("AwaitFrom did not use the Streams in the context")
 	}
 }
+
+// countSpy reports, for each GET carrying Last-Event-ID that answers 200,
+// whether its session counted a listening stream once Track's writer,
+// which the spy's wraps, saw the 200.
+type countSpy struct {
+	http.Handler
+	streams *Streams
+	counted chan bool
+}
+
+func (s *countSpy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		w = &spyWriter{ResponseWriter: w, report: func() {
+			s.counted <- s.streams.Await(context.Background(), r.Header.Get(server.HeaderKeySessionID), 0)
+		}}
+	}
+	s.Handler.ServeHTTP(w, r)
+}
+
+type spyWriter struct {
+	http.ResponseWriter
+	report func()
+}
+
+func (w *spyWriter) WriteHeader(code int) {
+	w.ResponseWriter.WriteHeader(code) // Track's writer counts the stream here
+	if code == http.StatusOK {
+		w.report()
+	}
+}
+
+func (w *spyWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
+func (w *spyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// A GET that resumes a POST's stream (Last-Event-ID of a call's progress)
+// is not a listening stream: mcp-go sends the session's requests only to
+// the listening stream, so counting it would let a request go out to no
+// one. A GET that resumes the listening stream is one.
+func TestResumedPOSTStreamIsNotListening(t *testing.T) {
+	mcpSrv := server.NewMCPServer("repro", "1")
+	mcpSrv.AddTool(mcp.NewTool("progress"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = mcpSrv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": "t", "progress": 1})
+		return mcp.NewToolResultText("done"), nil
+	})
+	var streams Streams
+	httpSrv := server.NewStreamableHTTPServer(mcpSrv, server.WithEndpointPath("/mcp"),
+		server.WithEventStore(Resumable(server.NewInMemoryEventStore())))
+	spy := &countSpy{Handler: httpSrv, streams: &streams, counted: make(chan bool, 1)}
+	ts := httptest.NewServer(streams.Track(spy))
+	c := ts.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer func() {
+		cancel()
+		_ = httpSrv.Shutdown(context.Background())
+		ts.Close()
+	}()
+	session := post(t, ctx, c, ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	post(t, ctx, c, ts.URL, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	// A call's stream: its progress, then its answer, each with an id.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(server.HeaderKeySessionID, session)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	postEventID := firstID(t, resp.Body)
+	resp.Body.Close()
+	resumed := resume(t, ctx, c, ts.URL, session, postEventID)
+	if <-spy.counted {
+		t.Fatalf("a GET resuming the POST stream (Last-Event-ID %s) counted as a listening stream", postEventID)
+	}
+	resumed.Body.Close()
+
+	// The listening stream: a notification to the session, then a resume.
+	listen, stopListen := context.WithCancel(ctx)
+	get := get(t, listen, c, ts.URL, session)
+	if err := mcpSrv.SendNotificationToSpecificClient(session, "notifications/message", map[string]any{"level": "info", "data": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	listenEventID := firstID(t, get.Body)
+	stopListen()
+	get.Body.Close()
+	if !streams.AwaitClosed(ctx, session) {
+		t.Fatal("the GET never closed")
+	}
+	resumed = resume(t, ctx, c, ts.URL, session, listenEventID)
+	defer resumed.Body.Close()
+	if !<-spy.counted {
+		t.Fatalf("a GET resuming the listening stream (Last-Event-ID %s) did not count", listenEventID)
+	}
+}
+
+// firstID reads an event stream up to its first id line.
+func firstID(t *testing.T, body io.Reader) string {
+	t.Helper()
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			return id
+		}
+	}
+	t.Fatalf("no event id on the stream: %v", sc.Err())
+	return ""
+}
+
+// resume opens a GET carrying Last-Event-ID.
+func resume(t *testing.T, ctx context.Context, c *http.Client, base, session, lastEventID string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(server.HeaderKeySessionID, session)
+	req.Header.Set("Last-Event-ID", lastEventID)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET with Last-Event-ID %s: %s", lastEventID, resp.Status)
+	}
+	return resp
+}
