@@ -50,11 +50,27 @@ import (
 
 // parkedCalls are the calls waiting for their clients' answers.
 type parkedCalls struct {
-	mu     sync.Mutex
-	calls  map[string]*parkedCall
-	live   map[*parkedCall]struct{} // every 2026-07-28 call whose pipeline runs, parked or not
-	closed bool                     // Shutdown began: no call starts
+	mu          sync.Mutex
+	calls       map[string]*parkedCall
+	byPrincipal map[string]int           // how many of calls each principal has
+	live        map[*parkedCall]struct{} // every 2026-07-28 call whose pipeline runs, parked or not
+	closed      bool                     // Shutdown began: no call starts
 }
+
+// maxParkedPerPrincipal bounds the calls one principal has waiting for its
+// input at once. A parked call holds its pipeline, an upstream request
+// and the call's slot of its upstream's max_in_flight until the client
+// answers or the call's deadline passes; a client that starts interactive
+// calls and never answers them could otherwise take every slot of an
+// upstream for every caller. Past the bound, the upstream's request is
+// answered with an error (errTooManyParked) instead of parking the call: a
+// client waits for the answers of at most this many questions at once.
+const maxParkedPerPrincipal = 32
+
+// errTooManyParked answers the upstream when its caller already has
+// maxParkedPerPrincipal calls waiting for input.
+var errTooManyParked = &upstreams.RelayError{Code: mcp.INTERNAL_ERROR,
+	Message: "the client has too many calls waiting for its input; it was not asked"}
 
 type parkedCall struct {
 	principal, tool string
@@ -229,7 +245,11 @@ func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 	case round := <-p.asks:
 		token := newToken()
 		p.pending = round
-		s.parked.put(token, p)
+		if !s.parked.put(token, p) {
+			p.pending = nil
+			refuse(round, errTooManyParked)
+			return s.await(ctx, p) // the call goes on without the answers: its next round, or its result
+		}
 		return inputRequired(round, token)
 	case <-ctx.Done():
 		// The client left before it learnt the token: nobody can resume
@@ -238,6 +258,13 @@ func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 		p.cancel()
 		return pipeline.FailureResult(&envelope.Error{Code: envelope.UpstreamError,
 			Message: "the client request ended while the call was running; its outcome is unknown"}, false, false)
+	}
+}
+
+// refuse answers every request of round with err.
+func refuse(round inputRound, err error) {
+	for _, ask := range round {
+		ask.answer <- inputAnswer{err: err}
 	}
 }
 
@@ -314,11 +341,8 @@ func checkInputResponses(raw json.RawMessage) error {
 
 // resume hands the client's answers to a parked call and waits again.
 func (s *Server) resume(ctx context.Context, token string, call Call, answers mcp.InputResponses) (*mcp.CallToolResult, error) {
-	p := s.parked.take(token)
-	if p == nil || p.principal != call.Subject.Principal || p.tool != call.Name {
-		if p != nil {
-			s.parked.put(token, p) // not this caller's: leave it for its owner
-		}
+	p := s.parked.takeFor(token, call.Subject.Principal, call.Name) // another caller's is left for its owner
+	if p == nil {
 		return nil, errStaleState
 	}
 	for key, ask := range p.pending {
@@ -406,18 +430,25 @@ func (c *parkedCalls) running() int {
 	return len(c.live)
 }
 
-func (c *parkedCalls) put(token string, p *parkedCall) {
+// put parks p under token, unless its principal has
+// maxParkedPerPrincipal calls parked already (false).
+func (c *parkedCalls) put(token string, p *parkedCall) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.byPrincipal[p.principal] >= maxParkedPerPrincipal {
+		return false
+	}
 	if c.calls == nil {
-		c.calls = map[string]*parkedCall{}
+		c.calls, c.byPrincipal = map[string]*parkedCall{}, map[string]int{}
 	}
 	c.calls[token] = p
+	c.byPrincipal[p.principal]++
 	p.token = token
 	// A call whose client never comes back is forgotten once it could no
 	// longer be running (its pipeline has ended by its deadline by then);
 	// forget drops it as soon as its pipeline ends.
 	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
+	return true
 }
 
 // forget drops p (and its token) once its pipeline has ended: the round it waits
@@ -427,7 +458,16 @@ func (c *parkedCalls) forget(p *parkedCall) {
 	defer c.mu.Unlock()
 	delete(c.live, p)
 	if p.token != "" && c.calls[p.token] == p {
-		delete(c.calls, p.token)
+		c.drop(p.token)
+	}
+}
+
+// drop unparks the call under token; c.mu is held.
+func (c *parkedCalls) drop(token string) {
+	p := c.calls[token]
+	delete(c.calls, token)
+	if c.byPrincipal[p.principal]--; c.byPrincipal[p.principal] <= 0 {
+		delete(c.byPrincipal, p.principal)
 	}
 }
 
@@ -443,7 +483,22 @@ func (c *parkedCalls) take(token string) *parkedCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.calls[token]
-	delete(c.calls, token)
+	if p != nil {
+		c.drop(token)
+	}
+	return p
+}
+
+// takeFor takes the call parked under token when it is principal's call
+// of tool, and leaves any other where it is (nil).
+func (c *parkedCalls) takeFor(token, principal, tool string) *parkedCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.calls[token]
+	if p == nil || p.principal != principal || p.tool != tool {
+		return nil
+	}
+	c.drop(token)
 	return p
 }
 

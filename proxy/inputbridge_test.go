@@ -314,3 +314,67 @@ func TestMalformedInputResponsesAreRefused(t *testing.T) {
 		t.Errorf("a legacy request: %v", err)
 	}
 }
+
+// One principal has at most maxParkedPerPrincipal calls waiting for its
+// input: past it, the upstream's request is answered with an error and the
+// call goes on to its result, instead of parking (and holding an upstream
+// slot) until its deadline. Other principals are not affected, and a slot
+// frees as a parked call is resumed.
+func TestParkedCallsAreCappedPerPrincipal(t *testing.T) {
+	s := &Server{}
+	newCall := func(principal string) (*parkedCall, *parkedRelay, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := &parkedCall{principal: principal, tool: "srv__t", asks: make(chan inputRound), finished: make(chan struct{}),
+			cancel: cancel, done: make(chan *mcp.CallToolResult, 1)}
+		return p, &parkedRelay{call: p, ctx: ctx, caps: capsOf(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}})}, cancel
+	}
+	ask := func(p *parkedCall, relay *parkedRelay) chan error {
+		asked := make(chan error, 1)
+		go func() {
+			_, err := relay.RequestInputs(relay.ctx, map[string]upstreams.InputRequest{
+				"q": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"?"}`)}})
+			asked <- err
+			p.done <- &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("went on")}}
+		}()
+		return asked
+	}
+	var tokens []string
+	for range maxParkedPerPrincipal {
+		p, relay, cancel := newCall("alice")
+		defer cancel()
+		ask(p, relay)
+		res := s.await(context.Background(), p)
+		if res.ResultType != mcp.ResultTypeInputRequired {
+			t.Fatalf("call %d of alice's was not parked: %+v", len(tokens)+1, res)
+		}
+		tokens = append(tokens, res.RequestState)
+	}
+
+	p, relay, cancel := newCall("alice")
+	defer cancel()
+	asked := ask(p, relay)
+	res := s.await(context.Background(), p)
+	if res.ResultType == mcp.ResultTypeInputRequired {
+		t.Fatalf("a call past alice's cap was parked: %+v", res)
+	}
+	if err := <-asked; !errors.Is(err, errTooManyParked) {
+		t.Fatalf("the upstream's request past the cap got %v, want errTooManyParked", err)
+	}
+
+	bob, bobRelay, cancelBob := newCall("bob")
+	defer cancelBob()
+	ask(bob, bobRelay)
+	if res := s.await(context.Background(), bob); res.ResultType != mcp.ResultTypeInputRequired {
+		t.Fatalf("bob's call was refused for alice's: %+v", res)
+	}
+
+	if s.parked.take(tokens[0]) == nil {
+		t.Fatal("alice's first call is not parked")
+	}
+	again, againRelay, cancelAgain := newCall("alice")
+	defer cancelAgain()
+	ask(again, againRelay)
+	if res := s.await(context.Background(), again); res.ResultType != mcp.ResultTypeInputRequired {
+		t.Fatalf("a slot did not free when alice's call was taken: %+v", res)
+	}
+}
