@@ -226,6 +226,7 @@ type page struct {
 	Message  string // the message page's text
 	SSO      string // the sign-in page: the OpenID Provider's host, when OIDC sign-in is on
 	Keys     bool   // the sign-in page: some approver signs in with a key
+	Refresh  int    // seconds after which the page reloads itself (a followed list); 0: never
 
 	// The approvals page.
 	Pending      []row

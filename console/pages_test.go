@@ -143,7 +143,15 @@ func TestCallsPageListsAndFilters(t *testing.T) {
 			t.Errorf("/ui/calls%s lists %d calls, want %d", tt.query, got, tt.want)
 		}
 	}
+	// Following keeps the filter and reloads the page by itself (a meta refresh: no script).
+	if page := b.get("/ui/calls?principal=alice&follow=1").body; !strings.Contains(page, `<meta http-equiv="refresh" content="5">`) ||
+		rows(page) != 2 || !strings.Contains(page, `href="/ui/calls?principal=alice"`) || !strings.Contains(page, `name="follow" value="1"`) {
+		t.Errorf("a followed, filtered list:\n%s", page)
+	}
 	a := b.get("/ui/calls")
+	if strings.Contains(a.body, `http-equiv="refresh"`) || !strings.Contains(a.body, `href="/ui/calls?follow=1"`) {
+		t.Error("the list reloads itself without being followed, or offers no Follow link")
+	}
 	// Newest first: dave's failed call is the first row.
 	if i, j := strings.Index(a.body, `class="d-failed"`), strings.Index(a.body, `class="d-allowed"`); i < 0 || j < 0 || i > j {
 		t.Errorf("calls are not newest first")
