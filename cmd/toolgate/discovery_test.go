@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -114,5 +117,88 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 	}
 	if _, env := callE2E(t, agent, discovery.SearchTool, `{"query":""}`); env["error_code"] != "invalid_arguments" {
 		t.Errorf("an empty search: %v", env)
+	}
+}
+
+// The official TypeScript SDK, whose client validates structuredContent
+// against each listed tool's outputSchema, is picked a discovery toolset by
+// its clientInfo name, is listed the two meta-tools, and accepts their
+// answers: a search, an inner call that runs, one that breaks the tool's
+// schema, and a search it cannot read.
+func TestTypeScriptSDKDiscovery(t *testing.T) {
+	script, _ := filepath.Abs("../../e2e/ts/client.mjs")
+	node, err := exec.LookPath("node")
+	_, modErr := os.Stat("../../e2e/ts/node_modules/@modelcontextprotocol/sdk")
+	if err != nil || modErr != nil {
+		if os.Getenv("TOOLGATE_REQUIRE_NODE") == "1" {
+			t.Fatalf("node (%v) or the SDK in e2e/ts/node_modules (%v) missing", err, modErr)
+		}
+		t.Skip("node or e2e/ts/node_modules missing: run npm install in e2e/ts")
+	}
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	write(t, cfg, mustRead(t, cfg)+strings.Replace(discoveryYAML, `"agent*"`, `"toolgate-e2e-ts"`, 1))
+	url, _ := httpGateway(t, cfg)
+	out, err := exec.Command(node, script, url, aliceKey,
+		discovery.SearchTool, `{"query":"return a block of text of a given number of bytes"}`,
+		discovery.CallTool, `{"name":"hostile__big","arguments":{"bytes":2}}`,
+		discovery.CallTool, `{"name":"hostile__big","arguments":{"bytes":"two"}}`,
+		discovery.CallTool, `{"name":"hostile__good_output","arguments":{}}`,
+		discovery.SearchTool, `{"query":""}`,
+	).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("TypeScript client failed: %v\n%s", err, stderr)
+	}
+	var got struct {
+		Tools []string `json:"tools"`
+		Calls []struct {
+			Name              string         `json:"name"`
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"calls"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	slices.Sort(got.Tools)
+	if strings.Join(got.Tools, ",") != discovery.CallTool+","+discovery.SearchTool {
+		t.Errorf("the TypeScript client is listed %v, want the two meta-tools", got.Tools)
+	}
+	want := []any{nil, nil, "invalid_arguments", nil, "invalid_arguments"}
+	if len(got.Calls) != len(want) {
+		t.Fatalf("%d calls answered, want %d: %s", len(got.Calls), len(want), out)
+	}
+	for i, code := range want {
+		if c := got.Calls[i]; c.StructuredContent["error_code"] != code || c.IsError != (code != nil) {
+			t.Errorf("call %d (%s): isError=%v envelope=%v, want code %v", i, c.Name, c.IsError, c.StructuredContent, code)
+		}
+	}
+	if found, _ := got.Calls[0].StructuredContent["data"].(map[string]any)["tools"].([]any); len(found) == 0 ||
+		found[0].(map[string]any)["name"] != "hostile__big" {
+		t.Errorf("search answer %v, want hostile__big first", got.Calls[0].StructuredContent)
+	}
+}
+
+// Over stdio, where every call goes through mcp-go's handler rather than
+// the HTTP fast path, the meta-tools behave the same.
+func TestDiscoveryOverStdio(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
+	write(t, cfg, mustRead(t, cfg)+discoveryYAML)
+	c := connectStdioAs(t, cfg, "agent-stdio")
+	if names := toolNames(t, c); len(names) != 2 || !contains(names, discovery.SearchTool) {
+		t.Fatalf("listed %v, want the two meta-tools", names)
+	}
+	if got := searchE2E(t, c, "return a block of text of a given number of bytes"); len(got) == 0 || got[0] != "hostile__big" {
+		t.Errorf("search: %v", got)
+	}
+	for _, args := range []string{`{"bytes":2}`, `{"bytes":"two"}`} {
+		_, direct := callE2E(t, c, "hostile__big", args)
+		_, inner := callE2E(t, c, discovery.CallTool, `{"name":"hostile__big","arguments":`+args+`}`)
+		if !reflect.DeepEqual(direct, inner) {
+			t.Errorf("%s: through %s %v, directly %v", args, discovery.CallTool, inner, direct)
+		}
 	}
 }

@@ -28,6 +28,13 @@ toolset_rules:
 // connectHTTPAs is connectHTTP with the client calling itself name at
 // initialize.
 func connectHTTPAs(t testing.TB, url, key, name string, extra ...transport.StreamableHTTPCOption) *client.Client {
+	return connectHTTPAsAt(t, url, key, name, mcp.LATEST_PROTOCOL_VERSION, extra...)
+}
+
+// connectHTTPAsAt is connectHTTPAs at a protocol version: 2026-07-28 sends
+// the clientInfo with every request, the 2025 versions once, at
+// initialize, for the session.
+func connectHTTPAsAt(t testing.TB, url, key, name, version string, extra ...transport.StreamableHTTPCOption) *client.Client {
 	t.Helper()
 	opts := extra // the caller's WithHTTPHeaders carries the key with its other headers
 	if len(opts) == 0 {
@@ -45,7 +52,7 @@ func connectHTTPAs(t testing.TB, url, key, name string, extra ...transport.Strea
 	}
 	t.Cleanup(func() { c.Close() })
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ProtocolVersion = version
 	req.Params.ClientInfo = mcp.Implementation{Name: name, Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		t.Fatal(err)
@@ -55,7 +62,8 @@ func connectHTTPAs(t testing.TB, url, key, name string, extra ...transport.Strea
 
 // Two clients of one principal (alice), through real mcp-go clients over
 // Streamable HTTP, see different tools: one by the header it sends, one by
-// the clientInfo name it gave; a tool outside a client's toolset answers
+// the clientInfo name it gave (in every 2026-07-28 request, or once for a
+// 2025-11-25 session); a tool outside a client's toolset answers
 // tool_not_found, as a name that does not exist; a client no rule picks
 // sees every tool the policy allows. toolgate tools shows each view.
 func TestToolsetsPerClient(t *testing.T) {
@@ -67,11 +75,14 @@ func TestToolsetsPerClient(t *testing.T) {
 		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + aliceKey, "X-Toolset": "support"}))
 	ide := connectHTTPAs(t, url, aliceKey, "ide-vscode")
 	plain := connectHTTP(t, url, aliceKey)
+	ideSession := connectHTTPAsAt(t, url, aliceKey, "ide-jetbrains", "2025-11-25") // its name is kept with its session
 
 	ideTools, supportTools, plainTools := toolNames(t, ide), toolNames(t, support), toolNames(t, plain)
+	sessionTools := toolNames(t, ideSession)
 	slices.Sort(ideTools)
-	if strings.Join(ideTools, ",") != "ops__big,ops__echo" {
-		t.Errorf("ide client sees %v, want ops__big, ops__echo", ideTools)
+	slices.Sort(sessionTools)
+	if strings.Join(ideTools, ",") != "ops__big,ops__echo" || strings.Join(sessionTools, ",") != "ops__big,ops__echo" {
+		t.Errorf("ide clients see %v (2026-07-28) and %v (2025-11-25), want ops__big, ops__echo", ideTools, sessionTools)
 	}
 	if contains(supportTools, "ops__echo") || !contains(supportTools, "ops__fail") || !contains(supportTools, "ops__big") {
 		t.Errorf("support client sees %v, want every ops tool but echo", supportTools)
@@ -88,6 +99,8 @@ func TestToolsetsPerClient(t *testing.T) {
 	}{
 		{"ide calls a tool of its set", ide, "ops__echo", nil},
 		{"ide calls one outside its set", ide, "ops__fail", "tool_not_found"},
+		{"a 2025 ide client calls one outside its set", ideSession, "ops__fail", "tool_not_found"},
+		{"a 2025 ide client calls one of its set", ideSession, "ops__big", nil},
 		{"support calls one outside its set", support, "ops__echo", "tool_not_found"},
 		{"support calls one of its set", support, "ops__big", nil},
 		{"plain calls echo", plain, "ops__echo", nil},
@@ -129,10 +142,10 @@ func TestToolsetsPerClient(t *testing.T) {
 	}
 }
 
-// Over stdio the clientInfo name alone picks the toolset.
-func TestToolsetByClientNameOverStdio(t *testing.T) {
-	cfg := writeConfig(t, stdioUpstream(t, "ops", ""))
-	write(t, cfg, mustRead(t, cfg)+toolsetsYAML)
+// connectStdioAs is connectStdio with the client calling itself name at
+// initialize.
+func connectStdioAs(t *testing.T, cfg, name string) *client.Client {
+	t.Helper()
 	own := strings.TrimSuffix(cfg, ".yaml") + "-stdio.yaml"
 	write(t, own, mustRead(t, cfg)+"audit: {file: stdio.audit.log}\n")
 	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate", "GORACE=atexit_sleep_ms=0"}, "serve", "--stdio", "--config", own)
@@ -145,10 +158,18 @@ func TestToolsetByClientNameOverStdio(t *testing.T) {
 	defer cancel()
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	req.Params.ClientInfo = mcp.Implementation{Name: "ide-zed", Version: "1"}
+	req.Params.ClientInfo = mcp.Implementation{Name: name, Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// Over stdio the clientInfo name alone picks the toolset.
+func TestToolsetByClientNameOverStdio(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "ops", ""))
+	write(t, cfg, mustRead(t, cfg)+toolsetsYAML)
+	c := connectStdioAs(t, cfg, "ide-zed")
 	names := toolNames(t, c)
 	slices.Sort(names)
 	if strings.Join(names, ",") != "ops__big,ops__echo" {
