@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -80,6 +81,10 @@ var _ Backend = (*File)(nil)
 // an error naming it.
 func OpenFile(path string) (*File, error) {
 	f := &File{path: statefile.FollowLinks(path)}
+	if st, err := os.Stat(filepath.Dir(f.path)); err != nil || !st.IsDir() {
+		// Found now rather than at the first user's credential.
+		return nil, fmt.Errorf("credentials file %s: its directory %s does not exist", path, filepath.Dir(f.path))
+	}
 	if st, err := os.Stat(f.path); err == nil && st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("credentials file %s: mode %#o lets other users read it; expected 0600 (chmod 600 %s)", path, st.Mode().Perm(), path)
 	}

@@ -157,6 +157,9 @@ func TestFileRefusesWhatItCannotTrust(t *testing.T) {
 	if _, err := vault.OpenFile(path); err == nil || !strings.Contains(err.Error(), "mode 0644 lets other users read it; expected 0600") {
 		t.Fatalf("a world-readable file: %v", err)
 	}
+	if _, err := vault.OpenFile(filepath.Join(dir, "missing", "creds.json")); err == nil || !strings.Contains(err.Error(), "its directory "+filepath.Join(dir, "missing")+" does not exist") {
+		t.Errorf("a file in a missing directory: %v", err)
+	}
 	for _, c := range []struct{ content, want string }{
 		{`{"version": 1, "credentials": [`, "unexpected EOF"},
 		{`{"version": 2, "credentials": []}`, "version 2, expected 1"},
