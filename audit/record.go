@@ -25,6 +25,7 @@ const (
 	KindPolicyReload Kind = "policy_reload" // the Casbin model or policy was reloaded (or the reload failed)
 	KindPinChange    Kind = "pin_change"    // a tool was pinned, blocked for a changed definition, or approved
 	KindKeysReload   Kind = "keys_reload"   // auth.api_keys and admin.key_sha256 were reloaded (or the reload was refused); counts and principals only, never a key or its hash
+	KindCredential   Kind = "credential"    // a per-user upstream credential was set or revoked through the admin API; never the secret
 )
 
 // Decision is what the gateway (or an approver) decided. Like Kind, the set

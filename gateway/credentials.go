@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/upstreams/credentials/vault"
@@ -66,7 +67,16 @@ func (g *Gateway) credentialsAdmin(key string) http.Handler {
 			_, _ = w.Write([]byte(`{"error":"no upstream keeps credentials per user (auth mode per_user or oauth)"}` + "\n"))
 		}))
 	}
-	return approvals.RequireAdminKey(key, g.log, vault.AdminHandler(g.vault, VaultAdminOptions(g.cfg, g.log)))
+	o := VaultAdminOptions(g.cfg, g.log)
+	o.OnChange = g.auditCredential
+	return approvals.RequireAdminKey(key, g.log, vault.AdminHandler(g.vault, o))
+}
+
+// auditCredential records a credential set or revoked through the admin API: who it is for, which
+// upstream and kind, from where; never the secret.
+func (g *Gateway) auditCredential(action string, e vault.Entry, remote string) {
+	g.appendAudit(audit.Record{Kind: audit.KindCredential, Principal: e.Principal, Decision: audit.DecisionApplied,
+		Details: map[string]any{"action": action, "upstream": e.Upstream, "credential_kind": string(e.Kind), "via": "admin API", "remote": remote}})
 }
 
 // VaultAdminOptions are the vault admin API's view of the config: which upstreams take a secret

@@ -300,6 +300,12 @@ func TestPerUserThroughTheGateway(t *testing.T) {
 	gw.Close()
 	vaultFile, _ := os.ReadFile(filepath.Join(filepath.Dir(path), "toolgate.credentials.json"))
 	audit, _ := os.ReadFile(filepath.Join(filepath.Dir(path), "audit.jsonl"))
+	for _, want := range []string{`"kind":"credential","principal":"alice","decision":"applied","details":{"action":"set","credential_kind":"secret","remote":"127.0.0.1:`,
+		`"kind":"credential","principal":"alice","decision":"applied","details":{"action":"revoke","credential_kind":"secret","remote":"127.0.0.1:`} {
+		if !strings.Contains(string(audit), want) {
+			t.Errorf("the audit trail has no record %s...", want)
+		}
+	}
 	if !strings.Contains(string(vaultFile), `"principal": "bob"`) || len(audit) == 0 || !strings.Contains(metrics, "toolgate_") {
 		t.Fatal("the vault file, the audit trail or the metrics are missing: the check below would prove nothing")
 	}

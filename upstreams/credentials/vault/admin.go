@@ -31,8 +31,11 @@ type AdminOptions struct {
 	// Known reports whether upstream keeps credentials per user (per_user or oauth); DELETE and GET
 	// accept only those.
 	Known func(upstream string) bool
-	Log   *slog.Logger     // set and revoke are logged, without secrets
-	Now   func() time.Time // time.Now when nil
+	Log   *slog.Logger // set and revoke are logged, without secrets
+	// OnChange, when set, hears every credential set ("set") or revoked ("revoke") through the API,
+	// for the audit trail; never the secret.
+	OnChange func(action string, e Entry, remote string)
+	Now      func() time.Time // time.Now when nil
 }
 
 // ListResponse is the body of GET /v1/credentials.
@@ -194,6 +197,7 @@ func (h *adminHandler) set(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.o.Log.Info("credential set through the admin API", "principal", principal, "upstream", upstream, "kind", Secret, "remote", r.RemoteAddr)
+	h.changed("set", e, r.RemoteAddr)
 	writeJSON(w, http.StatusOK, entryJSON(e))
 }
 
@@ -229,6 +233,13 @@ func (h *adminHandler) revoke(w http.ResponseWriter, r *http.Request) {
 	for _, e := range revoked {
 		out.Revoked = append(out.Revoked, entryJSON(e))
 		h.o.Log.Info("credential revoked through the admin API", "principal", e.Principal, "upstream", e.Upstream, "kind", e.Kind, "remote", r.RemoteAddr)
+		h.changed("revoke", e, r.RemoteAddr)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *adminHandler) changed(action string, e Entry, remote string) {
+	if h.o.OnChange != nil {
+		h.o.OnChange(action, e, remote)
+	}
 }
