@@ -120,3 +120,25 @@ func TestCredentialsKeyFile(t *testing.T) {
 		t.Fatalf("a world-readable key file: %v", err)
 	}
 }
+
+// The per_user worked example of docs/configuration.md, "Upstream credentials", loads.
+func TestPerUserDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n**`per_user`**")
+	if !ok {
+		t.Fatal("docs/configuration.md has no per_user paragraph")
+	}
+	_, block, _ := strings.Cut(section, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	c, err := Parse("/srv/tg/toolgate.yaml", []byte(block), envOf(map[string]string{DefaultCredentialsKeyEnv: testVaultKey, "TRACKER_SERVICE_KEY": "svc"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Servers["tracker"].Auth
+	if c.Servers["tracker"].AuthMode() != AuthPerUser || a.Header != "X-Api-Key" || a.Format != "{secret}" || a.ServiceSecret != "svc" {
+		t.Fatalf("tracker's auth: %+v", a)
+	}
+}
