@@ -87,7 +87,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		server.WithSessionIdManagerResolver(sessions.Resolver()),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return withHTTP(withHeader(WithSubject(ctx, SubjectFrom(r.Context())), r.Header))
+			return withHTTP(s.withHeader(WithSubject(ctx, SubjectFrom(r.Context())), r.Header))
 		}),
 		server.WithStreamableHTTPLogger(libraryLogger(o.Log)),
 		server.WithEventStore(listenstream.Resumable(newEventStore(eventStoreMaxEvents, eventStoreMaxBytes, eventStoreMaxTotal))),
@@ -102,7 +102,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 	h = sessions.Guard(h)
 	h = limitBody(h, o.MaxBodyBytes)
 	h = s.bindSession(h, sessions, o.Log)
-	h = authenticate(h, o)
+	h = authenticate(h, o, s.withHeader)
 	h = checkOrigin(h, o.AllowedOrigins)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
@@ -155,7 +155,7 @@ func tooLarge(w http.ResponseWriter, max int64) {
 // authenticate resolves the credential to a subject or answers 401 with
 // WWW-Authenticate (RFC 6750, MCP authorization). Why it failed goes to
 // the log, never to the client.
-func authenticate(next http.Handler, o HTTPOptions) http.Handler {
+func authenticate(next http.Handler, o HTTPOptions, withHeader func(context.Context, http.Header) context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		subject, err := o.Auth.Authenticate(r)
 		if err != nil {

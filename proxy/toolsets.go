@@ -19,8 +19,13 @@ import (
 
 type headerKey struct{}
 
-// withHeader returns ctx carrying the HTTP request's headers.
-func withHeader(ctx context.Context, h http.Header) context.Context {
+// withHeader returns ctx carrying the HTTP request's headers, when a
+// toolset rule may read them (a context value is an allocation per
+// request, which the fast path counts).
+func (s *Server) withHeader(ctx context.Context, h http.Header) context.Context {
+	if s.opts.Toolsets.Empty() {
+		return ctx
+	}
 	return context.WithValue(ctx, headerKey{}, h)
 }
 
