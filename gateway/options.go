@@ -236,9 +236,19 @@ func ApprovalRules(cfg *config.Config) approvals.Rules {
 }
 
 // WebhookOptions are the webhooks of approvals.rules, by rule, and the console's public URL they
-// link to.
-func WebhookOptions(cfg *config.Config, log *slog.Logger) webhook.Options {
-	o := webhook.Options{ConsoleURL: cfg.ConsolePublicURL(), Log: log.With("component", "webhook")}
+// link to; each delivery's end is counted in m (toolgate_approval_webhooks_total).
+func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) webhook.Options {
+	o := webhook.Options{ConsoleURL: cfg.ConsolePublicURL(), Log: log.With("component", "webhook"),
+		Delivered: func(r webhook.Result) {
+			result := metrics.WebhookFailed
+			switch {
+			case r.Delivered:
+				result = metrics.WebhookDelivered
+			case r.Dropped:
+				result = metrics.WebhookDropped
+			}
+			m.ApprovalWebhook(r.Hook, result)
+		}}
 	for i, r := range cfg.ApprovalRules() {
 		var hooks []webhook.Hook
 		for j, w := range r.Webhooks {

@@ -58,7 +58,8 @@
 //   - every policy reload attempt: PolicyReload, and PolicyInfo and PolicyDenyLines for the policy in
 //     force; one whose new policy removes deny lines (applied or refused): PolicyDenyRemoval;
 //   - every reload of the config file's keys: ConfigReload;
-//   - the approval store after each change: ApprovalsPending;
+//   - the approval store after each change: ApprovalsPending; each approval webhook delivery's
+//     end: ApprovalWebhook;
 //   - the audit writer on a failed write: AuditWriteError;
 //   - forward (resources/read, prompts/get, completion/complete, ...): ForwardedRequest;
 //   - the shared state store's health check: StateUp; its failed operations: StateError.

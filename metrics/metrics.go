@@ -55,6 +55,7 @@ type Metrics struct {
 	stateUp        *prometheus.GaugeVec   // no labels: the series exists only once StateUp is called
 	stateErrors    *prometheus.CounterVec // by feature
 	shadow         shadowMetrics          // shadow.go
+	webhooks       webhookMetrics         // webhooks.go
 }
 
 // New returns Metrics registered in a fresh registry, with the Go runtime and process collectors.
@@ -72,7 +73,7 @@ func New() *Metrics {
 	m.policyInfo = m.gaugeVec("toolgate_policy_info", "1 for the version of the policy in force; no other version has a series.", "version")
 	m.policyDenies = m.gauge("toolgate_policy_deny_lines", "Deny lines in the policy in force.")
 	m.denyRemovals = m.counterVec("toolgate_policy_reloads_removing_denies_total", "Policy reloads whose new policy removes deny lines, by result: applied, or refused (authz.refuse_deny_removal without the marker).", "result")
-	m.configReloads = m.counterVec("toolgate_config_reloads_total", "Reloads of the config file's keys (auth.api_keys, admin.key_sha256) by result: applied, or rejected (the file did not load; the last good keys stay in force).", "result")
+	m.configReloads = m.counterVec("toolgate_config_reloads_total", "Reloads of the config file's keys (auth.api_keys, admin.key_sha256, console.approvers) by result: applied, or rejected (the file did not load; the last good keys stay in force).", "result")
 	m.approvals = m.gauge("toolgate_approvals_pending", "Approval requests waiting for an approver.")
 	m.duplicates = m.counterVec("toolgate_duplicates_suppressed_total", "Calls answered without running upstream because an identical call ran: how is joined (in flight) or replayed (recorded).", "tool", "how")
 	m.auditErrors = m.counter("toolgate_audit_write_errors_total", "Audit records that could not be written.")
@@ -80,6 +81,7 @@ func New() *Metrics {
 	m.stateUp = m.gaugeVec("toolgate_state_up", "1 while the shared state store (Redis) answers, else 0; absent without state.redis.")
 	m.stateErrors = m.counterVec("toolgate_state_errors_total", "Shared state store operations that failed, or were not tried because the store was down, by feature (rate_limits|policy).", "feature")
 	m.shadow.register(m)
+	m.webhooks.register(m)
 	// Both results exist from the start, so rate() and alerts see 0 rather than no data.
 	m.policyReloads.WithLabelValues("ok")
 	m.policyReloads.WithLabelValues("error")

@@ -145,6 +145,9 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.PolicyDenyRemoval(false)
 	m.ApprovalsPending(2)
 	m.ApprovalsPending(1)
+	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookFailed)
+	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookDelivered)
+	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookDelivered)
 	m.DuplicateSuppressed(refund, "joined")
 	m.DuplicateSuppressed(refund, "replayed")
 	m.DuplicateSuppressed(refund, "replayed")
@@ -189,6 +192,8 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 		`toolgate_policy_reloads_removing_denies_total{result="applied"}`:                                         1,
 		`toolgate_policy_reloads_removing_denies_total{result="refused"}`:                                         2,
 		`toolgate_approvals_pending`:                                                                              1,
+		`toolgate_approval_webhooks_total{result="delivered",webhook="approvals.rules[0].webhooks[0]"}`:           2,
+		`toolgate_approval_webhooks_total{result="failed",webhook="approvals.rules[0].webhooks[0]"}`:              1,
 		`toolgate_duplicates_suppressed_total{how="joined",tool="orders/refund_order"}`:                           1,
 		`toolgate_duplicates_suppressed_total{how="replayed",tool="orders/refund_order"}`:                         2,
 		`toolgate_audit_write_errors_total`:                                                                       3,
@@ -415,6 +420,7 @@ func TestNilMetrics(t *testing.T) {
 	m.PolicyDenyLines(1)
 	m.PolicyDenyRemoval(true)
 	m.ApprovalsPending(1)
+	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookDelivered)
 	m.AuditWriteError()
 	m.StateUp(true)
 	m.StateFeatures("policy")

@@ -72,6 +72,7 @@ type Result struct {
 	Hook      string // Hook.Name
 	Request   string // the request's id
 	Delivered bool
+	Dropped   bool // never sent: MaxPending deliveries were queued or retrying
 	Attempts  int
 	Status    int // the last answer's status; 0 when there was none
 	Err       string
@@ -126,7 +127,7 @@ func (n *Notifier) Created(req approvals.Request, rule int) {
 		case n.slots <- struct{}{}:
 		default:
 			n.o.Log.Warn("approval webhook not sent: too many deliveries pending", "webhook", h.Name, "approval", req.ID, "pending", n.o.MaxPending)
-			n.report(Result{Hook: h.Name, Request: req.ID, Err: "too many deliveries pending"})
+			n.report(Result{Hook: h.Name, Request: req.ID, Dropped: true, Err: "too many deliveries pending"})
 			continue
 		}
 		if n.ctx.Err() != nil { // closed

@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/approvals/webhook"
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/internal/redistest"
 )
 
 // hookDelivery is one POST the test receiver got, verified, and when.
@@ -113,5 +114,17 @@ approvals:
 	}
 	if _, env = callE2E(t, c, "hostile__tick", `{"label":"refund","ms":80}`); env["ok"] != true {
 		t.Fatalf("the call approved under the rule in force: %v", env)
+	}
+	// Both requests were delivered (the first after a retry): /metrics counts each delivery's end once
+	// the notifier has it, which is after the receiver answered.
+	metricsAPI := httptest.NewServer(gw.AdminHandler())
+	defer metricsAPI.Close()
+	const deliveredTwice = `toolgate_approval_webhooks_total{result="delivered",webhook="approvals.rules[0].webhooks[0]"} 2`
+	redistest.WaitFor(t, func() bool {
+		_, body := scrape(t, metricsAPI, "/metrics", adminKey)
+		return strings.Contains(body, deliveredTwice)
+	})
+	if _, body := scrape(t, metricsAPI, "/metrics", adminKey); strings.Contains(body, `result="failed"`) || strings.Contains(body, receiver.URL) {
+		t.Errorf("metrics count a failure, or name the webhook's URL:\n%s", grepLines(body, "toolgate_approval_webhooks"))
 	}
 }
