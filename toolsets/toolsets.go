@@ -3,6 +3,7 @@ package toolsets
 import (
 	"net/http"
 	"path"
+	"slices"
 )
 
 // Set is one toolset. The nil *Set is "no toolset": every tool is in it,
@@ -139,4 +140,18 @@ func anyMatch(pattern string, values []string) bool {
 		}
 	}
 	return false
+}
+
+// Unmatched are the patterns of the set (Tools, then Exclude) that match
+// none of ids: a typo, or a tool its server no longer lists. `toolgate
+// check` warns of them, since a pattern that matches nothing silently
+// narrows a toolset.
+func (s *Set) Unmatched(ids []string) []string {
+	var out []string
+	for _, p := range slices.Concat(s.Tools, s.Exclude) {
+		if !slices.ContainsFunc(ids, func(id string) bool { return match(p, id) }) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

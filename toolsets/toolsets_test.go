@@ -2,6 +2,7 @@ package toolsets
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,13 @@ func TestSelectFirstMatchWins(t *testing.T) {
 	var nilSel *Selector
 	if got, i := nilSel.Select(Request{Principal: "p"}); got != nil || i != -1 || !nilSel.Empty() {
 		t.Error("a nil selector picks nothing")
+	}
+}
+
+func TestUnmatched(t *testing.T) {
+	s := &Set{Tools: []string{"orders/*", "orders/get_ordr", "crm/*"}, Exclude: []string{"orders/refund_*", "orders/x"}}
+	got := s.Unmatched([]string{"orders/get_order", "orders/refund_order"})
+	if strings.Join(got, ",") != "orders/get_ordr,crm/*,orders/x" {
+		t.Errorf("Unmatched = %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
@@ -135,6 +136,35 @@ func checkUpstreams(cfg *config.Config, out io.Writer) int {
 	for _, w := range cat.Warnings() {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
+	warnUnmatchedToolsets(cfg, cat, out)
 	fmt.Fprintf(out, "%d tools available from %d servers\n", len(cat.Tools()), len(cfg.ServerNames())-len(down))
 	return problems
+}
+
+// warnUnmatchedToolsets warns of each toolset pattern that matches no tool
+// the servers listed (those of a server that is down are not judged): a
+// typo there narrows the toolset without a word.
+func warnUnmatchedToolsets(cfg *config.Config, cat *upstreams.Catalog, out io.Writer) {
+	var ids []string
+	for _, t := range cat.Tools() {
+		ids = append(ids, t.ID)
+	}
+	for _, ch := range cat.Changed() {
+		ids = append(ids, ch.ID)
+	}
+	sets := gateway.ToolsetSets(cfg)
+	names := make([]string, 0, len(sets))
+	for name := range sets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, p := range sets[name].Unmatched(ids) {
+			server, _, _ := strings.Cut(p, "/")
+			if _, down := cat.Down()[server]; down {
+				continue
+			}
+			fmt.Fprintf(out, "warning: toolsets.%s: pattern %q matches no tool the servers list\n", name, p)
+		}
+	}
 }

@@ -179,3 +179,25 @@ func TestToolsetByClientNameOverStdio(t *testing.T) {
 		t.Errorf("ops__fail over stdio: %v", env)
 	}
 }
+
+// toolgate check warns of a toolset pattern that matches no tool the
+// servers list (a typo narrows a toolset silently), and of no other.
+func TestCheckWarnsOfUnmatchedToolsetPatterns(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "ops", ""))
+	write(t, cfg, mustRead(t, cfg)+"toolsets:\n  s: {tools: [ops/echo, ops/ehco, \"ops/b*\"], exclude: [\"ops/nothing_*\"]}\n")
+	var out bytes.Buffer
+	check(cfg, false, &out)
+	var warned []string
+	for l := range strings.Lines(out.String()) {
+		if strings.HasPrefix(l, "warning: toolsets.") {
+			warned = append(warned, strings.TrimSpace(l))
+		}
+	}
+	want := []string{
+		`warning: toolsets.s: pattern "ops/ehco" matches no tool the servers list`,
+		`warning: toolsets.s: pattern "ops/nothing_*" matches no tool the servers list`,
+	}
+	if !slices.Equal(warned, want) {
+		t.Errorf("toolgate check warned %q, want %q; output:\n%s", warned, want, out.String())
+	}
+}
