@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/audit"
@@ -40,8 +43,49 @@ func (g *Gateway) openVault() error {
 	if err != nil {
 		return err
 	}
+	if err := g.checkVault(v); err != nil {
+		return err
+	}
 	g.vault = v
 	return nil
+}
+
+// vaultCheckTimeout bounds the start-up check of the vault (one HSCAN pass and a GET per record in
+// Redis; a file is read once).
+const vaultCheckTimeout = 10 * time.Second
+
+// checkVault opens every stored credential once: a key that opens none of them is the wrong key, and
+// the gateway does not start; a few that do not open (sealed with a key since dropped) are logged. A
+// shared store that is down is no reason not to start (the calls that need it answer
+// upstream_unavailable until it is back).
+func (g *Gateway) checkVault(v *vault.Encrypted) error {
+	if g.state != nil && g.state.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), vaultCheckTimeout)
+	defer cancel()
+	opened, unopened, err := v.Check(ctx)
+	switch {
+	case err != nil && g.state != nil:
+		g.log.Warn("could not check the stored upstream credentials", "err", err)
+		return nil
+	case err != nil:
+		return err
+	case len(unopened) > 0 && opened == 0:
+		return fmt.Errorf("the configured credentials key opens none of the %d stored credentials (%s): "+
+			"it is not the key they were sealed with; configure that key (after a new one, to rotate)", len(unopened), describeKeySource(g.cfg))
+	case len(unopened) > 0:
+		g.log.Warn("stored upstream credentials that the configured keys do not open; their users' calls answer upstream_unavailable "+
+			"until the key they were sealed with is configured again or they are revoked", "count", len(unopened), "first", unopened[0].String())
+	}
+	return nil
+}
+
+func describeKeySource(cfg *config.Config) string {
+	if src := cfg.CredentialsKeySource(); src.File != "" {
+		return "key file " + src.File
+	}
+	return "environment variable " + cfg.CredentialsKeySource().Env
 }
 
 // credentialDeps are what the upstreams' credential sources use: the log, the vault (when open), and

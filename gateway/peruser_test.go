@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/upstreams/credentials/vault"
@@ -372,5 +373,33 @@ func TestPerUserAcrossReplicas(t *testing.T) {
 	redistest.WaitFor(t, func() bool { return gws[0].state.Err() != nil })
 	if env := callAs(t, ctx, gws[0], perUserCallers["bob"], "orders__whoami"); env.ErrorCode != "upstream_unavailable" || !env.Retryable {
 		t.Fatalf("with Redis down: %+v, want upstream_unavailable", env)
+	}
+}
+
+// TestPerUserWrongKeyStopsStart: a gateway whose key opens none of the stored credentials (the key was
+// replaced instead of rotated) does not start, and says which key and what to do.
+func TestPerUserWrongKeyStopsStart(t *testing.T) {
+	orders := startKeyedUpstream(t)
+	path := writePerUserGateway(t, orders.url)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := OpenVault(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Put(context.Background(), vault.Entry{Key: vault.Key{Principal: "alice", Upstream: "orders", Kind: vault.Secret}}, []byte("alice-upstream-key-7f3a")); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := vault.NewKey()
+	t.Setenv("TG_TEST_VAULT_KEY", other)
+	gw, err := New(context.Background(), Options{ConfigPath: path})
+	if err == nil {
+		gw.Close()
+		t.Fatal("the gateway started with a key that opens none of the stored credentials")
+	}
+	if want := "cannot open the credential store: the configured credentials key opens none of the 1 stored credentials (environment variable TG_TEST_VAULT_KEY)"; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("New: %v\nwant the prefix %s", err, want)
 	}
 }

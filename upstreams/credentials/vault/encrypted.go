@@ -110,3 +110,27 @@ func (s *Encrypted) Rekey(ctx context.Context) (RekeyReport, error) {
 	}
 	return r, nil
 }
+
+// Check opens every record with the keyring and reports which do not open (sealed with a key that is
+// not configured, or damaged), so that a wrong key is found at start rather than at each user's call.
+func (s *Encrypted) Check(ctx context.Context) (opened int, unopened []Key, err error) {
+	entries, err := s.b.List(ctx, Filter{})
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range entries {
+		sealed, _, err := s.b.Get(ctx, e.Key)
+		switch {
+		case errors.Is(err, ErrNotFound): // deleted meanwhile
+			continue
+		case err != nil:
+			return opened, unopened, err
+		}
+		if _, err := s.keys.Open(e.Key, sealed); err != nil {
+			unopened = append(unopened, e.Key)
+			continue
+		}
+		opened++
+	}
+	return opened, unopened, nil
+}

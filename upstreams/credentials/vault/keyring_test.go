@@ -233,3 +233,20 @@ func TestCheckSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFindsWhatDoesNotOpen: Check opens every record and names those no key of the ring opens.
+func TestCheckFindsWhatDoesNotOpen(t *testing.T) {
+	ctx := context.Background()
+	backend := &Memory{}
+	k1, k2 := newKey(t), newKey(t)
+	_ = NewEncrypted(backend, ring(t, k1)).Put(ctx, Entry{Key: aliceOrders}, []byte("a"))
+	bob := Key{Principal: "bob", Upstream: "orders", Kind: Secret}
+	_ = NewEncrypted(backend, ring(t, k2)).Put(ctx, Entry{Key: bob}, []byte("b"))
+	opened, unopened, err := NewEncrypted(backend, ring(t, k1)).Check(ctx)
+	if err != nil || opened != 1 || len(unopened) != 1 || unopened[0] != bob {
+		t.Fatalf("Check = %d, %v, %v; want alice opened and bob not", opened, unopened, err)
+	}
+	if opened, unopened, _ := NewEncrypted(backend, ring(t, k1, k2)).Check(ctx); opened != 2 || len(unopened) != 0 {
+		t.Fatalf("with both keys: %d opened, %v not", opened, unopened)
+	}
+}
