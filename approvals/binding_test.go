@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
@@ -156,4 +157,49 @@ func TestGuardAppliesTheRuleAndTellsOnce(t *testing.T) {
 	if r.TTL != 5*time.Minute || !r.ExpiresAt.Equal(r.CreatedAt.Add(5*time.Minute)) || r.RuleDigest != "test:1" {
 		t.Fatalf("request %+v: want the orders rule's 5m ttl and the line's digest", r)
 	}
+}
+
+// A call repeated after its request expired is held anew, and the new request names the one that
+// lapsed: an approval not used in time, or a request nobody decided. One that was used is not named.
+func TestLapsedRequestNamed(t *testing.T) {
+	s, clk, _ := open(t)
+	first := checkCall(t, s, refund, Pending)
+	clk.add(ttl)
+	second := checkCall(t, s, refund, Pending)
+	if second.Lapsed == nil || second.Lapsed.ID != first.ID || second.Lapsed.DecidedBy != "" {
+		t.Fatalf("after a request expired undecided: lapsed %+v", second.Lapsed)
+	}
+	if _, err := s.Approve(second.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(ttl)
+	third := checkCall(t, s, refund, Pending)
+	if third.Lapsed == nil || third.Lapsed.ID != second.ID || third.Lapsed.DecidedBy != "carol" {
+		t.Fatalf("after an approval expired unused: lapsed %+v", third.Lapsed)
+	}
+	if !strings.Contains(lapsedNote(third.Lapsed), "the approval of this call (request "+second.ID+") expired unused at ") ||
+		!strings.Contains(lapsedNote(second.Lapsed), "the earlier request for this call ("+first.ID+") expired without a decision at ") {
+		t.Errorf("notes: %q / %q", lapsedNote(third.Lapsed), lapsedNote(second.Lapsed))
+	}
+	if _, err := s.Approve(third.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	checkCall(t, s, refund, Proceed)
+	if fourth := checkCall(t, s, refund, Pending); fourth.Lapsed != nil {
+		t.Fatalf("after an approval was used: lapsed %+v", fourth.Lapsed)
+	}
+}
+
+// The agent whose approval expired unused is told so when its repeat is held again.
+func TestGuardSaysTheApprovalLapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := pipelinetest.NewBuilder(t, &countingUpstream{Fn: okAnswer})
+		store, _ := withApprovals(t, p)
+		id := approve(t, p, store, getOrder)
+		time.Sleep(time.Hour) // the store's ttl, on the bubble's clock: the approval lapses unused
+		env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
+		if pipelinetest.Code(env) != "approval_required" || !strings.HasPrefix(*env.Message, "the approval of this call (request "+id+") expired unused at ") {
+			t.Fatalf("the repeat after the approval lapsed: %+v", *env.Message)
+		}
+	})
 }

@@ -98,9 +98,20 @@ func (g *Guard) approve(ctx context.Context, x *pipeline.Exchange, next pipeline
 		return (&envelope.Error{Code: envelope.ApprovalDenied, Message: msg}).WithDetail("approval rule " + rule)
 	}
 	return envelope.Errorf(envelope.ApprovalRequired,
-		"this call needs a human approval first: request %s for %s with arguments %s awaits an approver "+
+		"%sthis call needs a human approval first: request %s for %s with arguments %s awaits an approver "+
 			"until %s (toolgate approvals approve %s); repeat exactly the same call once it is approved",
-		req.ID, x.Tool.Name, sanitize.Clip(string(canonical), 300), req.ExpiresAt.UTC().Format(time.RFC3339), req.ID).WithDetail("approval rule " + rule)
+		lapsedNote(req.Lapsed), req.ID, x.Tool.Name, sanitize.Clip(string(canonical), 300), req.ExpiresAt.UTC().Format(time.RFC3339), req.ID).WithDetail("approval rule " + rule)
+}
+
+// lapsedNote says why an agent repeating a call is asked again: the earlier request for it expired.
+func lapsedNote(prev *Request) string {
+	switch {
+	case prev == nil:
+		return ""
+	case prev.DecidedBy != "":
+		return "the approval of this call (request " + prev.ID + ") expired unused at " + prev.ExpiresAt.UTC().Format(time.RFC3339) + "; "
+	}
+	return "the earlier request for this call (" + prev.ID + ") expired without a decision at " + prev.ExpiresAt.UTC().Format(time.RFC3339) + "; "
 }
 
 // settle settles the consumption of an approval with the call's

@@ -80,6 +80,10 @@ type Request struct {
 	// Created is true when Check created the request just now (so its notifications go out once,
 	// from the replica that created it). It is not part of the record.
 	Created bool `json:"-"`
+	// Lapsed, with Created, is the last request for the same call if it expired (pending without a
+	// decision, or approved and not used in time), so the agent can be told why it is asked again.
+	// It is not part of the record.
+	Lapsed *Request `json:"-"`
 }
 
 // Call is a held call, as the gateway asks Check about it. (Principal, Tool, ArgsHash, RuleDigest)
@@ -287,6 +291,7 @@ func (s *FileStore) Check(_ context.Context, call Call) (Outcome, Request, error
 			return nil, err
 		}
 		got = call.request(id, now, cmp.Or(call.TTL, s.ttl))
+		got.Lapsed = lapsed(reqs, call)
 		out, created = Pending, true
 		return append(reqs, got), nil
 	})
@@ -489,6 +494,21 @@ func active(reqs []Request, principal, tool, argsHash, ruleDigest string, now ti
 		}
 	}
 	return -1
+}
+
+// lapsed is the latest record for the call if it expired (expiry already applied), else nil.
+func lapsed(reqs []Request, c Call) *Request {
+	for i := len(reqs) - 1; i >= 0; i-- {
+		r := reqs[i]
+		if r.Principal == c.Principal && r.Tool == c.Tool && r.ArgsHash == c.ArgsHash && r.RuleDigest == c.RuleDigest {
+			if r.State != StateExpired {
+				return nil
+			}
+			r.Args = nil // the new request carries them
+			return &r
+		}
+	}
+	return nil
 }
 
 func countActive(reqs []Request, now time.Time) int {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
@@ -49,5 +51,28 @@ func TestBoundToTheRuleVersionWithItsTTL(t *testing.T) {
 	}
 	if used := checkCall(t, b, call, approvals.Proceed); used.ID != first.ID {
 		t.Fatalf("consumed %s, want %s", used.ID, first.ID)
+	}
+}
+
+// As in the file store, a request made after the last one for the call expired names it. Redis's
+// own clock expires requests here, so the ttl is the shortest the store accepts (1 ms) and the
+// test waits until Redis has dropped the first one's index key.
+func TestLapsedRequestNamed(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := redistest.Open(t, srv, "t:")
+	a := New(c, time.Hour)
+	call := approvals.Call{Principal: "alice", Tool: "orders/refund", ArgsHash: "h1", Args: refundArgs, RuleDigest: "d", TTL: time.Millisecond}
+	first := checkCall(t, a, call, approvals.Pending)
+	if first.Lapsed != nil {
+		t.Fatalf("the first request names %+v", first.Lapsed)
+	}
+	idx, _ := a.bindingKeys(call.Principal, call.Tool, call.ArgsHash, call.RuleDigest)
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool { // the request lapsed by Redis's clock
+		n, err := rdb.Exists(context.Background(), idx).Result()
+		return err == nil && n == 0
+	})
+	second := checkCall(t, a, call, approvals.Pending)
+	if second.ID == first.ID || second.Lapsed == nil || second.Lapsed.ID != first.ID {
+		t.Fatalf("second %+v, lapsed %+v", second, second.Lapsed)
 	}
 }

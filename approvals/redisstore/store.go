@@ -31,6 +31,9 @@ import (
 //	                    It lives until its expiry plus approvals.FinishedRetention, for List.
 //	apr:idx:<sha256>    the id of the request in force for one (principal, tool, args_hash, rule_digest), until that
 //	                    request expires; consuming an approval deletes it
+//	apr:last:<sha256>   the id of the last request made for the binding of the same apr:idx key, until
+//	                    that request's expiry plus approvals.FinishedRetention: a new request names it
+//	                    when it expired, so the agent learns why it is asked again
 //	apr:active          a sorted set of the ids in force, by expiry: bounds them (approvals.MaxActive)
 //	apr:all             a sorted set of every id kept, by creation: List's order
 //
@@ -40,9 +43,10 @@ import (
 // The scripts name the request hash from the id they read, which a Redis Cluster would refuse; toolgate
 // targets a single server (or a primary with replicas).
 
-// approvalCheckScript is Check. KEYS: the index key, apr:active, apr:all. ARGV: a new id, its doc, ttl
-// (ms), retention (ms), max active, the request key prefix. Replies {outcome, id, hash fields...} with
-// outcome proceed, denied, pending or created (a new pending request); or {"full"}. Consuming an approval records the new id, which no
+// approvalCheckScript is Check. KEYS: the index key, apr:active, apr:all, the last key. ARGV: a new id,
+// its doc, ttl (ms), retention (ms), max active, the request key prefix. Replies {outcome, id, hash
+// fields...} with outcome proceed, denied or pending; {"created", id, the last request's id or "",
+// hash fields...} for a new pending request; or {"full"}. Consuming an approval records the new id, which no
 // request takes then, as the consumption's token (use).
 const approvalCheckScript = `
 local t = redis.call('TIME')
@@ -74,9 +78,11 @@ local rk = ARGV[6] .. ARGV[1]
 redis.call('HSET', rk, 'doc', ARGV[2], 'state', 'pending', 'created', now, 'exp', now + ttl, 'ttl', ttl, 'idx', KEYS[1])
 redis.call('PEXPIRE', rk, ttl + keep)
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+local prev = redis.call('GET', KEYS[4]) or ''
+redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl + keep)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
 redis.call('ZADD', KEYS[3], now, ARGV[1])
-local reply = {'created', ARGV[1]}
+local reply = {'created', ARGV[1], prev}
 for _, v in ipairs(redis.call('HGETALL', rk)) do table.insert(reply, v) end
 return reply
 `
@@ -166,15 +172,17 @@ type requestDoc struct {
 
 func (a *Store) reqKey(id string) string { return a.c.Key("apr:req:" + id) }
 
-// indexKey names the (principal, tool, args_hash, rule_digest) binding: a hash of a length-prefixed
-// encoding, so no two bindings share it. A call held under another version of its rule finds another
-// key, so a request (or an approval) given under the old one does not decide it.
-func (a *Store) indexKey(principal, tool, argsHash, ruleDigest string) string {
+// bindingKeys are the index and last keys of the (principal, tool, args_hash, rule_digest) binding,
+// named by a hash of a length-prefixed encoding, so no two bindings share them. A call held under
+// another version of its rule finds other keys, so a request (or an approval) given under the old
+// one does not decide it.
+func (a *Store) bindingKeys(principal, tool, argsHash, ruleDigest string) (index, last string) {
 	h := sha256.New()
 	for _, f := range []string{principal, tool, argsHash, ruleDigest} {
 		fmt.Fprintf(h, "%d:%s", len(f), f)
 	}
-	return a.c.Key("apr:idx:" + hex.EncodeToString(h.Sum(nil)))
+	sum := hex.EncodeToString(h.Sum(nil))
+	return a.c.Key("apr:idx:" + sum), a.c.Key("apr:last:" + sum)
 }
 
 // Check implements approvals.Store, in one script.
@@ -189,8 +197,8 @@ func (a *Store) Check(ctx context.Context, call approvals.Call) (approvals.Outco
 		return 0, approvals.Request{}, err
 	}
 	ttl := cmp.Or(call.TTL, a.ttl)
-	reply, err := a.run(ctx, approvalCheck,
-		[]string{a.indexKey(call.Principal, call.Tool, call.ArgsHash, call.RuleDigest), a.c.Key("apr:active"), a.c.Key("apr:all")},
+	idx, last := a.bindingKeys(call.Principal, call.Tool, call.ArgsHash, call.RuleDigest)
+	reply, err := a.run(ctx, approvalCheck, []string{idx, a.c.Key("apr:active"), a.c.Key("apr:all"), last},
 		id, doc, ms(ttl), ms(approvals.FinishedRetention), approvals.MaxActive, a.reqKey(""))
 	if err != nil {
 		return 0, approvals.Request{}, err
@@ -200,6 +208,17 @@ func (a *Store) Check(ctx context.Context, call approvals.Call) (approvals.Outco
 	}
 	if len(reply) < 2 {
 		return 0, approvals.Request{}, fmt.Errorf("approval check script: unexpected reply %v", reply)
+	}
+	if reply[0] == "created" && len(reply) >= 3 {
+		r, err := requestFrom(reply[3:])
+		if err != nil {
+			return 0, approvals.Request{}, err
+		}
+		r.Created = true
+		if prev, _ := reply[2].(string); prev != "" {
+			r.Lapsed = a.lapsed(prev)
+		}
+		return approvals.Pending, r, nil
 	}
 	r, err := requestFrom(reply[2:])
 	if err != nil {
@@ -213,11 +232,19 @@ func (a *Store) Check(ctx context.Context, call approvals.Call) (approvals.Outco
 		return approvals.Denied, r, nil
 	case "pending":
 		return approvals.Pending, r, nil
-	case "created":
-		r.Created = true
-		return approvals.Pending, r, nil
 	}
 	return 0, approvals.Request{}, fmt.Errorf("approval check script: unexpected reply %v", reply[0])
+}
+
+// lapsed is the request id if it expired, else nil; a failure to read it is nil too (it only
+// words the answer).
+func (a *Store) lapsed(id string) *approvals.Request {
+	r, err := a.Get(id)
+	if err != nil || r.State != approvals.StateExpired {
+		return nil
+	}
+	r.Args = nil
+	return &r
 }
 
 // Approve implements approvals.Store.
