@@ -102,7 +102,10 @@ func New(o Options) *Notifier {
 		o.Now = time.Now
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Timeout: o.Timeout}
+		// Redirects are not followed: the receiver is the URL the operator configured, and a redirect
+		// would carry the body (the call's arguments) and its signature to wherever it points. A 3xx
+		// is a failure that is not retried.
+		o.Client = &http.Client{Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Notifier{o: o, ctx: ctx, cancel: cancel, slots: make(chan struct{}, o.MaxPending)}

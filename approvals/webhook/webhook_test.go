@@ -288,3 +288,23 @@ func TestVerifyRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A receiver that redirects does not get the delivery sent on: the body and its signature stay with
+// the URL the operator configured, and the 3xx is a failure that is not retried.
+func TestRedirectNotFollowed(t *testing.T) {
+	elsewhere, got := receiver(t)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	n, done := notifier(t, Options{}, Hook{Name: "h", URL: redirecting.URL, Secret: "x"})
+	n.Created(heldRefund(), 0)
+	if r := <-done; r.Delivered || r.Attempts != 1 || r.Status != http.StatusTemporaryRedirect {
+		t.Errorf("result %+v", r)
+	}
+	select {
+	case d := <-got:
+		t.Fatalf("the redirect was followed: %s", d.body)
+	default:
+	}
+}
