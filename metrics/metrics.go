@@ -56,6 +56,7 @@ type Metrics struct {
 	stateErrors    *prometheus.CounterVec // by feature
 	shadow         shadowMetrics          // shadow.go
 	webhooks       webhookMetrics         // webhooks.go
+	discovery      discoveryMetrics       // discovery.go
 }
 
 // New returns Metrics registered in a fresh registry, with the Go runtime and process collectors.
@@ -82,6 +83,7 @@ func New() *Metrics {
 	m.stateErrors = m.counterVec("toolgate_state_errors_total", "Shared state store operations that failed, or were not tried because the store was down, by feature (rate_limits|policy).", "feature")
 	m.shadow.register(m)
 	m.webhooks.register(m)
+	m.discovery.register(m)
 	// Both results exist from the start, so rate() and alerts see 0 rather than no data.
 	m.policyReloads.WithLabelValues("ok")
 	m.policyReloads.WithLabelValues("error")

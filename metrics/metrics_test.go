@@ -148,6 +148,9 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookFailed)
 	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookDelivered)
 	m.ApprovalWebhook("approvals.rules[0].webhooks[0]", WebhookDelivered)
+	m.ToolSearch("agent", SearchFound)
+	m.ToolSearch("agent", SearchFound)
+	m.ToolSearch("agent", SearchEmpty)
 	m.DuplicateSuppressed(refund, "joined")
 	m.DuplicateSuppressed(refund, "replayed")
 	m.DuplicateSuppressed(refund, "replayed")
@@ -194,6 +197,8 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 		`toolgate_approvals_pending`:                                                                              1,
 		`toolgate_approval_webhooks_total{result="delivered",webhook="approvals.rules[0].webhooks[0]"}`:           2,
 		`toolgate_approval_webhooks_total{result="failed",webhook="approvals.rules[0].webhooks[0]"}`:              1,
+		`toolgate_tool_searches_total{result="found",toolset="agent"}`:                                            2,
+		`toolgate_tool_searches_total{result="empty",toolset="agent"}`:                                            1,
 		`toolgate_duplicates_suppressed_total{how="joined",tool="orders/refund_order"}`:                           1,
 		`toolgate_duplicates_suppressed_total{how="replayed",tool="orders/refund_order"}`:                         2,
 		`toolgate_audit_write_errors_total`:                                                                       3,

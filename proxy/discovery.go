@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/discovery"
 	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -36,12 +37,18 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	query, limit, bad := discovery.ParseSearch(req.Params.RawArguments)
 	if bad != nil {
+		s.opts.Metrics.ToolSearch(set.Label(), metrics.SearchInvalid)
 		return pipeline.FailureResult(bad, false, false), nil
 	}
 	subject, policy := SubjectFrom(ctx), s.opts.Policy()
 	visible := func(t *upstreams.Tool) bool { return set.Has(t.ID) && policy.Visible(subject, t.ID) }
 	hits := s.searches.For(s.opts.Catalog()).Search(query, discovery.Keep(visible), limit)
 	s.log.Debug("tool search", "principal", subject.Principal, "toolset", set.Label(), "found", len(hits))
+	result := metrics.SearchFound
+	if len(hits) == 0 {
+		result = metrics.SearchEmpty
+	}
+	s.opts.Metrics.ToolSearch(set.Label(), result)
 	data := pipeline.MustJSON(discovery.SearchData(hits))
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{mcp.NewTextContent(string(data))},
