@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -253,18 +254,31 @@ func (s *oidcSignIn) identify(ctx context.Context, code string, f oidcFlow) (str
 }
 
 // principalFrom reads the approver's name from claim. An email that the provider says is not
-// verified names nobody: anyone can type an address into an account.
+// verified names nobody: anyone can type an address into an account. Said is any email_verified
+// other than true: some providers send the string "true" or "false" (Amazon Cognito's UserInfo),
+// and a value that is not plainly true must not read as verified.
 func principalFrom(claims map[string]any, claim string) (string, error) {
 	name, _ := claims[claim].(string)
 	if name == "" {
 		return "", fmt.Errorf("the claim %q is missing or not a string", claim)
 	}
 	if claim == "email" {
-		if v, ok := claims["email_verified"].(bool); ok && !v {
+		if v, said := claims["email_verified"]; said && !isTrue(v) {
 			return "", errors.New("the email is not verified")
 		}
 	}
 	return name, nil
+}
+
+// isTrue: the boolean true, or the string "true" in any case.
+func isTrue(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return strings.EqualFold(x, "true")
+	}
+	return false
 }
 
 // isApprover reports whether name is a configured approver's.

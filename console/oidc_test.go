@@ -234,3 +234,23 @@ func TestPrincipalFromClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCUnverifiedEmailAsStringRefused: some providers (Amazon Cognito's UserInfo, for one) send
+// email_verified as the string "false". Read as "not a boolean, so not said", it let anyone who typed
+// an approver's address into an account at the provider sign in as that approver.
+func TestOIDCUnverifiedEmailAsStringRefused(t *testing.T) {
+	for _, v := range []any{"false", "False", "", "no", float64(0), nil} {
+		claims := map[string]any{"email": "carol@example.com", "email_verified": v}
+		if got, err := principalFrom(claims, "email"); err == nil || got != "" {
+			t.Errorf("email_verified %#v: signed in as %q; want the sign-in refused", v, got)
+		} else if !strings.Contains(err.Error(), "not verified") {
+			t.Errorf("email_verified %#v: error %q does not say the email is not verified", v, err)
+		}
+	}
+	for _, v := range []any{true, "true", "TRUE"} {
+		claims := map[string]any{"email": "carol@example.com", "email_verified": v}
+		if got, err := principalFrom(claims, "email"); err != nil || got != "carol@example.com" {
+			t.Errorf("email_verified %#v: %q, %v; want carol@example.com", v, got, err)
+		}
+	}
+}
