@@ -105,7 +105,8 @@ func New(o Options) *Notifier {
 		// Redirects are not followed: the receiver is the URL the operator configured, and a redirect
 		// would carry the body (the call's arguments) and its signature to wherever it points. A 3xx
 		// is a failure that is not retried.
-		o.Client = &http.Client{Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		o.Client = &http.Client{Timeout: o.Timeout, Transport: http.DefaultTransport.(*http.Transport).Clone(),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Notifier{o: o, ctx: ctx, cancel: cancel, slots: make(chan struct{}, o.MaxPending)}
@@ -154,6 +155,7 @@ func (n *Notifier) Close() {
 	}
 	n.cancel()
 	n.wg.Wait()
+	n.o.Client.CloseIdleConnections() // no keep-alive connection outlives the gateway
 }
 
 // deliver posts req to h until it is accepted (2xx), refused for good (another 4xx), or Attempts run
