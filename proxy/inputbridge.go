@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/discovery"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/sanitize"
@@ -292,6 +293,7 @@ func (s *Server) refuseStaleState(ctx context.Context, _ any, message any) error
 		Method string `json:"method"`
 		Params struct {
 			Name           string          `json:"name"`
+			Arguments      json.RawMessage `json:"arguments"`
 			RequestState   string          `json:"requestState"`
 			InputResponses json.RawMessage `json:"inputResponses"`
 			Meta           *mcp.Meta       `json:"_meta"`
@@ -310,10 +312,24 @@ func (s *Server) refuseStaleState(ctx context.Context, _ any, message any) error
 	if m.Params.RequestState == "" {
 		return nil
 	}
-	if !s.parked.waitsFor(m.Params.RequestState, SubjectFrom(ctx).Principal, m.Params.Name) {
+	if !s.parked.waitsFor(m.Params.RequestState, SubjectFrom(ctx).Principal, parkedName(m.Params.Name, m.Params.Arguments)) {
 		return errStaleState
 	}
 	return nil
+}
+
+// parkedName is the tool a call is parked under: the one it names, or, for
+// the discovery call meta-tool, the one its arguments name (the chain runs
+// and parks that one, see unwrapDiscoveryCall). This check only lets a
+// resume through to resume, which finds the call by the unwrapped call
+// itself (its toolset decides whether it is unwrapped at all).
+func parkedName(name string, args json.RawMessage) string {
+	if name == discovery.CallTool {
+		if inner, _, bad := discovery.ParseCall(args); bad == nil {
+			return inner
+		}
+	}
+	return name
 }
 
 // checkInputResponses refuses inputResponses that are present but not an

@@ -378,3 +378,31 @@ func TestParkedCallsAreCappedPerPrincipal(t *testing.T) {
 		t.Fatalf("a slot did not free when alice's call was taken: %+v", res)
 	}
 }
+
+// A discovery client's call (toolgate__call_tool naming srv__t) is parked
+// under the tool it names, as the chain ran it: its resume, which names the
+// meta-tool again, must pass the stale-state check as the parked call's own,
+// else a discovery client could never answer an upstream's input request.
+// The check still refuses another principal, or another inner tool.
+func TestDiscoveryCallResumesThroughTheMetaTool(t *testing.T) {
+	s := &Server{}
+	p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan inputRound), finished: make(chan struct{}), cancel: func() {},
+		done: make(chan *mcp.CallToolResult, 1)}
+	s.parked.put("tok", p)
+	resume := func(inner string) json.RawMessage {
+		return json.RawMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"toolgate__call_tool",` +
+			`"arguments":{"name":"` + inner + `","arguments":{}},"requestState":"tok","inputResponses":{},` +
+			`"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"2026-07-28"}}}`)
+	}
+	alice := WithSubject(context.Background(), authz.Subject{Principal: "alice"})
+	if err := s.refuseStaleState(alice, 2, resume("srv__t")); err != nil {
+		t.Fatalf("alice resuming her discovery call: %v", err)
+	}
+	mallory := WithSubject(context.Background(), authz.Subject{Principal: "mallory"})
+	if err := s.refuseStaleState(mallory, 2, resume("srv__t")); !errors.Is(err, errStaleState) {
+		t.Errorf("mallory resuming alice's call: %v, want errStaleState", err)
+	}
+	if err := s.refuseStaleState(alice, 2, resume("srv__other")); !errors.Is(err, errStaleState) {
+		t.Errorf("resuming it as another tool: %v, want errStaleState", err)
+	}
+}
