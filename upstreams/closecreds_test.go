@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/upstreams/credentials"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // TestCloseClosesCredentials: a Set's Close closes its servers' credential sources, so a token
@@ -25,7 +26,8 @@ func TestCloseClosesCredentials(t *testing.T) {
 	}))
 	defer tokens.Close()
 	src, err := credentials.New(credentials.Options{Server: "p", Mode: credentials.ClientCredentials,
-		TokenURL: tokens.URL + "/token", ClientID: "gw", ClientSecret: "s"})
+		TokenURL: tokens.URL + "/token", ClientID: "gw", ClientSecret: "s",
+		Egress: egress.Options{Allow: []egress.Class{egress.Loopback}}}) // the token server listens on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
