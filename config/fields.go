@@ -26,6 +26,7 @@ func (l *loader) configFields(c *Config) fields {
 		"credentials":      func(n ast.Node, p string) { l.object(n, p, l.credentialsFields(&c.Credentials)) },
 		"toolsets":         set(&c.Toolsets, l.toolsets),
 		"toolset_rules":    set(&c.ToolsetRules, l.toolsetRules),
+		"connect":          func(n ast.Node, p string) { l.object(n, p, l.connectFields(&c.Connect)) },
 	}
 }
 

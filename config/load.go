@@ -105,6 +105,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkState(&c.State)
 	l.checkConsole(c)
 	l.checkApprovalRules(c)
+	l.checkConnect(c)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 		l.checkUpstreamAuth(c, child("mcpServers", name), c.Servers[name])

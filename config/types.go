@@ -29,6 +29,9 @@ type Config struct {
 	// (toolsets.go).
 	Toolsets     map[string]*Toolset `yaml:"toolsets"`
 	ToolsetRules []ToolsetRule       `yaml:"toolset_rules"`
+	// Connect is the page where users connect upstreams that act as them (auth mode oauth), on the HTTP
+	// listener.
+	Connect Connect `yaml:"connect"`
 }
 
 // Console configures the web console served on the admin listener at /ui/ (console/). It is off while

@@ -13,9 +13,9 @@ import (
 // (docs/configuration.md, "Upstream credentials"). Without it, or with mode static, the upstream gets
 // the configured headers and nothing else. Read the mode through Server.AuthMode.
 //
-// The block is shaped for the modes still to come (issue 18): oauth (each user's own authorization,
-// code + PKCE) is a further value of mode, with keys of its own beside token_url, client_id, scopes and
-// resource, which it shares. per_user (a secret per principal, kept in the vault) has keys of its own
+// Mode oauth (each user's own authorization, code + PKCE) discovers its authorization server, so it
+// takes no token_url; its client_id and client_secret are optional (a client registered beforehand),
+// and list_as is its own. per_user (a secret per principal, kept in the vault) has keys of its own
 // only: header, format, service_secret.
 type UpstreamAuth struct {
 	// Mode is static (the default), client_credentials or token_exchange (AuthStatic, ...).
@@ -44,6 +44,10 @@ type UpstreamAuth struct {
 	// ServiceSecret (per_user) is what the gateway's own requests (initialize, listing) carry, formatted
 	// like a user's; without it they carry no credential. Written as ${VAR}.
 	ServiceSecret string `yaml:"service_secret"`
+
+	// ListAs (oauth) is the principal whose token the gateway's own requests (initialize, listing, the
+	// listening stream) carry; "" for any principal who has connected.
+	ListAs string `yaml:"list_as"`
 }
 
 // The modes of an upstream's auth block.
@@ -56,7 +60,7 @@ const (
 )
 
 // UpstreamAuthModes are the values mcpServers.<name>.auth.mode accepts.
-var UpstreamAuthModes = []string{AuthStatic, AuthClientCredentials, AuthTokenExchange, AuthPerUser}
+var UpstreamAuthModes = []string{AuthStatic, AuthClientCredentials, AuthTokenExchange, AuthPerUser, AuthOAuth}
 
 // The subject token types of token_exchange, as written.
 var subjectTokenTypes = []string{"access_token", "jwt"}
@@ -94,6 +98,7 @@ func (l *loader) tokenAuthFields(x *UpstreamAuth) fields {
 		"resource":           set(&x.Resource, l.str),
 		"subject_token_type": set(&x.SubjectTokenType, l.str),
 		"fallback":           set(&x.Fallback, l.str),
+		"list_as":            set(&x.ListAs, l.str),
 	}
 }
 
@@ -136,6 +141,7 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 			l.onlyFor(path, k.key, k.isSet, "auth modes client_credentials and token_exchange (mode static sends the configured headers only)")
 		}
 		l.perUserKeysOnlyFor(path, a, "mode static sends the configured headers only")
+		l.onlyFor(path, "list_as", a.ListAs != "", "auth mode oauth")
 		return
 	}
 	if l.bad[path+".mode"] || !slices.Contains(UpstreamAuthModes, mode) {
@@ -149,6 +155,9 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 		l.reportAt(path+".mode", "mode %s applies only to Streamable HTTP servers, not type: sse", mode)
 		return
 	}
+	if mode != AuthOAuth {
+		l.onlyFor(path, "list_as", a.ListAs != "", "auth mode oauth")
+	}
 	if mode == AuthPerUser {
 		l.tokenKeysOnlyFor(path, a)
 		l.checkPerUser(server, s)
@@ -160,6 +169,10 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 			l.reportAt(child(server+".headers", name), "an Authorization header cannot be set beside auth mode %s, which sets it on every request", mode)
 		}
 	}
+	if mode == AuthOAuth {
+		l.checkOAuth(path, a)
+		return
+	}
 	l.required(path, "token_url", a.TokenURL, "the authorization server's token endpoint, such as \"https://idp.example.com/oauth/token\"")
 	if a.TokenURL != "" {
 		l.checkTokenURL(path+".token_url", a.TokenURL)
@@ -169,11 +182,7 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 	if a.Resource != "" {
 		l.checkIdentifierURL(path+".resource", a.Resource, "https://mcp.example.com/mcp")
 	}
-	for i, sc := range a.Scopes {
-		if sc == "" || strings.ContainsAny(sc, " \"\\") || strings.IndexFunc(sc, isControl) >= 0 {
-			l.reportAt(index(path+".scopes", i), "expected one scope token (no spaces, quotes or backslashes), got %q", sc)
-		}
-	}
+	l.checkScopes(path, a.Scopes)
 	if mode == AuthClientCredentials {
 		l.onlyFor(path, "subject_token_type", a.SubjectTokenType != "", "auth mode token_exchange")
 		l.onlyFor(path, "fallback", a.Fallback != "", "auth mode token_exchange")
@@ -183,6 +192,35 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 	l.checkOneOf(path+".fallback", a.Fallback, []string{AuthClientCredentials})
 	if c.Auth.JWT == nil && !l.bad["auth.jwt"] {
 		l.reportAt(path+".mode", "mode token_exchange exchanges the caller's JWT, and auth.jwt is not configured: no caller would have one")
+	}
+}
+
+// checkOAuth checks the keys of mode oauth: the authorization server is discovered from the upstream,
+// so there is no token_url; a client is optional (a metadata document or dynamic registration
+// otherwise), but a secret needs its client id.
+func (l *loader) checkOAuth(path string, a *UpstreamAuth) {
+	for _, k := range []struct {
+		key   string
+		isSet bool
+	}{{"token_url", a.TokenURL != ""}, {"audience", a.Audience != ""}, {"subject_token_type", a.SubjectTokenType != ""},
+		{"fallback", a.Fallback != ""}} {
+		l.onlyFor(path, k.key, k.isSet, "auth modes client_credentials and token_exchange (mode oauth discovers the "+
+			"authorization server from the upstream)")
+	}
+	if a.ClientSecret != "" && a.ClientID == "" && !l.bad[path+".client_secret"] {
+		l.reportAt(path+".client_secret", "a client_secret needs the client_id it belongs to")
+	}
+	if a.Resource != "" {
+		l.checkIdentifierURL(path+".resource", a.Resource, "https://mcp.example.com/mcp")
+	}
+	l.checkScopes(path, a.Scopes)
+}
+
+func (l *loader) checkScopes(path string, scopes []string) {
+	for i, sc := range scopes {
+		if sc == "" || strings.ContainsAny(sc, " \"\\") || strings.IndexFunc(sc, isControl) >= 0 {
+			l.reportAt(index(path+".scopes", i), "expected one scope token (no spaces, quotes or backslashes), got %q", sc)
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ func ccServer(extra string) string {
 
 var upstreamAuthProblems = []problemCase{
 	{"unknown mode", "mcpServers:\n  orders:\n    url: https://orders.example.com/mcp\n    auth: {mode: oauth2}\n", nil, 4,
-		"mcpServers.orders.auth.mode", `expected one of static, client_credentials, token_exchange, per_user, got "oauth2"`},
+		"mcpServers.orders.auth.mode", `expected one of static, client_credentials, token_exchange, per_user, oauth, got "oauth2"`},
 	{"literal secret", strings.Replace(ccServer(""), "${ORDERS_SECRET}", "hunter2-literal", 1), nil, 8,
 		"mcpServers.orders.auth.client_secret", "expected a reference to an environment variable"},
 	{"secret with a default", strings.Replace(ccServer(""), "${ORDERS_SECRET}", "${ORDERS_SECRET:-hunter2-literal}", 1), nil, 8,
@@ -52,7 +52,23 @@ var upstreamAuthProblems = []problemCase{
 	{"unknown fallback", jwtAuth + strings.Replace(ccServer("      fallback: static\n"), "client_credentials", "token_exchange", 1), upstreamAuthEnv, 12,
 		"mcpServers.orders.auth.fallback", `expected one of client_credentials, got "static"`},
 	{"unknown auth key", ccServer("      client_assertion: x\n"), upstreamAuthEnv, 9,
-		"mcpServers.orders.auth.client_assertion", "unknown key; allowed keys here: audience, client_id, client_secret, fallback, format, header, mode, resource, scopes, service_secret, subject_token_type, token_url"},
+		"mcpServers.orders.auth.client_assertion", "unknown key; allowed keys here: audience, client_id, client_secret, fallback, format, header, list_as, mode, resource, scopes, service_secret, subject_token_type, token_url"},
+	{"oauth with a token_url", oauthServer("      token_url: https://idp.example.com/t\n"), oauthEnv, 6,
+		"mcpServers.crm.auth.token_url", "token_url applies only to auth modes client_credentials and token_exchange (mode oauth discovers"},
+	{"oauth secret without client_id", oauthServer("      client_secret: ${ORDERS_SECRET}\n"), oauthEnv, 6,
+		"mcpServers.crm.auth.client_secret", "a client_secret needs the client_id it belongs to"},
+	{"oauth literal secret", oauthServer("      client_id: tg\n      client_secret: hunter2-literal\n"), oauthEnv, 7,
+		"mcpServers.crm.auth.client_secret", "expected a reference to an environment variable"},
+	{"list_as on client_credentials", ccServer("      list_as: alice\n"), upstreamAuthEnv, 9,
+		"mcpServers.orders.auth.list_as", "list_as applies only to auth mode oauth"},
+	{"oauth on stdio", "mcpServers:\n  crm:\n    command: crm-server\n    auth: {mode: oauth}\n", oauthEnv, 4,
+		"mcpServers.crm.auth.mode", "mode oauth applies only to Streamable HTTP servers (url)"},
+	{"connect base_url plain http", "connect: {base_url: \"http://toolgate.example.com\"}\n", nil, 1,
+		"connect.base_url", "expected an https:// URL (plain http is accepted for loopback hosts only"},
+	{"connect key too short", "connect: {key: \"${ORDERS_SECRET}\"}\n", upstreamAuthEnv, 1,
+		"connect.key", "expected at least 32 characters"},
+	{"connect metadata URL not under base_url", "connect: {base_url: \"https://tg.example.com\", client_metadata_url: \"https://elsewhere.example.com/c.json\"}\n", nil, 1,
+		"connect.client_metadata_url", "expected a URL under connect.base_url"},
 }
 
 func TestUpstreamAuthProblems(t *testing.T) {
@@ -98,4 +114,11 @@ func TestUpstreamAuthLoads(t *testing.T) {
 	if o.AuthMode() != AuthTokenExchange || o.Auth.SubjectTokenType != "jwt" || o.Auth.Fallback != AuthClientCredentials || o.Auth.Audience != "orders-api" {
 		t.Errorf("orders: %+v", o.Auth)
 	}
+}
+
+// oauthEnv holds the vault's key (mode oauth keeps tokens in it) and the secret the cases reference.
+var oauthEnv = map[string]string{DefaultCredentialsKeyEnv: testVaultKey, "ORDERS_SECRET": "s3cr3t-from-env"}
+
+func oauthServer(extra string) string {
+	return "mcpServers:\n  crm:\n    url: https://mcp.crm.example.com/mcp\n    auth:\n      mode: oauth\n" + extra
 }

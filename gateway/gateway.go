@@ -72,6 +72,7 @@ type Gateway struct {
 	// connectURL is the page where a user connects to an upstream that acts as them; nil: none, the
 	// operator sets credentials (toolgate credentials set).
 	connectURL func(principal, upstream string) string
+	userAuth   *userAuth // the connect pages and the auth mode oauth upstreams' sources (connect.go)
 
 	// For the console's upstreams page (console.go): the in-flight limits, the upstreams' status
 	// history, and the lock that makes pin approvals one at a time.
@@ -189,8 +190,10 @@ func (g *Gateway) steps(o Options) []step {
 			g.pins, err = OpenPins(g.cfg)
 			return err
 		}},
+		{"invalid upstream credential settings", func(context.Context) error { return g.openUserAuth(o.Egress) }},
 		{"cannot build the tool catalog", func(ctx context.Context) (err error) {
-			if g.set, err = upstreams.Start(ctx, upstreamServers(g.cfg, g.credentialDeps(), o.Egress), g.log, upstreams.WithPins(g.pins)); err == nil {
+			servers := g.withUserCredentials(upstreamServers(g.cfg, g.credentialDeps(), o.Egress))
+			if g.set, err = upstreams.Start(ctx, servers, g.log, upstreams.WithPins(g.pins)); err == nil {
 				g.cleanup.add(g.set.Close)
 			}
 			return err

@@ -107,6 +107,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		creds := g.credentialsAdmin(key)
 		keyed.Handle("/v1/credentials", creds)
 		keyed.Handle("/v1/credentials/", creds)
+		keyed.Handle("GET /v1/connect-link", approvals.RequireAdminKey(key, g.log, g.connectLinkHandler()))
 		keyed.Handle("/", approvals.Handler(g.approvals, key, g.log))
 		return keyed
 	}

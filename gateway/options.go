@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -424,6 +425,9 @@ func toolOverride(o *config.ToolOverride) *overrides.Override {
 // upstreamCredentials is the credential source of an upstream whose auth
 // block is not static.
 func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Options, deps CredentialDeps) upstreams.Credentials {
+	if a.Mode == config.AuthOAuth { // the gateway gives these their sources (withUserCredentials)
+		return refusedCredentials{errors.New("upstream " + strconv.Quote(name) + " acts as each user (auth mode oauth): only a serving gateway holds their tokens")}
+	}
 	if a.Mode == config.AuthPerUser {
 		return perUserCredentials(name, a, deps)
 	}

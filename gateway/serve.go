@@ -37,7 +37,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	endpoint := g.MCPHandler()
 	g.serving.endpoint = endpoint
-	g.serving.http = g.serve(ln, endpoint)
+	g.SetConnectBaseURL("http://" + ln.Addr().String())
+	g.serving.http = g.serve(ln, g.WithConnectPages(endpoint))
 	g.log.Info("serving Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	if g.cfg.AdminKeySHA256() == "" {
 		g.log.Info("no admin.key_sha256: the admin listener serves /healthz and /readyz only (no metrics, approvals cannot be decided) until a reload of the config file sets one")

@@ -41,15 +41,8 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if authorization != "" && resp.StatusCode == http.StatusUnauthorized {
-		// A token the upstream no longer takes (revoked, rotated keys):
-		// the next request fetches a new one.
-		t.creds.Rejected(req.Context(), authorization)
-		if r, ok := t.creds.(CallerRejecter); ok {
-			if err := r.RejectedError(req.Context()); err != nil {
-				_, _ = io.CopyN(io.Discard, resp.Body, 4096)
-				_ = resp.Body.Close()
-				return nil, &CallError{Where: NotSent, Err: &CredentialError{Err: err}}
-			}
+		if resp, err = t.reauthorize(req, resp, authorization); err != nil {
+			return nil, err
 		}
 	}
 	if limited := rateLimited(req, resp); limited != nil {
@@ -72,6 +65,52 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body = body
 	resp.ContentLength = -1 // a replaced body has a different length
 	return resp, nil
+}
+
+// reauthorize handles a 401 to a request that carried authorization: a
+// credential the upstream no longer takes (revoked, expired early, rotated
+// keys) is dropped, and the request is sent once more when the credentials
+// give a different one (a refresh) and the body can be sent again. A 401
+// means the request was not processed, so sending it again cannot run
+// anything twice. When no other credential can be had, the request fails
+// as not sent with the credentials' reason; when the other one is refused
+// too, or there is none, Credentials that hold each caller's own (a
+// CallerRejecter) answer for the caller (authorization_required).
+func (t *cappedTransport) reauthorize(req *http.Request, resp *http.Response, authorization string) (*http.Response, error) {
+	t.creds.Rejected(req.Context(), authorization)
+	if req.Body == nil || req.GetBody != nil {
+		again, value, err := authorize(req, t.creds)
+		if err != nil {
+			drain(resp)
+			return nil, err
+		}
+		if value != "" && value != authorization {
+			if req.GetBody != nil {
+				if again.Body, err = req.GetBody(); err != nil {
+					return resp, nil
+				}
+			}
+			drain(resp)
+			if resp, err = t.base.RoundTrip(again); err != nil || resp.StatusCode != http.StatusUnauthorized {
+				return resp, err
+			}
+			t.creds.Rejected(again.Context(), value)
+		}
+	}
+	if r, ok := t.creds.(CallerRejecter); ok {
+		if err := r.RejectedError(req.Context()); err != nil {
+			drain(resp)
+			return nil, &CallError{Where: NotSent, Err: &CredentialError{Err: err}}
+		}
+	}
+	return resp, nil
+}
+
+// drain reads a little of a response that is not used, so its connection
+// can be reused, and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, 4096)
+	_ = resp.Body.Close()
 }
 
 type cappedBody struct {

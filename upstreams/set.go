@@ -237,6 +237,20 @@ func (s *Set) statusChanged(server string, up bool, why string) {
 	}
 }
 
+// Retry makes a down server's supervisor try again now instead of at the end of its backoff: what kept
+// it down may be gone (a user just connected an auth mode oauth upstream). A server that is up, or
+// unknown, is left alone.
+func (s *Set) Retry(server string) {
+	sv, ok := s.sups[server]
+	if !ok || sv.conn.Load() != nil {
+		return
+	}
+	select {
+	case sv.retry <- struct{}{}:
+	default:
+	}
+}
+
 // Catalog returns the current catalog.
 func (s *Set) Catalog() *Catalog { return s.catalog.Load() }
 

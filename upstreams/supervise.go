@@ -87,6 +87,7 @@ type supervisor struct {
 	whyDown atomic.Pointer[string]
 	kick    chan struct{} // capacity 1: the tool list may have changed
 	level   chan struct{} // capacity 1: the log level clients chose changed
+	retry   chan struct{} // capacity 1: try again now rather than at the end of the backoff
 
 	// era is the protocol era the last connection spoke, when the config
 	// names none and it was 2026-07-28: the next connection starts there
@@ -99,7 +100,8 @@ type supervisor struct {
 
 func newSupervisor(s *Set, srv *Server) *supervisor {
 	sv := &supervisor{set: s, srv: srv, log: s.log.With("server", srv.Name),
-		maxMessage: srv.maxMessageBytes(), kick: make(chan struct{}, 1), level: make(chan struct{}, 1)}
+		maxMessage: srv.maxMessageBytes(), kick: make(chan struct{}, 1), level: make(chan struct{}, 1),
+		retry: make(chan struct{}, 1)}
 	sv.setWhy("not started yet")
 	return sv
 }
@@ -156,7 +158,7 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 			sv.log.Error("upstream unavailable", attrs...)
 			bootDone()
 			sv.set.statusChanged(sv.srv.Name, false, why)
-			if !sv.set.opts.wait(life, delay) {
+			if !sv.backoff(life, delay) {
 				return
 			}
 			continue
@@ -185,10 +187,25 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 		sv.setWhy(fmt.Sprintf("%s (next attempt in %s)", why, delay))
 		sv.logDown(conn, why, delay)
 		sv.set.statusChanged(sv.srv.Name, false, why)
-		if !sv.set.opts.wait(life, delay) {
+		if !sv.backoff(life, delay) {
 			return
 		}
 	}
+}
+
+// backoff waits d before the next attempt, or less when Set.Retry asks; false when life ends.
+func (sv *supervisor) backoff(life context.Context, d time.Duration) bool {
+	ctx, cancel := context.WithCancel(life)
+	defer cancel()
+	go func() {
+		select {
+		case <-sv.retry:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	sv.set.opts.wait(ctx, d)
+	return life.Err() == nil
 }
 
 // downReason says why a closed connection went down: for a stdio child that
