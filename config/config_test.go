@@ -36,7 +36,7 @@ func TestProblems(t *testing.T) {
 	const stdio = "mcpServers:\n  orders:\n    command: orders\n"
 	tests := []problemCase{
 		{"unknown top-level key", "listn: {http: ':1'}\n", nil, 1, "listn",
-			`unknown key; allowed keys here: admin, approvals, audit, auth, authz, connect, console, credentials, description_scan, limits, listen, mcpServers, pinning, rate_limits, state, toolset_rules, toolsets (did you mean "listen"?)`},
+			`unknown key; allowed keys here: admin, approvals, audit, auth, authz, connect, console, credentials, description_scan, limits, listen, mcpServers, pinning, rate_limits, redaction, state, toolset_rules, toolsets (did you mean "listen"?)`},
 		{"unknown key in server", stdio + "    timout: 8s\n", nil, 4, "mcpServers.orders.timout",
 			`allowed keys here: args, auth, breaker, command, cwd, description_scan, disabled, egress, env, headers, init_timeout, max_in_flight, max_result_bytes, prefix, protocol, required, retry, retry_safe, timeout, tools, trusted, type, url (did you mean "timeout"?)`},
 		{"rate of zero", stdio + "rate_limits:\n  principal: {rate: 0}\n", nil, 5, "rate_limits.principal.rate", "expected a rate above 0"},
@@ -116,7 +116,7 @@ func TestProblems(t *testing.T) {
 		{"origin with path", "listen: {allowed_origins: [\"https://a.example/app\"]}\n", nil, 1, "listen.allowed_origins[0]", "no path"},
 		{"unknown alias", stdio + "    args: *nope\n", nil, 4, "mcpServers.orders.args", "alias *nope refers to no anchor &nope defined before it"},
 		{"custom tag", stdio + "    args: !secret [x]\n", nil, 4, "mcpServers.orders.args", "unsupported YAML tag !secret"},
-		{"top level not a mapping", "- a\n- b\n", nil, 1, "", "expected a mapping with keys admin, approvals, audit, auth, authz, connect, console, credentials, description_scan, limits, listen, mcpServers, pinning, rate_limits, state, toolset_rules, toolsets, got a list"},
+		{"top level not a mapping", "- a\n- b\n", nil, 1, "", "expected a mapping with keys admin, approvals, audit, auth, authz, connect, console, credentials, description_scan, limits, listen, mcpServers, pinning, rate_limits, redaction, state, toolset_rules, toolsets, got a list"},
 		{"two documents", "listen: {}\n---\nauth: {}\n", nil, 2, "", "expected one YAML document, found 2"},
 		{"empty tool name", stdio + "    tools: {\"\": {timeout: 1s}}\n", nil, 4, `mcpServers.orders.tools[""]`, "expected a tool name, got an empty key"},
 		{"url without host", "mcpServers:\n  s: {url: \"http:///mcp\"}\n", nil, 2, "mcpServers.s.url", `expected a URL with a host, got "http:///mcp"`},

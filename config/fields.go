@@ -27,6 +27,7 @@ func (l *loader) configFields(c *Config) fields {
 		"toolsets":         set(&c.Toolsets, l.toolsets),
 		"toolset_rules":    set(&c.ToolsetRules, l.toolsetRules),
 		"connect":          func(n ast.Node, p string) { l.object(n, p, l.connectFields(&c.Connect)) },
+		"redaction":        func(n ast.Node, p string) { l.object(n, p, l.redactionFields(&c.Redaction)) },
 	}
 }
 

@@ -106,6 +106,7 @@ func (l *loader) load(c *Config, data []byte) {
 	l.checkConsole(c)
 	l.checkApprovalRules(c)
 	l.checkConnect(c)
+	l.checkRedaction(&c.Redaction)
 	for _, name := range c.ServerNames() {
 		l.checkServer(child("mcpServers", name), c.Servers[name], c.Limits)
 		l.checkUpstreamAuth(c, child("mcpServers", name), c.Servers[name])

@@ -23,6 +23,7 @@ type Config struct {
 	RateLimits      RateLimits `yaml:"rate_limits"` // token buckets per principal, role and tool
 	State           State      `yaml:"state"`       // where state shared by replicas lives; embedded by default
 	Console         Console    `yaml:"console"`     // the approvals console on the admin listener (/ui/)
+	Redaction       Redaction  `yaml:"redaction"`   // secrets replaced in what upstreams send (config/redaction.go)
 	// Credentials is the vault of credentials held per user (auth modes per_user, oauth) and its key.
 	Credentials Credentials `yaml:"credentials"`
 	// Toolsets are named sets of tools a request may be given, and ToolsetRules pick one per request

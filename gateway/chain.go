@@ -6,6 +6,7 @@ import (
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/ratelimit"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/upstreams"
 )
 
@@ -22,6 +23,7 @@ type Links struct {
 	Approvals  *approvals.Guard
 	Dedup      *dedup.Guard
 	Execute    *pipeline.Executor
+	Redact     *redact.Redactor // secrets in results replaced (normalize); nil: none
 }
 
 // Chain is the way of every tools/call through the gateway, written once.
@@ -43,6 +45,6 @@ func Chain(opts pipeline.Options, l Links) *pipeline.Chain {
 		l.Approvals.Link(),                       // wraps: a human approves first: approval_required, approval_denied
 		l.Dedup.Link(),                           // wraps: identical calls joined or replayed, run once
 		l.Execute.Link(),                         // breaker, deadline, safe retries: tool_timeout, upstream_*, tool_failed
-		pipeline.Normalize(),                     // the envelope: result_too_large, invalid_result, upstream_error
+		pipeline.Normalize(l.Redact),             // the envelope, secrets redacted: result_too_large, invalid_result, upstream_error
 	)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/pins"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
@@ -67,6 +68,7 @@ type Gateway struct {
 	replica   string        // this process among the replicas
 	version   string
 	pins      *pins.Store
+	redact    *redact.Redactor // nil with redaction.disabled
 	keys      liveKeys         // the admin key in force and the reload counts; the API keys are in auth
 	vault     *vault.Encrypted // nil unless an upstream keeps credentials per user (per_user, oauth)
 	// connectURL is the page where a user connects to an upstream that acts as them; nil: none, the
@@ -156,6 +158,10 @@ func (g *Gateway) steps(o Options) []step {
 			}
 			return err
 		}},
+		{"invalid redaction patterns", func(context.Context) (err error) {
+			g.redact, err = newRedactor(g.cfg, g.metrics)
+			return err
+		}},
 		{"cannot open the audit trail", func(context.Context) (err error) {
 			if g.audit, err = openAudit(g.cfg, g.metrics, g.log); err == nil && g.audit != nil {
 				g.cleanup.add(func() { _ = g.audit.Close() })
@@ -192,7 +198,7 @@ func (g *Gateway) steps(o Options) []step {
 		}},
 		{"invalid upstream credential settings", func(context.Context) error { return g.openUserAuth(o.Egress) }},
 		{"cannot build the tool catalog", func(ctx context.Context) (err error) {
-			servers := g.withUserCredentials(upstreamServers(g.cfg, g.credentialDeps(), o.Egress))
+			servers := g.withUserCredentials(upstreamServers(g.cfg, g.credentialDeps(), o.Egress, g.redact))
 			if g.set, err = upstreams.Start(ctx, servers, g.log, upstreams.WithPins(g.pins)); err == nil {
 				g.cleanup.add(g.set.Close)
 			}
@@ -246,7 +252,8 @@ func (g *Gateway) links() Links {
 		RateLimits: rateLimitsFrom(g.cfg, g.state, g.log),
 		Approvals:  &approvals.Guard{Store: g.approvals, Log: g.log, Rules: ApprovalRules(g.cfg), OnCreated: g.notify.Created},
 		Dedup:      dedupFrom(g.cfg, g.state, g.metrics, g.log),
-		Execute:    &pipeline.Executor{Upstreams: g.set, Resilience: resilience, Metrics: g.metrics, Tracing: g.tracing},
+		Execute:    &pipeline.Executor{Upstreams: g.set, Resilience: resilience, Metrics: g.metrics, Tracing: g.tracing, Redact: g.redact},
+		Redact:     g.redact,
 	}
 }
 

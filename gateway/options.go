@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/ratelimit"
 	ratelimitredis "github.com/toolgate/toolgate/ratelimit/redisstore"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/state"
 	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/upstreams"
@@ -328,9 +329,23 @@ func UpstreamServers(cfg *config.Config) []upstreams.Server {
 }
 
 // UpstreamServersLogged is UpstreamServers whose credential sources log
-// to log (a token that could not be had, never a token).
+// to log (a token that could not be had, never a token). Each server's
+// stderr and error text are redacted as the config's redaction says.
 func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Server {
-	return upstreamServers(cfg, CredentialDeps{Log: log}, egress.Options{})
+	return upstreamServers(cfg, CredentialDeps{Log: log}, egress.Options{}, configRedactor(cfg))
+}
+
+// configRedactor is the redactor the config's redaction says, counting
+// nothing (nil when redaction is disabled).
+func configRedactor(cfg *config.Config) *redact.Redactor {
+	if cfg == nil {
+		return nil
+	}
+	r, err := newRedactor(cfg, nil)
+	if err != nil { // config.Load refuses what redact.New would: not reached
+		return nil
+	}
+	return r
 }
 
 // CredentialDeps are what the upstreams' credential sources use besides
@@ -348,12 +363,13 @@ type CredentialDeps struct {
 
 // UpstreamServersWith is UpstreamServers whose credential sources use deps.
 func UpstreamServersWith(cfg *config.Config, deps CredentialDeps) []upstreams.Server {
-	return upstreamServers(cfg, deps, egress.Options{})
+	return upstreamServers(cfg, deps, egress.Options{}, configRedactor(cfg))
 }
 
 // upstreamServers is UpstreamServersWith whose egress guards resolve and
-// dial with network's Resolver and Dial (zero: the system's).
-func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Options) []upstreams.Server {
+// dial with network's Resolver and Dial (zero: the system's), and whose
+// stderr lines and error text are redacted by r (nil: not redacted).
+func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Options, r *redact.Redactor) []upstreams.Server {
 	log := deps.Log
 	if cfg == nil {
 		return nil
@@ -378,6 +394,7 @@ func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Opt
 			MaxResultBytes:  cfg.MaxResultBytes(name, ""),
 			DescriptionScan: upstreams.ScanMode(cfg.DescriptionScanMode(name)),
 			Egress:          serverEgress(name, s, network, log),
+			Redact:          r,
 		}
 		if s.AuthMode() != config.AuthStatic {
 			u.Credentials = upstreamCredentials(name, s.Auth, u.Egress, deps)
@@ -397,6 +414,19 @@ func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Opt
 		out = append(out, u)
 	}
 	return out
+}
+
+// newRedactor is the redactor of redaction (nil when it is disabled), which
+// counts every secret it replaces in toolgate_redactions_total.
+func newRedactor(cfg *config.Config, m *metrics.Metrics) (*redact.Redactor, error) {
+	if cfg.Redaction.Disabled {
+		return nil, nil
+	}
+	o := redact.Options{Patterns: cfg.RedactPatterns(), Disable: cfg.Redaction.Disable}
+	if m != nil {
+		o.Count = m.Redacted
+	}
+	return redact.New(o)
 }
 
 // serverEgress is the egress guard's settings for one server: what its

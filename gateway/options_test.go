@@ -336,6 +336,12 @@ func TestUpstreamServers(t *testing.T) {
 	}
 	plain := slices.Clone(got)
 	plain[0].Credentials = nil // compared above
+	for i := range plain {
+		if plain[i].Redact == nil {
+			t.Fatalf("%s has no redactor though redaction is on by default", plain[i].Name)
+		}
+		plain[i].Redact = nil
+	}
 	yes := true
 	want := []upstreams.Server{
 		{Name: "inventory", Transport: upstreams.TransportHTTP, URL: "https://inventory.example.com/mcp", ToolPrefix: "inventory__",
@@ -394,6 +400,10 @@ func TestUpstreamServersDefaults(t *testing.T) {
 		DescriptionScan: config.DefaultDescriptionScan}}
 	if len(got) == 1 {
 		want[0].Cwd = got[0].Cwd // the config file's directory, resolved by Load
+		if got[0].Redact == nil {
+			t.Fatal("no redactor though redaction is on by default")
+		}
+		got[0].Redact = nil
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("UpstreamServers =\n%+v\nwant\n%+v", got, want)

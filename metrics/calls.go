@@ -95,3 +95,12 @@ func (m *Metrics) DuplicateSuppressed(tool, how string) {
 	}
 	m.duplicates.WithLabelValues(labels(tool, how)...).Inc()
 }
+
+// Redacted counts n secrets of one redaction pattern replaced in one text (package redact). The
+// patterns are the configured ones, so the label values are few.
+func (m *Metrics) Redacted(pattern string, n int) {
+	if m == nil {
+		return
+	}
+	m.redactions.WithLabelValues(labels(pattern)...).Add(float64(n))
+}

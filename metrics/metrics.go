@@ -57,6 +57,7 @@ type Metrics struct {
 	shadow         shadowMetrics          // shadow.go
 	webhooks       webhookMetrics         // webhooks.go
 	discovery      discoveryMetrics       // discovery.go
+	redactions     *prometheus.CounterVec // by pattern
 }
 
 // New returns Metrics registered in a fresh registry, with the Go runtime and process collectors.
@@ -84,6 +85,7 @@ func New() *Metrics {
 	m.shadow.register(m)
 	m.webhooks.register(m)
 	m.discovery.register(m)
+	m.redactions = m.counterVec("toolgate_redactions_total", "Secrets replaced in what upstreams sent (results, error text, stderr), by redaction pattern.", "pattern")
 	// Both results exist from the start, so rate() and alerts see 0 rather than no data.
 	m.policyReloads.WithLabelValues("ok")
 	m.policyReloads.WithLabelValues("error")

@@ -159,6 +159,9 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.AuditWriteError()
 	m.ForwardedRequest("resources/read", "orders", "ok", 125*time.Millisecond)
 	m.ForwardedRequest("prompts/get", "orders", "error", 250*time.Millisecond)
+	m.Redacted("aws_access_key", 2)
+	m.Redacted("aws_access_key", 1)
+	m.Redacted("jwt", 1)
 
 	fams := scrape(t, m.Handler())
 	want := map[string]float64{
@@ -202,6 +205,8 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 		`toolgate_duplicates_suppressed_total{how="joined",tool="orders/refund_order"}`:                           1,
 		`toolgate_duplicates_suppressed_total{how="replayed",tool="orders/refund_order"}`:                         2,
 		`toolgate_audit_write_errors_total`:                                                                       3,
+		`toolgate_redactions_total{pattern="aws_access_key"}`:                                                     3,
+		`toolgate_redactions_total{pattern="jwt"}`:                                                                1,
 		`toolgate_forwarded_request_duration_seconds_count{method="resources/read",outcome="ok",server="orders"}`: 1,
 		`toolgate_forwarded_request_duration_seconds_sum{method="resources/read",outcome="ok",server="orders"}`:   0.125,
 		`toolgate_forwarded_request_duration_seconds_count{method="prompts/get",outcome="error",server="orders"}`: 1,

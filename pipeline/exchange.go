@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/canonjson"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
@@ -74,6 +75,10 @@ type Exchange struct {
 	Outcome  breaker.Outcome     // execute: how the last upstream attempt ended
 	Attempts int                 // execute: upstream attempts made
 	Answer   *mcp.CallToolResult // normalize: the answer on success
+	// Redactions (execute, normalize) are the secrets replaced in what the
+	// upstream sent, per pattern; the record link counts them on the audit
+	// record. nil: none.
+	Redactions redact.Counts
 
 	// Stage is the link that stopped the call, and Failed why. The chain
 	// sets them from the first link that returns an error, unless a link

@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/breaker"
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
@@ -37,11 +38,19 @@ type Executor struct {
 	Metrics    *metrics.Metrics // upstream attempts; nil counts nothing
 	Tracing    *tracing.Tracing // a span per attempt; nil traces nothing
 	Now        func() time.Time // time.Now when nil
+	// Redact replaces secrets in the error text an upstream sends (a tool's
+	// JSON-RPC error message, a transport error) before it reaches the
+	// client, the log or the audit trail; nil redacts nothing.
+	Redact *redact.Redactor
 }
 
 // Link is the execute link. It is the last that may send anything
 // upstream; normalize follows it.
-func (e *Executor) Link() Link { return Step("execute", e.execute) }
+func (e *Executor) Link() Link {
+	return Step("execute", func(ctx context.Context, x *Exchange) *envelope.Error {
+		return redactError(e.Redact, x, e.execute(ctx, x))
+	})
+}
 
 // outbound is the request that goes upstream, built from the inbound call
 // and the catalog entry: the upstream's own tool name, the validated

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/internal/jsonscan"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/toolschema"
 )
@@ -26,10 +27,17 @@ type upstreamResult struct {
 }
 
 // Normalize turns the upstream's raw result into the envelope answer:
-// size cap, decoding, sanitising, tool errors, output-schema check.
-func Normalize() Link { return Step("normalize", normalize) }
+// size cap, decoding, sanitising, tool errors, output-schema check, and
+// redaction of secrets (r; nil redacts nothing) in the content blocks, the
+// data and the error text, after the output-schema check (a redacted value
+// may no longer match the tool's schema: the secret leaving would be worse).
+func Normalize(r *redact.Redactor) Link {
+	return Step("normalize", func(_ context.Context, x *Exchange) *envelope.Error {
+		return redactError(r, x, normalize(r, x))
+	})
+}
 
-func normalize(_ context.Context, x *Exchange) *envelope.Error {
+func normalize(r *redact.Redactor, x *Exchange) *envelope.Error {
 	if limit := x.Tool.MaxResultBytes; limit > 0 && int64(len(x.Raw)) > limit { // 0: no cap
 		return envelope.Errorf(envelope.ResultTooLarge, "the result is %d bytes, over the %d byte limit", len(x.Raw), x.Tool.MaxResultBytes)
 	}
@@ -42,14 +50,17 @@ func normalize(_ context.Context, x *Exchange) *envelope.Error {
 			return envelope.Errorf(envelope.UpstreamError, "the tool's answer was not a valid tools/call result").WithDetail(err.Error())
 		}
 	}
-	content, texts, err := sanitizeContent(res.Content)
+	content, texts, err := sanitizeContent(res.Content, r, &x.Redactions)
 	if err != nil {
 		return envelope.Errorf(envelope.UpstreamError, "the tool's answer was not a valid tools/call result: %s", err.Error())
 	}
 	if res.IsError {
-		return &envelope.Error{Code: envelope.ToolFailed, Message: toolErrorMessage(texts)}
+		// The tool's own text (redacted) is also the reason the log line and
+		// the audit record give.
+		msg := toolErrorMessage(texts)
+		return &envelope.Error{Code: envelope.ToolFailed, Message: msg, Detail: "the tool reported an error: " + msg}
 	}
-	data, verr := resultData(x, res, texts)
+	data, verr := resultData(x, res, texts, r)
 	if verr != nil {
 		return verr
 	}
@@ -72,9 +83,10 @@ func strictUnmarshal(raw json.RawMessage, v any) error {
 const maxToolMessage = 1000
 
 // sanitizeContent decodes every content block, refusing unknown types, and
-// cleans every string the client will read. Block-level _meta is dropped.
-// It also returns the text of the text blocks.
-func sanitizeContent(blocks []json.RawMessage) ([]mcp.Content, []string, error) {
+// cleans every string the client will read, secrets redacted (counted in
+// counts). Block-level _meta is dropped. It also returns the text of the
+// text blocks.
+func sanitizeContent(blocks []json.RawMessage, r *redact.Redactor, counts *redact.Counts) ([]mcp.Content, []string, error) {
 	out := make([]mcp.Content, 0, len(blocks))
 	var texts []string
 	for i, raw := range blocks {
@@ -85,6 +97,7 @@ func sanitizeContent(blocks []json.RawMessage) ([]mcp.Content, []string, error) 
 		if c, err = CleanBlock(c); err != nil {
 			return nil, nil, fmt.Errorf("content[%d]: %s", i, err.Error())
 		}
+		c = redactBlock(r, c, counts)
 		if tc, ok := c.(mcp.TextContent); ok {
 			texts = append(texts, tc.Text)
 		}
@@ -165,7 +178,7 @@ func toolErrorMessage(texts []string) string {
 // resultData picks the envelope's data: structuredContent when the tool
 // sent it (checked against its declared output schema), else the text
 // content, decoded when it is JSON.
-func resultData(x *Exchange, res upstreamResult, texts []string) (json.RawMessage, *envelope.Error) {
+func resultData(x *Exchange, res upstreamResult, texts []string, r *redact.Redactor) (json.RawMessage, *envelope.Error) {
 	structured := len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null"
 	if x.Tool.Output != nil {
 		if !structured {
@@ -185,6 +198,11 @@ func resultData(x *Exchange, res upstreamResult, texts []string) (json.RawMessag
 	// Strings inside the data reach the model too; JSON escapes such as
 	// \u001b survived the text pass, so clean the decoded values.
 	clean, err := sanitize.JSON(data)
+	if err == nil && structured { // text data was made of the redacted texts
+		var counts redact.Counts
+		clean, counts, err = r.JSON(clean)
+		x.Redactions.Add(counts)
+	}
 	if err != nil {
 		return nil, envelope.Errorf(envelope.UpstreamError, "the tool's structured content is not valid JSON").WithDetail(err.Error())
 	}

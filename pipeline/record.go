@@ -104,6 +104,9 @@ func (r *Recorder) logCall(x *Exchange, d time.Duration) {
 	if x.Attempts > 0 {
 		attrs = append(attrs, slog.Int("attempts", x.Attempts), slog.String("upstream", x.Outcome.String()))
 	}
+	if len(x.Redactions) > 0 {
+		attrs = append(attrs, slog.Any("redactions", map[string]int(x.Redactions)))
+	}
 	level := slog.LevelInfo
 	if x.Failed == nil {
 		attrs = append(attrs, slog.String("outcome", "ok"))
@@ -150,6 +153,12 @@ func (r *Recorder) auditCall(x *Exchange, d time.Duration) {
 		if x.Sharing != "" { // duplicate suppression applied to the call
 			rec.Details["dedup"] = x.Sharing
 		}
+	}
+	if len(x.Redactions) > 0 { // what was redacted, never the text
+		if rec.Details == nil {
+			rec.Details = map[string]any{}
+		}
+		rec.Details["redactions"] = x.Redactions.Clone()
 	}
 	if err := r.Audit.Append(rec); err != nil && r.Log != nil {
 		r.Log.Error("audit record not written", "tool", rec.Tool, "principal", rec.Principal, "err", err)

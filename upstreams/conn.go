@@ -270,7 +270,7 @@ func (c *Conn) openTransport(srv *Server, maxMessage int) error {
 }
 
 func (c *Conn) openStdio(srv *Server, maxMessage int) error {
-	p, err := spawn(srv.Command, srv.Args, srv.Cwd, childEnv(os.Environ(), srv.Env), c.log)
+	p, err := spawn(srv.Command, srv.Args, srv.Cwd, childEnv(os.Environ(), srv.Env), c.log, srv.Redact.Lines())
 	if err != nil {
 		return fmt.Errorf("start %q: %w", srv.Command, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/sanitize"
 )
 
@@ -68,8 +69,8 @@ const (
 // spawn starts command with its own process group (so Close can signal
 // every process it started) and a death signal (so it dies with the
 // gateway even if the gateway is killed). stderr lines are logged, tagged by
-// the logger, one record per line.
-func spawn(command string, args []string, dir string, env []string, log *slog.Logger) (*process, error) {
+// the logger, one record per line, secrets redacted by lines (nil: none).
+func spawn(command string, args []string, dir string, env []string, log *slog.Logger, lines *redact.Lines) (*process, error) {
 	cmd := exec.Command(command, args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -103,7 +104,7 @@ func spawn(command string, args []string, dir string, env []string, log *slog.Lo
 		stderr: &tailRing{}, stderrDone: make(chan struct{})}
 	go func() {
 		defer close(p.stderrDone)
-		logLines(errR, log, p.stderr)
+		logLines(errR, log, p.stderr, lines)
 	}()
 	go func() {
 		p.err = cmd.Wait()
@@ -115,13 +116,13 @@ func spawn(command string, args []string, dir string, env []string, log *slog.Lo
 // maxStderrLine bounds one logged stderr line.
 const maxStderrLine = 4 << 10
 
-func logLines(r io.ReadCloser, log *slog.Logger, tail *tailRing) {
+func logLines(r io.ReadCloser, log *slog.Logger, tail *tailRing, lines *redact.Lines) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, maxStderrLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
-			clean := sanitizeLine(line)
+			clean := lines.Line(sanitizeLine(line))
 			log.Info("upstream stderr", "line", clean)
 			tail.add(clean)
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/upstreams/egress"
 	"github.com/toolgate/toolgate/upstreams/overrides"
 )
@@ -45,6 +46,11 @@ type Server struct {
 	// The zero value allows public addresses only, so a server on
 	// loopback or a private network needs Allow to say so.
 	Egress egress.Options
+
+	// Redact replaces secrets in what the server writes to stderr and in
+	// its error text before they are logged or kept as its reason for being
+	// down; nil redacts nothing.
+	Redact *redact.Redactor
 
 	// Protocol is the MCP protocol era spoken to the server: "2025-11-25"
 	// (the initialize handshake) or "2026-07-28". "": 2025-11-25.

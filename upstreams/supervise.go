@@ -146,7 +146,7 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 			return
 		}
 		if err != nil {
-			why := sanitize.Text(err.Error())
+			why := sv.srv.Redact.Text(sanitize.Text(err.Error()))
 			delay := sv.set.opts.backoff.delay(failures)
 			failures++
 			sv.setWhy(fmt.Sprintf("%s (next attempt in %s)", why, delay))
@@ -172,7 +172,7 @@ func (sv *supervisor) run(first, life context.Context, booted chan struct{}) {
 
 		sv.serve(life, conn)
 
-		sv.setWhy(sanitize.Text(fmt.Sprint(conn.Err())) + " (restarting)")
+		sv.setWhy(sv.srv.Redact.Text(sanitize.Text(fmt.Sprint(conn.Err()))) + " (restarting)")
 		sv.conn.Store(nil)
 		conn.Close()
 		if life.Err() != nil {
@@ -213,13 +213,13 @@ func (sv *supervisor) backoff(life context.Context, d time.Duration) bool {
 func (sv *supervisor) downReason(conn *Conn) string {
 	cause := conn.Err()
 	if conn.proc == nil {
-		return sanitize.Text(cause.Error())
+		return sv.srv.Redact.Text(sanitize.Text(cause.Error()))
 	}
 	exited := fmt.Sprintf("upstream exited (%s)", conn.proc.status())
 	if cause == ErrOutputEnded || errors.Is(cause, errExited) {
 		return exited // the plain end of a process
 	}
-	return sanitize.Text(cause.Error() + "; " + exited)
+	return sv.srv.Redact.Text(sanitize.Text(cause.Error() + "; " + exited))
 }
 
 // logDown reports a connection that went down: for a stdio child, how it

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -199,6 +200,7 @@ type Parts struct {
 	Metrics   *metrics.Metrics
 	Tracing   *tracing.Tracing
 	Now       func() time.Time
+	Redact    *redact.Redactor // execute's and normalize's; default: none
 }
 
 // New builds a chain of the parts in the gateway's order.
@@ -239,8 +241,8 @@ func New(t testing.TB, p Parts) *pipeline.Chain {
 		pipeline.Scopes(),
 	)
 	links = append(links, p.Guards...)
-	exec := &pipeline.Executor{Upstreams: p.Upstreams, Resilience: p.Resilience, Metrics: p.Metrics, Tracing: p.Tracing, Now: p.Now}
-	links = append(links, exec.Link(), pipeline.Normalize())
+	exec := &pipeline.Executor{Upstreams: p.Upstreams, Resilience: p.Resilience, Metrics: p.Metrics, Tracing: p.Tracing, Now: p.Now, Redact: p.Redact}
+	links = append(links, exec.Link(), pipeline.Normalize(p.Redact))
 	return pipeline.New(pipeline.Options{Policy: policy,
 		Metrics: p.Metrics, Tracing: p.Tracing, Now: p.Now}, links...)
 }

@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/redact"
+)
+
+// redactError is err with the secrets in its message (a tool's own error
+// text) and its detail (an upstream's error, for the log and the audit
+// trail) replaced, counted on the exchange; err itself when there were
+// none. Errors are never changed in place: a recorded one may be shared.
+func redactError(r *redact.Redactor, x *Exchange, err *envelope.Error) *envelope.Error {
+	if r == nil || err == nil {
+		return err
+	}
+	msg, inMsg := r.String(err.Message)
+	detail, inDetail := r.Uncounted().String(err.Detail)
+	if inMsg == nil && inDetail == nil {
+		return err
+	}
+	// The detail usually repeats the message (an upstream's JSON-RPC
+	// error): a secret in both is one secret.
+	var onlyDetail redact.Counts
+	for name, n := range inDetail {
+		if extra := n - inMsg[name]; extra > 0 {
+			onlyDetail.Add(redact.Counts{name: extra})
+		}
+	}
+	r.Report(onlyDetail)
+	x.Redactions.Add(inMsg)
+	x.Redactions.Add(onlyDetail)
+	out := *err
+	out.Message, out.Detail = msg, detail
+	return &out
+}
+
+// redactBlock is c with the secrets in its text replaced: a text block's
+// text, an embedded text resource's text, a resource link's name, title
+// and description. Images and audio are left alone.
+func redactBlock(r *redact.Redactor, c mcp.Content, counts *redact.Counts) mcp.Content {
+	if r == nil {
+		return c
+	}
+	text := func(s string) string {
+		out, n := r.String(s)
+		counts.Add(n)
+		return out
+	}
+	content := func(s string) string { // often JSON: decoded too (redact.Content)
+		out, n := r.Content(s)
+		counts.Add(n)
+		return out
+	}
+	switch b := c.(type) {
+	case mcp.TextContent:
+		b.Text = content(b.Text)
+		return b
+	case mcp.EmbeddedResource:
+		if rc, ok := b.Resource.(mcp.TextResourceContents); ok {
+			rc.Text = content(rc.Text)
+			b.Resource = rc
+		}
+		return b
+	case mcp.ResourceLink:
+		b.Name, b.Title, b.Description = text(b.Name), text(b.Title), text(b.Description)
+		return b
+	}
+	return c
+}
