@@ -59,7 +59,7 @@ func TestRedactionEndToEnd(t *testing.T) {
 	if err := gw.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := connectAs(t, ctx, gw, aliceKey)
+	c := connectWithKey(t, ctx, gw, aliceKey)
 
 	for _, s := range samples {
 		res := callTool(t, ctx, c, "echoes__echo", map[string]any{"config": s.Text})
@@ -145,7 +145,7 @@ func assertRedactionsCounted(t *testing.T, gw *Gateway, samples []redacttest.Sam
 	}
 }
 
-func connectAs(t *testing.T, ctx context.Context, gw *Gateway, key string) *client.Client {
+func connectWithKey(t *testing.T, ctx context.Context, gw *Gateway, key string) *client.Client {
 	t.Helper()
 	c, err := client.NewStreamableHttpClient("http://"+gw.Addr()+"/mcp",
 		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
