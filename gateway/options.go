@@ -255,7 +255,7 @@ func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) we
 		var hooks []webhook.Hook
 		for j, w := range r.Webhooks {
 			hooks = append(hooks, webhook.Hook{Name: fmt.Sprintf("approvals.rules[%d].webhooks[%d]", i, j),
-				URL: w.URL, Secret: w.Secret, Format: w.Format})
+				URL: w.URL, Secret: w.Secret, Payload: w.Format})
 		}
 		o.Rules = append(o.Rules, hooks)
 	}

@@ -53,7 +53,7 @@ func Link(base, id string) string {
 
 func (n *Notifier) body(h Hook, req approvals.Request, delivery string) ([]byte, error) {
 	link := Link(n.o.ConsoleURL, req.ID)
-	if h.Format == FormatSlack {
+	if h.Payload == FormatSlack {
 		return marshal(slackMessage(req, link))
 	}
 	args := req.Args

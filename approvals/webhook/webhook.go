@@ -33,11 +33,18 @@ const (
 
 // Hook is one receiver.
 type Hook struct {
-	Name   string // where it is configured, for logs: "approvals.rules[0].webhooks[1]"
-	URL    string // never logged (a Slack URL is its credential): logs name the host
-	Secret string // signs each delivery; never logged
-	Format string // FormatJSON ("" too) or FormatSlack
+	Name    string // where it is configured, for logs: "approvals.rules[0].webhooks[1]"
+	URL     string // never logged (a Slack URL is its credential): logs name the host
+	Secret  string // signs each delivery; never logged
+	Payload string // its body: FormatJSON ("" too) or FormatSlack (approvals.rules[].webhooks[].format)
 }
+
+// Format prints a Hook as its name and host, whatever the verb (%v, %+v, %#v, %s): its URL may be a
+// credential and its secret is one, so neither is ever printed.
+func (h Hook) Format(f fmt.State, _ rune) { _, _ = fmt.Fprintf(f, "%s (%s)", h.Name, host(h.URL)) }
+
+// LogValue is the same for slog.
+func (h Hook) LogValue() slog.Value { return slog.StringValue(fmt.Sprintf("%v", h)) }
 
 // Defaults of Options.
 const (

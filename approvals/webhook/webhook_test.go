@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -210,7 +211,7 @@ func TestURLNeverLogged(t *testing.T) {
 		defer mu.Unlock()
 		return logs.Write(p)
 	}), nil))
-	n, done := notifier(t, Options{Attempts: 2, Log: log}, Hook{Name: "h", URL: "http://" + addr + "/services/T000/B000/XXXXSECRETXXXX", Format: FormatSlack})
+	n, done := notifier(t, Options{Attempts: 2, Log: log}, Hook{Name: "h", URL: "http://" + addr + "/services/T000/B000/XXXXSECRETXXXX", Payload: FormatSlack})
 	n.Created(heldRefund(), 0)
 	r := <-done
 	mu.Lock()
@@ -229,7 +230,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestSlackMessageEscapesTheRequest(t *testing.T) {
 	srv, got := receiver(t)
-	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com"}, Hook{Name: "h", URL: srv.URL, Format: FormatSlack})
+	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com"}, Hook{Name: "h", URL: srv.URL, Payload: FormatSlack})
 	n.Created(heldRefund(), 0)
 	d := <-got
 	<-done
@@ -306,5 +307,18 @@ func TestRedirectNotFollowed(t *testing.T) {
 	case d := <-got:
 		t.Fatalf("the redirect was followed: %s", d.body)
 	default:
+	}
+}
+
+// A Hook printed or logged by mistake shows its name and host, never its URL's path or its secret.
+func TestHookNeverPrintsItsSecrets(t *testing.T) {
+	h := Hook{Name: "approvals.rules[0].webhooks[0]", URL: "https://hooks.slack.com/services/T0/B0/XXXXSECRET", Secret: "whsec_YYYY"}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("x", "hook", h)
+	for _, out := range []string{fmt.Sprintf("%v", h), fmt.Sprintf("%+v", h), fmt.Sprintf("%#v", h), fmt.Sprint(h),
+		fmt.Sprintf("%v", []Hook{h}), fmt.Sprintf("%+v", Options{Rules: [][]Hook{{h}}}), logged.String()} {
+		if strings.Contains(out, "XXXXSECRET") || strings.Contains(out, "whsec_") || !strings.Contains(out, "approvals.rules[0].webhooks[0] (hooks.slack.com)") {
+			t.Errorf("printed as %s", out)
+		}
 	}
 }
