@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +25,15 @@ import (
 // nothing else (Kubernetes and Dex rely on it; its only dependency of note is go-jose, already in
 // the module), and x/oauth2, already a dependency, does the exchange and PKCE (GenerateVerifier,
 // S256ChallengeOption). zitadel/oidc, which the tests use for a real provider, also has a relying
-// party, but it brings its own cookie handling for state and a larger API than the console needs;
-// the console keeps state, nonce and verifier server-side with its other sign-in state instead.
+// party, but it brings its own cookie handling for state and a larger API than the console needs.
+//
+// A flow's state, nonce and PKCE verifier travel in the browser's flow cookie, not in the gateway's
+// memory: /ui/oidc/start needs no session, so flows kept server-side would be anyone's to fill (a
+// bound on them locked every approver out while someone kept starting flows), and the provider's
+// answer may reach another replica than the one the sign-in started on. The cookie is the browser's
+// own (HttpOnly, Path=/ui/): another site can neither read nor set it, which is what binds the
+// answer to the browser that asked; the code the answer carries is one use at the provider, and
+// useless without the verifier in that cookie.
 
 // OIDC configures sign-in with an OpenID Provider (console.oidc).
 type OIDC struct {
@@ -42,13 +50,12 @@ type OIDC struct {
 const (
 	// oidcFlowTTL is how long a sign-in may stay at the provider before its state is forgotten.
 	oidcFlowTTL = 10 * time.Minute
-	// maxOIDCFlows bounds the flows in progress (about 200 bytes each): past it, new sign-ins are
-	// refused until old ones expire, so starting flows in a loop cannot grow memory.
-	maxOIDCFlows = 10000
-	// oidcCookie carries a flow's id between the start and the callback. It is SameSite=Lax, not
-	// Strict: the callback is a navigation from the provider's site, on which a Strict cookie is
-	// not sent. It opens nothing by itself: it only names state that the provider's answer must match.
+	// oidcCookie carries a flow (state, nonce, verifier, expiry) from the start to the callback. It
+	// is SameSite=Lax, not Strict: the callback is a navigation from the provider's site, on which a
+	// Strict cookie is not sent. It opens nothing by itself: the provider's answer must match it.
 	oidcCookie = "tg_console_oidc"
+	// maxOIDCCookie bounds the flow cookie read back: three 43-character tokens and a time.
+	maxOIDCCookie = 256
 )
 
 // oidcFlow is one sign-in waiting for the provider's answer.
@@ -64,7 +71,6 @@ type oidcSignIn struct {
 
 	mu       sync.Mutex
 	provider *oidc.Provider // discovered on first use, and again after a failure
-	flows    map[string]oidcFlow
 }
 
 func newOIDCSignIn(o OIDC, now func() time.Time) *oidcSignIn {
@@ -74,7 +80,7 @@ func newOIDCSignIn(o OIDC, now func() time.Time) *oidcSignIn {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	return &oidcSignIn{o: o, now: now, flows: map[string]oidcFlow{}}
+	return &oidcSignIn{o: o, now: now}
 }
 
 // discover returns the provider, reading its discovery document the first time (and after a
@@ -108,37 +114,29 @@ func (s *oidcSignIn) config(p *oidc.Provider) *oauth2.Config {
 		Endpoint: p.Endpoint(), Scopes: scopes}
 }
 
-// begin records a new flow under id (the cookie's value, stored hashed like session ids).
-func (s *oidcSignIn) begin(id string) (oidcFlow, error) {
-	now := s.now()
-	f := oidcFlow{state: randomToken(), nonce: randomToken(), verifier: oauth2.GenerateVerifier(), expires: now.Add(oidcFlowTTL)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.flows) >= maxOIDCFlows {
-		for k, v := range s.flows {
-			if !now.Before(v.expires) {
-				delete(s.flows, k)
-			}
-		}
-		if len(s.flows) >= maxOIDCFlows {
-			return oidcFlow{}, errors.New("too many sign-ins in progress")
-		}
-	}
-	s.flows[storeKey(id)] = f
-	return f, nil
+// begin is a new flow.
+func (s *oidcSignIn) begin() oidcFlow {
+	return oidcFlow{state: randomToken(), nonce: randomToken(), verifier: oauth2.GenerateVerifier(), expires: s.now().Add(oidcFlowTTL)}
 }
 
-// take removes and returns the flow of id: a flow answers one callback at most.
-func (s *oidcSignIn) take(id string) (oidcFlow, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := storeKey(id)
-	f, ok := s.flows[k]
-	delete(s.flows, k)
-	if !ok || !s.now().Before(f.expires) {
+// cookie is f as the flow cookie's value: its fields joined by dots (none holds one: they are
+// base64url and a decimal time).
+func (f oidcFlow) cookie() string {
+	return f.state + "." + f.nonce + "." + f.verifier + "." + strconv.FormatInt(f.expires.Unix(), 10)
+}
+
+// flowFrom reads the flow cookie's value: ok is false when it is not one, or the flow is over.
+func (s *oidcSignIn) flowFrom(v string) (oidcFlow, bool) {
+	parts := strings.Split(v, ".")
+	if len(v) > maxOIDCCookie || len(parts) != 4 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return oidcFlow{}, false
 	}
-	return f, true
+	sec, err := strconv.ParseInt(parts[3], 10, 64)
+	if err != nil {
+		return oidcFlow{}, false
+	}
+	f := oidcFlow{state: parts[0], nonce: parts[1], verifier: parts[2], expires: time.Unix(sec, 0)}
+	return f, s.now().Before(f.expires)
 }
 
 // oidcStart sends the browser to the provider with a fresh state, nonce and PKCE challenge.
@@ -149,14 +147,8 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 		c.signinForm(w, r, http.StatusBadGateway, "The sign-in provider cannot be reached right now; try again, or sign in with your key.")
 		return
 	}
-	id := randomToken()
-	f, err := c.oidc.begin(id)
-	if err != nil {
-		c.o.Log.Warn("console: OIDC sign-in refused", "err", err, "remote", r.RemoteAddr)
-		c.signinForm(w, r, http.StatusServiceUnavailable, "Too many sign-ins are in progress; try again in a few minutes.")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: id, Path: Prefix, MaxAge: int(oidcFlowTTL.Seconds()),
+	f := c.oidc.begin()
+	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: f.cookie(), Path: Prefix, MaxAge: int(oidcFlowTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.secure(r)})
 	to := c.oidc.config(p).AuthCodeURL(f.state, oidc.Nonce(f.nonce), oauth2.S256ChallengeOption(f.verifier))
 	http.Redirect(w, r, to, http.StatusFound)
@@ -168,11 +160,11 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	ck, err := r.Cookie(oidcCookie)
 	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.secure(r)})
-	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
+	if err != nil || ck.Value == "" {
 		c.signinForm(w, r, http.StatusBadRequest, "This sign-in was not started in this browser (or it took too long); start again.")
 		return
 	}
-	f, ok := c.oidc.take(ck.Value)
+	f, ok := c.oidc.flowFrom(ck.Value)
 	q := r.URL.Query()
 	if !ok || !tokenEqual(q.Get("state"), f.state) {
 		c.o.Log.Warn("console: OIDC callback with an unknown or expired state refused", "remote", r.RemoteAddr)

@@ -254,3 +254,49 @@ func TestOIDCUnverifiedEmailAsStringRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCStartFloodDoesNotLockOutSignIn: /ui/oidc/start needs no session, and each request used to
+// keep a flow in memory, refusing new sign-ins past 10,000 for ten minutes. Anyone who could reach
+// the console could so keep every approver who signs in through the provider out, and the calls
+// waiting for them would expire undecided.
+func TestOIDCStartFloodDoesNotLockOutSignIn(t *testing.T) {
+	f := newOIDCFixture(t, "preferred_username")
+	for i := range 10_001 {
+		w := httptest.NewRecorder()
+		f.console.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ui/oidc/start", nil))
+		if w.Code != http.StatusFound {
+			t.Fatalf("start %d: %d %s", i+1, w.Code, w.Body.String())
+		}
+	}
+	b := f.browser()
+	back := f.atProvider(b.startOIDC().String(), "erin")
+	if a := b.get(back.RequestURI()); a.StatusCode != http.StatusOK {
+		t.Fatalf("erin's sign-in after the flood: %d %s", a.StatusCode, a.body)
+	}
+	if b.get("/ui/approvals").StatusCode != http.StatusOK {
+		t.Fatal("erin has no session after signing in")
+	}
+}
+
+// TestOIDCCallbackOnAnotherReplica: behind one origin, the provider's answer may reach another replica
+// than the one the sign-in started on (sessions are shared through Redis for this); the flow must
+// not live in one replica's memory.
+func TestOIDCCallbackOnAnotherReplica(t *testing.T) {
+	f := newOIDCFixture(t, "preferred_username")
+	other, err := New(f.console.o) // the same settings and sessions store, another process's memory
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSrv := httptest.NewServer(other)
+	t.Cleanup(otherSrv.Close)
+	b := f.browser()
+	back := f.atProvider(b.startOIDC().String(), "erin")
+	// The same browser (its cookies are the host's, whatever the port) reaches the other replica.
+	atOther := &browser{t: t, f: &fixture{t: t, console: other, srv: otherSrv}, http: b.http}
+	if a := atOther.get(back.RequestURI()); a.StatusCode != http.StatusOK {
+		t.Fatalf("the callback on the other replica: %d %s", a.StatusCode, a.body)
+	}
+	if b.get("/ui/approvals").StatusCode != http.StatusOK {
+		t.Fatal("no session after a sign-in answered by the other replica")
+	}
+}
