@@ -176,8 +176,12 @@ func approvalRecord(req approvals.Request) audit.Record {
 	if req.State == approvals.StateDenied {
 		d = audit.DecisionDenied
 	}
+	details := map[string]any{"id": req.ID, "requester": req.Principal, "rule": req.Rule}
+	if req.RuleDigest != "" { // what the decision is bound to, beside the arguments' digest
+		details["rule_digest"] = req.RuleDigest
+	}
 	return audit.Record{Kind: audit.KindApproval, Principal: req.DecidedBy, Tool: req.Tool, ArgsDigest: "sha256:" + req.ArgsHash,
-		Decision: d, Reason: req.Reason, Details: map[string]any{"id": req.ID, "requester": req.Principal, "rule": req.Rule}}
+		PolicyVersion: req.PolicyVersion, Decision: d, Reason: req.Reason, Details: details}
 }
 
 func pinRecord(ch upstreams.ChangedTool) audit.Record {

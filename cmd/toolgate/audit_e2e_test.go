@@ -102,7 +102,8 @@ func TestEveryCallOutcomeIsAudited(t *testing.T) {
 			calls = append(calls, r)
 		case audit.KindApproval:
 			approvalsSeen++
-			if r.Principal != "carol" || r.Decision != audit.DecisionDenied || r.Tool != "hostile/tick" {
+			if r.Principal != "carol" || r.Decision != audit.DecisionDenied || r.Tool != "hostile/tick" ||
+				r.PolicyVersion == "" || r.Details["rule_digest"] == nil || r.Details["rule_digest"] == "" {
 				t.Errorf("approval record %+v", r)
 			}
 		}
