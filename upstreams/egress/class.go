@@ -16,8 +16,9 @@ const (
 	Public Class = "public"
 	// Metadata is a cloud instance metadata service (AWS, GCP, Azure,
 	// OpenStack and others on 169.254.169.254; AWS's on fd00:ec2::254;
-	// ECS and EKS credential endpoints): it hands out the machine's cloud
-	// credentials to whoever asks, so it is never allowed.
+	// ECS and EKS credential endpoints; any of them through NAT64 or 6to4):
+	// it hands out the machine's cloud credentials to whoever asks, so it is
+	// never allowed.
 	Metadata  Class = "metadata"
 	Loopback  Class = "loopback"   // 127.0.0.0/8, ::1
 	Private   Class = "private"    // RFC 1918, fc00::/7 (unique local), 100.64.0.0/10 (shared, carrier-grade NAT)
@@ -48,12 +49,36 @@ var metadataAddrs = []netip.Addr{
 
 var sharedSpace = netip.MustParsePrefix("100.64.0.0/10") // RFC 6598
 
+// IPv6 prefixes that carry an IPv4 address a gateway or relay connects to: NAT64's well-known prefix
+// (RFC 6052; the address in the last 32 bits) and 6to4 (RFC 3056; in the 32 bits after 2002::/16).
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+)
+
+// isMetadata reports whether a is a metadata address, or one through NAT64 or 6to4: those prefixes are
+// Reserved, but a prefix an operator opens (64:ff9b::/96, to reach IPv4 services from an IPv6-only
+// host) must not open the metadata service behind them.
+func isMetadata(a netip.Addr) bool {
+	if slices.Contains(metadataAddrs, a) {
+		return true
+	}
+	b := a.As16()
+	switch {
+	case nat64WellKnown.Contains(a):
+		return slices.Contains(metadataAddrs, netip.AddrFrom4([4]byte(b[12:16])))
+	case sixToFour.Contains(a):
+		return slices.Contains(metadataAddrs, netip.AddrFrom4([4]byte(b[2:6])))
+	}
+	return false
+}
+
 // Classify is a's class. An IPv4-mapped IPv6 address is classified as the
 // IPv4 address it carries.
 func Classify(a netip.Addr) Class {
 	a = a.Unmap()
 	switch {
-	case slices.Contains(metadataAddrs, a):
+	case isMetadata(a):
 		return Metadata
 	case a.IsLoopback():
 		return Loopback

@@ -379,3 +379,19 @@ func port(ln net.Listener) string {
 	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	return p
 }
+
+// TestMetadataThroughNAT64Refused: on an IPv6-only host, 64:ff9b::a9fe:a9fe is 169.254.169.254
+// through the network's NAT64 gateway, and 2002:a9fe:a9fe:: is it through a 6to4 relay. A prefix
+// that opens NAT64 (64:ff9b::/96, to reach IPv4 services from an IPv6-only host) or ::/0 opened
+// them, though the metadata addresses are refused whatever is allowed.
+func TestMetadataThroughNAT64Refused(t *testing.T) {
+	g := New(Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("::/0")}})
+	for _, a := range []string{"64:ff9b::a9fe:a9fe", "64:ff9b::169.254.170.2", "2002:a9fe:a9fe::1", "64:ff9b::6464:64c8"} {
+		if c, ok := g.Allowed(netip.MustParseAddr(a)); ok || c != Metadata {
+			t.Errorf("%s: allowed %v, class %s; want refused as metadata", a, ok, c)
+		}
+	}
+	if c, ok := g.Allowed(netip.MustParseAddr("64:ff9b::a00:1")); !ok || c != Reserved {
+		t.Errorf("64:ff9b::a00:1 (10.0.0.1 through NAT64): allowed %v, class %s; want allowed by its prefix", ok, c)
+	}
+}
