@@ -45,6 +45,11 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	if resp.StatusCode == http.StatusForbidden && t.creds != nil {
+		if err := insufficientScope(req, resp, t.creds); err != nil {
+			return nil, err
+		}
+	}
 	if limited := rateLimited(req, resp); limited != nil {
 		// Read a little so the connection can be reused, then refuse: the
 		// error reaches the connection through mcp-go's wrapping (%w), which
@@ -104,6 +109,32 @@ func (t *cappedTransport) reauthorize(req *http.Request, resp *http.Response, au
 		}
 	}
 	return resp, nil
+}
+
+// ScopeChallenger is implemented by Credentials that can ask the caller
+// for more scope (auth mode oauth): InsufficientScope is what a request
+// the upstream refused with 403 insufficient_scope answers instead of the
+// response, given the refusal's WWW-Authenticate; nil lets the response
+// through.
+type ScopeChallenger interface {
+	InsufficientScope(ctx context.Context, wwwAuthenticate string) error
+}
+
+// insufficientScope is the NotSent error of a 403 whose challenge says
+// insufficient_scope, when the credentials can ask the caller for more
+// (a 403 means the request was not processed); nil otherwise.
+func insufficientScope(req *http.Request, resp *http.Response, creds Credentials) error {
+	sc, ok := creds.(ScopeChallenger)
+	challenge := resp.Header.Get("WWW-Authenticate")
+	if !ok || !strings.Contains(challenge, "insufficient_scope") {
+		return nil
+	}
+	err := sc.InsufficientScope(req.Context(), challenge)
+	if err == nil {
+		return nil
+	}
+	drain(resp)
+	return &CallError{Where: NotSent, Err: &CredentialError{Err: err}}
 }
 
 // drain reads a little of a response that is not used, so its connection

@@ -27,8 +27,8 @@ import (
 // Scenarios toolgate cannot pass are listed with a reason in
 // testdata/conformance/client.txt; a stale entry fails.
 
-// conformanceClientScenarios are the client scenarios run; the auth/*
-// ones are left out on purpose (see client.txt).
+// conformanceClientScenarios are the client scenarios run here; the auth/*
+// ones run in TestConformanceClientAuthScenarios.
 var conformanceClientScenarios = []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"}
 
 func TestConformanceClientScenarios(t *testing.T) {

@@ -47,6 +47,8 @@ func TestMain(m *testing.M) {
 		os.Exit(conformanceserver.Main(os.Args[1:]))
 	case "conformance-client":
 		os.Exit(conformanceClientMain(os.Args[1:]))
+	case "conformance-auth-client":
+		os.Exit(conformanceAuthClientMain(os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m,
 		// net/http keeps idle client connections' loops alive briefly after a test.

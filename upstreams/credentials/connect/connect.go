@@ -53,8 +53,9 @@ const (
 
 // Flow is an upstream in auth mode oauth, as the pages drive it (useroauth.Source).
 type Flow interface {
-	// Begin is the authorization request's URL, carrying state and the S256 challenge of verifier.
-	Begin(ctx context.Context, state, verifier string) (string, error)
+	// Begin is principal's authorization request's URL, carrying state and the S256 challenge of
+	// verifier.
+	Begin(ctx context.Context, principal, state, verifier string) (string, error)
 	// Complete exchanges code, with verifier, for principal's tokens and stores them.
 	Complete(ctx context.Context, principal, code, verifier string) error
 }

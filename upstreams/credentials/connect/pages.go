@@ -92,7 +92,7 @@ func (l *Links) authorize(w http.ResponseWriter, r *http.Request) {
 		Expires: expires.Unix()}
 	ctx, cancel := context.WithTimeout(r.Context(), beginTimeout)
 	defer cancel()
-	to, err := flow.Begin(ctx, l.seal(st), st.Verifier)
+	to, err := flow.Begin(ctx, k.principal, l.seal(st), st.Verifier)
 	if err != nil {
 		l.log.Warn("could not start an authorization request", "server", k.upstream, "principal", k.principal, "err", err.Error())
 		l.show(w, http.StatusBadGateway, view{Title: "Cannot connect " + k.upstream,

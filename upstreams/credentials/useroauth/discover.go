@@ -218,7 +218,9 @@ func (s *Source) serverMetadata(ctx context.Context, issuer string, legacy bool)
 		if !found {
 			continue
 		}
-		if strings.TrimSuffix(m.Issuer, "/") != strings.TrimSuffix(issuer, "/") {
+		// RFC 8414 section 3.3: the issuer must be the one the metadata was looked up for. An upstream of
+		// the 2025-03-26 revision (legacy) names no issuer; its origin's metadata is its own statement.
+		if !legacy && strings.TrimSuffix(m.Issuer, "/") != strings.TrimSuffix(issuer, "/") {
 			return nil, fmt.Errorf("authorization server metadata states issuer %q, not %q", clip(m.Issuer), clip(issuer))
 		}
 		if m.AuthorizationEndpoint == "" || m.TokenEndpoint == "" {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +76,9 @@ type Source struct {
 	disc  *Discovery
 	discd time.Time             // when disc was learned
 	users map[string]*userToken // by principal
+	// stepUp is, per principal, the scope the upstream said a request lacked (403 insufficient_scope):
+	// their next authorization request asks for it too.
+	stepUp map[string]string
 }
 
 // New checks o and returns the upstream's Source.
@@ -419,15 +424,55 @@ func tokenError(err error) error {
 	return urlErr(err)
 }
 
-// Begin is the authorization request's URL for one user: state and the PKCE verifier are the
-// caller's (package connect keeps them); resource names the upstream.
-func (s *Source) Begin(ctx context.Context, state, verifier string) (string, error) {
+// Begin is the authorization request's URL for principal: state and the PKCE verifier are the
+// caller's (package connect keeps them); resource names the upstream; the scope is the usual one,
+// with what the upstream last said principal lacked (step-up).
+func (s *Source) Begin(ctx context.Context, principal, state, verifier string) (string, error) {
 	d, r, err := s.client(ctx)
 	if err != nil {
 		return "", err
 	}
-	return s.oauthConfig(d, r).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
-		oauth2.SetAuthURLParam("resource", d.Resource)), nil
+	cfg := s.oauthConfig(d, r)
+	cfg.Scopes = unionScopes(cfg.Scopes, s.stepUpScope(principal))
+	return cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource)), nil
+}
+
+// InsufficientScope is the upstream's 403 insufficient_scope to a request of the caller's
+// (upstreams.ScopeChallenger): the scope its challenge names is remembered for the caller's next
+// authorization request, and the call answers authorization_required with the link, so the user
+// consents to more and repeats the call. nil for the gateway's own requests.
+func (s *Source) InsufficientScope(ctx context.Context, wwwAuthenticate string) error {
+	principal, ok := s.o.Caller(ctx)
+	if !ok {
+		return nil
+	}
+	ch := ParseChallenge(wwwAuthenticate)
+	s.mu.Lock()
+	if s.stepUp == nil {
+		s.stepUp = map[string]string{}
+	}
+	s.stepUp[principal] = strings.Join(unionScopes(strings.Fields(s.stepUp[principal]), strings.Fields(ch.Scope)), " ")
+	s.mu.Unlock()
+	s.log.Info("the upstream needs more scope than the user granted; they are asked to consent again",
+		"server", s.o.Server, "principal", principal, "scope", clip(ch.Scope))
+	return s.needsAuthorization(principal, false)
+}
+
+func (s *Source) stepUpScope(principal string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Fields(s.stepUp[principal])
+}
+
+// unionScopes is a followed by what of b it lacks.
+func unionScopes(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, sc := range b {
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
 }
 
 // Complete exchanges the code the authorization server sent back to the callback for principal's

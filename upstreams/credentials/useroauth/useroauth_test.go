@@ -305,7 +305,7 @@ func TestListerIsAConnectedPrincipal(t *testing.T) {
 // anywhere).
 func TestEgressGuardCoversDiscovery(t *testing.T) {
 	h := newHarness(t, func(o *useroauth.Options) { o.Egress = egress.Options{} })
-	_, err := h.src.Begin(context.Background(), "state", "verifier-verifier-verifier-verifier-verifier")
+	_, err := h.src.Begin(context.Background(), "alice", "state", "verifier-verifier-verifier-verifier-verifier")
 	if _, refused := egress.IsRefused(err); !refused {
 		t.Errorf("discovery toward loopback without egress.allow: %v, want the guard's refusal", err)
 	}
