@@ -93,6 +93,9 @@ type Notifier struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	slots  chan struct{} // one per delivery queued or running: bounds them at MaxPending
+
+	mu     sync.Mutex // orders Created's wg.Add before Close's wg.Wait
+	closed bool
 }
 
 // New starts a Notifier. It starts no goroutine until a request is created.
@@ -141,11 +144,10 @@ func (n *Notifier) Created(req approvals.Request, rule int) {
 			n.report(Result{Hook: h.Name, Request: req.ID, Dropped: true, Err: "too many deliveries pending"})
 			continue
 		}
-		if n.ctx.Err() != nil { // closed
+		if !n.start() {
 			<-n.slots
 			return
 		}
-		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
 			defer func() { <-n.slots }()
@@ -160,9 +162,24 @@ func (n *Notifier) Close() {
 	if n == nil {
 		return
 	}
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
 	n.cancel()
 	n.wg.Wait()
 	n.o.Client.CloseIdleConnections() // no keep-alive connection outlives the gateway
+}
+
+// start counts one more delivery goroutine, unless the Notifier is closed: a delivery begun after
+// Close would outlive it.
+func (n *Notifier) start() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	return true
 }
 
 // deliver posts req to h until it is accepted (2xx), refused for good (another 4xx), or Attempts run

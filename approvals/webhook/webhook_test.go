@@ -322,3 +322,32 @@ func TestHookNeverPrintsItsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Created after Close starts no delivery: it returns without a goroutine (goleak checks the
+// package) and reports nothing. A Close racing Created is covered by -race and goleak.
+func TestCreatedAfterCloseStartsNothing(t *testing.T) {
+	srv, got := receiver(t)
+	n, done := notifier(t, Options{}, Hook{Name: "h", URL: srv.URL, Secret: "x"})
+	racing := make(chan struct{})
+	go func() {
+		defer close(racing)
+		for range 10 { // fewer than done holds: each report must find room
+			n.Created(heldRefund(), 0)
+		}
+	}()
+	n.Close()
+	<-racing
+	for len(done) > 0 { // the racing deliveries Close abandoned or that finished first
+		<-done
+	}
+	n.Created(heldRefund(), 0)
+	if len(n.slots) != 0 {
+		t.Fatalf("%d deliveries pending after Close", len(n.slots))
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("a delivery after Close: %+v", r)
+	default:
+	}
+	_ = got
+}
