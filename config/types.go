@@ -158,7 +158,8 @@ type Listen struct {
 	MaxBodyBytes   int64    `yaml:"max_body_bytes"`   // request body cap, bytes
 	SessionIdleTTL Duration `yaml:"session_idle_ttl"` // idle MCP sessions are dropped after this
 	AllowedOrigins []string `yaml:"allowed_origins"`  // Origins accepted besides loopback ones (DNS-rebinding protection)
-	// FastPath answers plain tools/calls without mcp-go's transport layer (see proxy.fastCalls); nil means
+	// FastPath answers plain tools/calls without mcp-go's transport layer (see proxy.fastCalls, and proxy.stdioFast for
+	// a stdio client); nil means
 	// true. false is an escape hatch: every request then goes through mcp-go's handler.
 	FastPath *bool `yaml:"fast_path"`
 }

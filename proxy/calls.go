@@ -45,4 +45,8 @@ type Options struct {
 	// Toolsets picks each request's toolset (toolset_rules); nil: none,
 	// every client sees every tool the policy allows.
 	Toolsets *toolsets.Selector
+	// NoStdioFastPath sends every line of a stdio client through mcp-go's
+	// stdio server, including the tools/calls the fast path would answer
+	// (see stdioFast): listen.fast_path: false.
+	NoStdioFastPath bool
 }

@@ -36,6 +36,8 @@ type Server struct {
 	log      *slog.Logger
 	sessions sync.Map // session id -> *clientSession: per-client list_changed, fast calls
 	declared pendingCaps
+	// stdioTaken counts the tools/calls the stdio fast path answered.
+	stdioTaken atomic.Uint64
 
 	relay    atomic.Pointer[FeatureRelay] // nil until SetFeatureRelay
 	syncMu   sync.Mutex                   // serialises SyncFeatures

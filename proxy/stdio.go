@@ -16,7 +16,8 @@ const (
 )
 
 // ServeStdio serves one client on in/out as principal until ctx ends or in
-// closes. Nothing but protocol is written to out.
+// closes. Nothing but protocol is written to out. Plain tools/calls take
+// the fast path (stdioFast) unless Options.NoStdioFastPath.
 func (s *Server) ServeStdio(ctx context.Context, subject authz.Subject, in io.Reader, out io.Writer) error {
 	// mcp-go runs 5 tool calls at once by default (trap 6); a client that
 	// sends more waits on the gateway, not on its upstreams, which have
@@ -26,10 +27,12 @@ func (s *Server) ServeStdio(ctx context.Context, subject authz.Subject, in io.Re
 	for _, opt := range []server.StdioOption{server.WithWorkerPoolSize(stdioWorkers), server.WithQueueSize(stdioQueue)} {
 		opt(stdio)
 	}
-	stdio.SetContextFunc(func(ctx context.Context) context.Context {
-		return WithSubject(ctx, subject)
-	})
 	// The session registers with Listen's context: carry the subject there
-	// too, so policy changes reach this client.
-	return stdio.Listen(WithSubject(ctx, subject), in, out)
+	// too, so policy changes reach this client; the requests' context is
+	// made from it.
+	ctx = WithSubject(ctx, subject)
+	if !s.opts.NoStdioFastPath {
+		return s.serveStdioFast(ctx, stdio, in, out)
+	}
+	return stdio.Listen(ctx, in, out)
 }
