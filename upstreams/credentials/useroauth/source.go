@@ -310,6 +310,14 @@ func (s *Source) refresh(ctx context.Context, principal string, t *Token) (*Toke
 	if err != nil {
 		return nil, err
 	}
+	if !sameIssuer(t.Issuer, d.Server.Issuer) {
+		// The upstream names another authorization server than the one that issued the token: the
+		// refresh token is that server's secret, never sent anywhere else.
+		s.log.Warn("the upstream names another authorization server than the one that issued a user's token; "+
+			"the token is not refreshed there and the user is asked to connect again",
+			"server", s.o.Server, "principal", principal, "issued_by", clip(t.Issuer), "now_named", clip(d.Server.Issuer))
+		return nil, s.forget(ctx, principal, t)
+	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	start := s.now()
@@ -332,6 +340,10 @@ func (s *Source) refresh(ctx context.Context, principal string, t *Token) (*Toke
 	}
 	return fresh, nil
 }
+
+// sameIssuer compares issuer identifiers as discovery does (serverMetadata): a trailing slash aside,
+// exactly.
+func sameIssuer(a, b string) bool { return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/") }
 
 // forget deletes principal's token t (unless the vault now holds another) and asks them to connect.
 func (s *Source) forget(ctx context.Context, principal string, t *Token) error {

@@ -313,3 +313,53 @@ func TestEgressGuardCoversDiscovery(t *testing.T) {
 		t.Error("the authorization server was reached")
 	}
 }
+
+// TestRefreshTokenNeverGoesToAnotherAuthorizationServer: the upstream names its authorization server
+// in its protected-resource metadata, which it can change at any time. When it named another one,
+// every connected user's refresh token (issued by the first) was sent to the new one's token endpoint
+// at their next refresh: an upstream, or whoever took it over, collected refresh tokens of an
+// authorization server it does not run. A token is refreshed only where it was issued; elsewhere the
+// user is asked to connect again.
+func TestRefreshTokenNeverGoesToAnotherAuthorizationServer(t *testing.T) {
+	evil := testauthserver.Start(t)
+	var mu sync.Mutex
+	var real, current string // the upstream's MCP URL, and the authorization server it names now
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		issuer := current
+		mu.Unlock()
+		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "http://" + r.Host + "/mcp", "authorization_servers": []string{issuer}})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+r.Host+`/.well-known/oauth-protected-resource/mcp"`)
+		http.Error(w, "a token is required", http.StatusUnauthorized)
+	}))
+	t.Cleanup(front.Close)
+	h := newHarness(t, func(o *useroauth.Options) {
+		real = o.URL
+		o.URL, o.Resource = front.URL+"/mcp", real // discovery through the front; tokens for the real upstream
+	})
+	mu.Lock()
+	current = h.as.Issuer
+	mu.Unlock()
+	h.connect(t, "alice", "alice@example.com")
+	issued := h.stored(t, "alice")
+
+	mu.Lock()
+	current = evil.Issuer // the upstream now names another authorization server
+	mu.Unlock()
+	h.clock.Advance(2 * time.Hour) // past the token's hour and discovery's
+	_, err := h.src.Authorization(as("alice"))
+	var ar *credentials.AuthorizationRequiredError
+	if !errors.As(err, &ar) {
+		t.Errorf("alice after the switch: %v, want AuthorizationRequiredError (connect again at the new server)", err)
+	}
+	if n := evil.Count("refresh_token") + evil.Count("invalid_grant"); n != 0 {
+		t.Fatalf("the other authorization server got %d refresh requests: alice's refresh token %q went to it", n, issued.RefreshToken[:4]+"…")
+	}
+	if n := h.as.Count("refresh_token"); n != 0 {
+		t.Errorf("%d refreshes at the first server, which the upstream no longer names", n)
+	}
+}
