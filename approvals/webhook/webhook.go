@@ -11,6 +11,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -100,11 +101,11 @@ type Notifier struct {
 
 // New starts a Notifier. It starts no goroutine until a request is created.
 func New(o Options) *Notifier {
-	o.Attempts = cmpOr(o.Attempts, DefaultAttempts)
-	o.Backoff = cmpOr(o.Backoff, DefaultBackoff)
-	o.MaxBackoff = cmpOr(o.MaxBackoff, DefaultMaxBackoff)
-	o.Timeout = cmpOr(o.Timeout, DefaultTimeout)
-	o.MaxPending = cmpOr(o.MaxPending, DefaultMaxPending)
+	o.Attempts = cmp.Or(o.Attempts, DefaultAttempts)
+	o.Backoff = cmp.Or(o.Backoff, DefaultBackoff)
+	o.MaxBackoff = cmp.Or(o.MaxBackoff, DefaultMaxBackoff)
+	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
+	o.MaxPending = cmp.Or(o.MaxPending, DefaultMaxPending)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -120,14 +121,6 @@ func New(o Options) *Notifier {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Notifier{o: o, ctx: ctx, cancel: cancel, slots: make(chan struct{}, o.MaxPending)}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Created queues the deliveries of req to the hooks of rule (its index in Options.Rules; -1 or a rule
@@ -188,6 +181,7 @@ func (n *Notifier) deliver(h Hook, req approvals.Request, delivery string) {
 	body, err := n.body(h, req, delivery)
 	if err != nil {
 		n.o.Log.Error("approval webhook not sent: body not built", "webhook", h.Name, "approval", req.ID, "err", err)
+		n.report(Result{Hook: h.Name, Request: req.ID, Err: "body not built: " + err.Error()})
 		return
 	}
 	res := Result{Hook: h.Name, Request: req.ID}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,7 +61,7 @@ func notifier(t *testing.T, o Options, hooks ...Hook) (*Notifier, <-chan Result)
 	t.Helper()
 	done := make(chan Result, 16)
 	o.Rules = [][]Hook{hooks}
-	o.Backoff = cmpOr(o.Backoff, time.Millisecond)
+	o.Backoff = cmp.Or(o.Backoff, time.Millisecond)
 	o.Delivered = func(r Result) { done <- r }
 	n := New(o)
 	t.Cleanup(n.Close)
