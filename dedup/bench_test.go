@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/toolgate/toolgate/canonjson"
+	"github.com/toolgate/toolgate/upstreams"
 )
 
 // typicalArgs is a 5-field tools/call argument object.
@@ -52,4 +55,17 @@ func BenchmarkDoHitParallel(b *testing.B) {
 			tb.Do(context.Background(), key, time.Hour, fn, nil)
 		}
 	})
+}
+
+// BenchmarkKeyFor is BenchmarkKey for a client that declared capabilities.
+func BenchmarkKeyFor(b *testing.B) {
+	declared := upstreams.DigestCapabilities(mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}, Elicitation: &mcp.ElicitationCapability{}})
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := canonjson.Canonical(typicalArgs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = ArgsKeyFor("alice", "orders/update_order_status", declared, c)
+	}
 }

@@ -33,6 +33,7 @@ func (k Key) String() string { return hex.EncodeToString(k.sum[:]) }
 const (
 	kindArgs        = 'A'
 	kindIdempotency = 'I'
+	kindArgsForCaps = 'C' // ArgsKeyFor a client that declared capabilities
 )
 
 // keyDomain separates these hashes from any other SHA-256 use.
@@ -41,27 +42,45 @@ const keyDomain = "toolgate/dedup/key/v1\x00"
 // ArgsKey names the call of tool (its canonical ID, "<server>/<tool>") by
 // principal with canonicalArgs (the output of canonjson.Canonical).
 func ArgsKey(principal, tool string, canonicalArgs []byte) Key {
-	return newKey(kindArgs, principal, tool, canonicalArgs)
+	return newKey(kindArgs, principal, tool, "", canonicalArgs)
+}
+
+// ArgsKeyFor is ArgsKey for a client whose declared capabilities digest
+// to declared (upstreams.CapabilityDigest): a 2026-07-28 upstream is told
+// them and may plan its answer by them, so calls of clients that declared
+// differently are not the same call. With declared empty (the client
+// declared none) it is ArgsKey.
+func ArgsKeyFor(principal, tool, declared string, canonicalArgs []byte) Key {
+	if declared == "" {
+		return ArgsKey(principal, tool, canonicalArgs)
+	}
+	return newKey(kindArgsForCaps, principal, tool, declared, canonicalArgs)
 }
 
 // IdempotencyKey names the call of tool (its canonical ID) by principal that
 // carries the client's idempotency key (see IdempotencyKeyFrom).
 func IdempotencyKey(principal, tool, key string) Key {
-	return newKey(kindIdempotency, principal, tool, []byte(key))
+	return newKey(kindIdempotency, principal, tool, "", []byte(key))
 }
 
 // newKey hashes domain, kind, then each field as an 8-byte big-endian length
 // followed by its bytes: no two different field lists encode alike.
-func newKey(kind byte, principal, tool string, last []byte) Key {
+func newKey(kind byte, principal, tool, declared string, last []byte) Key {
 	h := sha256.New()
 	var n [8]byte
 	h.Write([]byte(keyDomain))
 	h.Write([]byte{kind})
-	for _, f := range [][]byte{[]byte(principal), []byte(tool), last} {
+	for i, f := range [...]string{principal, tool, declared} {
+		if i == 2 && kind != kindArgsForCaps {
+			break
+		}
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		h.Write(n[:])
-		h.Write(f)
+		h.Write([]byte(f))
 	}
+	binary.BigEndian.PutUint64(n[:], uint64(len(last)))
+	h.Write(n[:])
+	h.Write(last)
 	var k Key
 	h.Sum(k.sum[:0])
 	return k

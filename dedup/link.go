@@ -103,7 +103,7 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 	if g == nil || (x.RetrySafe && !g.RetrySafeToo) {
 		return x.Pass(next)
 	}
-	argsKey, key, window, err := g.keys(x)
+	argsKey, key, window, err := g.keys(ctx, x)
 	if err != nil {
 		return x.Pass(next) // arguments the canonicaliser refuses are not suppressed (validation already passed them)
 	}
@@ -407,7 +407,12 @@ func decodeRecorded(data []byte) (recorded, error) {
 	return a, nil
 }
 
-func (g *Guard) keys(x *pipeline.Exchange) (argsKey, key Key, window time.Duration, err error) {
+// keys are the call's arguments key (to refuse an idempotency key reused
+// with other arguments) and the key it is suppressed under: its
+// idempotency key when it has one (the client named the operation; a retry
+// under the key is the same operation whatever its client declares), else
+// its arguments with what its client declared it can answer (ArgsKeyFor).
+func (g *Guard) keys(ctx context.Context, x *pipeline.Exchange) (argsKey, key Key, window time.Duration, err error) {
 	canonical, err := x.CanonicalArgs()
 	if err != nil {
 		return argsKey, key, 0, err
@@ -416,7 +421,7 @@ func (g *Guard) keys(x *pipeline.Exchange) (argsKey, key Key, window time.Durati
 	if x.Call.IdempotencyKey != "" {
 		return argsKey, IdempotencyKey(x.Call.Subject.Principal, x.Tool.ID, x.Call.IdempotencyKey), g.KeyWindow, nil
 	}
-	return argsKey, argsKey, g.Window, nil
+	return argsKey, ArgsKeyFor(x.Call.Subject.Principal, x.Tool.ID, upstreams.CapabilityDigest(ctx), canonical), g.Window, nil
 }
 
 // run runs the rest of the chain for the call whose answer identical calls

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
@@ -314,7 +316,7 @@ func TestSharedDedupAbandoned(t *testing.T) {
 	dead := &fakeEntry{done: make(chan struct{}), lost: true}
 	close(dead.done)
 	p := replicas(t, 1, up, shared)[0]
-	key, _, _, err := p.dedup.keys(&pipeline.Exchange{Call: getOrder, Tool: &upstreams.Tool{ID: "orders/get"}})
+	_, key, _, err := p.dedup.keys(context.Background(), &pipeline.Exchange{Call: getOrder, Tool: &upstreams.Tool{ID: "orders/get"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +364,7 @@ func TestSharedDedupRecovering(t *testing.T) {
 // entryOf is the fake store's entry for getOrder.
 func entryOf(t *testing.T, p *replica, shared *fakeShared) *fakeEntry {
 	t.Helper()
-	key, _, _, err := p.dedup.keys(&pipeline.Exchange{Call: getOrder, Tool: &upstreams.Tool{ID: "orders/get"}})
+	_, key, _, err := p.dedup.keys(context.Background(), &pipeline.Exchange{Call: getOrder, Tool: &upstreams.Tool{ID: "orders/get"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,4 +514,50 @@ func TestInteractiveCallKeepsAtMostOnce(t *testing.T) {
 			t.Fatalf("an interactive call's retry under its idempotency key: %d executions, replayed=%v", ok.Calls.Load(), env.Replayed)
 		}
 	})
+}
+
+// declaringRelay is a client's relay that says what the client declared.
+type declaringRelay struct{ digest string }
+
+func (declaringRelay) Session() string { return "s" }
+func (declaringRelay) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("not asked")
+}
+func (declaringRelay) Log(json.RawMessage) {}
+func (declaringRelay) Declared() (mcp.ClientCapabilities, bool) {
+	return mcp.ClientCapabilities{}, true
+}
+func (r declaringRelay) DeclaredDigest() (string, bool) { return r.digest, true }
+
+// Two clients of one principal that declared different capabilities do
+// not share an answer: a 2026-07-28 upstream is told what each declared
+// and may plan its answer by it (a fallback for a client that cannot be
+// asked), even when it asks nothing. Clients that declared alike share as
+// before, and a retry under an idempotency key is the same operation
+// whatever its client declares.
+func TestCallsOfClientsThatDeclaredDifferentlyAreNotShared(t *testing.T) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	p := dedupPipeline(t, up)
+	elicits := upstreams.DigestCapabilities(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}})
+	call := func(digest string, c pipeline.Call) envelope.Envelope {
+		ctx := upstreams.WithRelay(context.Background(), declaringRelay{digest})
+		return pipelinetest.Envelope(t, p.Handle(ctx, c))
+	}
+	if env := call(elicits, getOrder); !env.OK || env.Replayed || up.Calls.Load() != 1 {
+		t.Fatalf("first call: %+v, %d executions", env, up.Calls.Load())
+	}
+	if env := call(elicits, getOrder); !env.Replayed || up.Calls.Load() != 1 {
+		t.Fatalf("a client that declared alike: %+v, %d executions, want a replay", env, up.Calls.Load())
+	}
+	if env := call("", getOrder); env.Replayed || up.Calls.Load() != 2 {
+		t.Fatalf("a client that declared no elicitation got the answer planned for one that did: %+v", env)
+	}
+	keyed := getOrder
+	keyed.IdempotencyKey = "op-1"
+	call(elicits, keyed)
+	if env := call("", keyed); !env.Replayed || up.Calls.Load() != 3 {
+		t.Fatalf("a retry under an idempotency key from a client that declared otherwise: %+v, %d executions", env, up.Calls.Load())
+	}
 }

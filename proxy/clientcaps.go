@@ -32,11 +32,15 @@ type clientCaps struct {
 	// sub-capabilities, such as elicitation's modes), to declare to a
 	// 2026-07-28 upstream on its behalf.
 	declared mcp.ClientCapabilities
+	// digest is declared's upstreams.DigestCapabilities, made once per
+	// session (duplicate suppression reads it on every call).
+	digest string
 }
 
 func capsOf(c mcp.ClientCapabilities) clientCaps {
+	declared := mcp.ClientCapabilities{Sampling: c.Sampling, Elicitation: c.Elicitation, Roots: c.Roots}
 	return clientCaps{known: true, sampling: c.Sampling != nil, elicitation: c.Elicitation != nil, roots: c.Roots != nil,
-		declared: mcp.ClientCapabilities{Sampling: c.Sampling, Elicitation: c.Elicitation, Roots: c.Roots}}
+		declared: declared, digest: upstreams.DigestCapabilities(declared)}
 }
 
 // refusal is the answer for the upstream when the client declared that it
@@ -97,6 +101,10 @@ func (c clientCaps) capabilityRefusal(method string) *upstreams.RelayError {
 func (r *clientRelay) Declared() (mcp.ClientCapabilities, bool) { return r.caps.declared, r.caps.known }
 
 func (r *parkedRelay) Declared() (mcp.ClientCapabilities, bool) { return r.caps.declared, r.caps.known }
+
+func (r *clientRelay) DeclaredDigest() (string, bool) { return r.caps.digest, r.caps.known }
+
+func (r *parkedRelay) DeclaredDigest() (string, bool) { return r.caps.digest, r.caps.known }
 
 // callerCaps is what the client of the request in ctx declared: a
 // 2026-07-28 request's own _meta, or its session's initialize.

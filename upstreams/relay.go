@@ -2,6 +2,8 @@ package upstreams
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sync"
 
@@ -44,6 +46,50 @@ type InputBatcher interface {
 // not.
 type CapabilityDeclarer interface {
 	Declared() (caps mcp.ClientCapabilities, known bool)
+}
+
+// CapabilityDigester is a CapabilityDeclarer that keeps the
+// DigestCapabilities of what its client declared, made once, since
+// duplicate suppression reads it on every call (CapabilityDigest).
+type CapabilityDigester interface {
+	DeclaredDigest() (digest string, known bool)
+}
+
+// DigestCapabilities is the DeclaredDigest of caps (only sampling,
+// elicitation and roots count): the first 16 bytes of the SHA-256 of their
+// JSON, in hex (32 characters, which a key's hashing copies without an
+// allocation), "" when none is declared.
+func DigestCapabilities(caps mcp.ClientCapabilities) string {
+	caps = mcp.ClientCapabilities{Sampling: caps.Sampling, Elicitation: caps.Elicitation, Roots: caps.Roots}
+	if caps.Sampling == nil && caps.Elicitation == nil && caps.Roots == nil {
+		return ""
+	}
+	b, _ := json.Marshal(caps) // struct fields, always in one order; nothing in them fails to encode
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// relayedDigest is the digest of what the gateway declares for a client
+// whose capabilities are unknown.
+var relayedDigest = sync.OnceValue(func() string { return DigestCapabilities(relayedCapabilities()) })
+
+// CapabilityDigest is what a 2026-07-28 upstream is told the client of ctx
+// can answer (declaredCapabilities), as DeclaredDigest encodes it. Such an
+// upstream may plan its answer by it (a fallback for a client without
+// elicitation), so calls that differ in it are not the same call for
+// duplicate suppression.
+func CapabilityDigest(ctx context.Context) string {
+	switch d := relayFrom(ctx).(type) {
+	case CapabilityDigester:
+		if digest, known := d.DeclaredDigest(); known {
+			return digest
+		}
+	case CapabilityDeclarer:
+		if caps, known := d.Declared(); known {
+			return DigestCapabilities(caps)
+		}
+	}
+	return relayedDigest()
 }
 
 // RelayError is a JSON-RPC error to answer an upstream's request with.
