@@ -180,14 +180,17 @@ func authenticate(next http.Handler, o HTTPOptions, withHeader func(context.Cont
 // without this, a principal holding someone else's session ID could open
 // that session's listening stream and receive the requests (sampling,
 // elicitation) meant for its client, or end the session. A session this
-// replica did not open is left to mcp-go as before (a load balancer may
-// send it here), and so is a 2026-07-28 request, for which the header means
-// nothing.
+// replica did not open is left to the session id manager's Guard, which
+// refuses another principal's GET or POST when the shared store named the
+// session's owner (sessionids, mayUse), and then to mcp-go (a load
+// balancer may send it here); a 2026-07-28 request, for which the header
+// means nothing, goes on.
 //
 // A DELETE is judged besides by the session's owner as recorded when it was
 // minted, on this replica or in the shared store (sessionids.MayEnd): the
 // sessions registered here are not enough, since a GET naming a session
-// opened elsewhere registers it here for whoever sent it. Another
+// opened elsewhere, whose owner the store could not tell, registers it here
+// for whoever sent it. Another
 // principal's DELETE is answered 404 and ends nothing, here or elsewhere;
 // the owner's ends the session for every replica; one whose owner cannot be
 // told (no replica recorded one, or the store is down) only drops what

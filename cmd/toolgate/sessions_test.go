@@ -270,3 +270,35 @@ func TestOtherPrincipalCannotEndSessionViaOtherReplica(t *testing.T) {
 		t.Fatal("alice's DELETE was not recorded")
 	}
 }
+
+// Bob's GET or POST naming alice's session, on a replica that did not open
+// it and has not seen it, is answered 404 (the owner comes with the one
+// lookup that replica makes of a new id), and alice's session goes on
+// there. Before, the GET was served: mcp-go registered alice's session on
+// that replica for bob, who got its listening stream, and alice's own
+// requests there were refused as another principal's.
+func TestOtherPrincipalCannotTakeSessionViaOtherReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	seedDedupEpoch(t, srv)
+	servers := stdioUpstream(t, "hostile", "")
+	urlA, _, _ := sessionReplica(t, srv, servers)
+	urlB, _, _ := sessionReplica(t, srv, servers)
+	alice := openRawSession(t, urlA, `{}`)
+	redistest.WaitRedis(t, srv, func(rdb *redis.Client) bool {
+		owner, err := rdb.Get(context.Background(), "replicas:session:owner:"+alice.sid).Result()
+		return err == nil && owner == "alice"
+	})
+	if status := alice.on(urlB).requestAs(http.MethodGet, bobKey); status != http.StatusNotFound {
+		t.Fatalf("bob's GET of alice's session on replica B: %d, want 404", status)
+	}
+	call := toolsCall("2", `{"name":"hostile__echo","arguments":{"a":1}}`)
+	if a := alice.on(urlB).post(call, map[string]string{"Authorization": "Bearer " + bobKey}); a.status != http.StatusNotFound {
+		t.Fatalf("bob's POST on alice's session on replica B: %d %s, want 404", a.status, a.body)
+	}
+	if a := alice.on(urlB).post(call, nil); a.status != http.StatusOK || !strings.Contains(a.body, `"ok":true`) {
+		t.Fatalf("alice's session on replica B after bob's tries: %d %s", a.status, a.body)
+	}
+	if status := alice.on(urlB).request(http.MethodGet); status != http.StatusOK {
+		t.Fatalf("alice's GET on replica B: %d", status)
+	}
+}

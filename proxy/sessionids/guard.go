@@ -22,6 +22,8 @@ import (
 // proxy's bindSession asks for before); ids that are not well formed, and
 // 2026-07-28 requests (which have no sessions), go on as before. A request
 // let through keeps what this replica knows of the session's owner (touch).
+// A GET or POST of another principal than the session's owner, when the
+// owner is known here (mayUse), is answered 404 as for an unknown session.
 func (m *Manager) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
@@ -30,7 +32,13 @@ func (m *Manager) Guard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if terminated, err := m.Validate(id); err != nil || !terminated || (r.Method == http.MethodPost && initializes(r)) {
+		terminated, err := m.Validate(id)
+		if err == nil && !terminated && !m.mayUse(r.Context(), id) {
+			m.log.Warn("a request named a session another principal opened", "method", r.Method, "remote", r.RemoteAddr)
+			http.Error(w, "Invalid session ID", http.StatusNotFound) // as for an unknown session: nothing is told
+			return
+		}
+		if err != nil || !terminated || (r.Method == http.MethodPost && initializes(r)) {
 			if err == nil && !terminated {
 				m.touch(id)
 			}

@@ -54,9 +54,11 @@ type Shared interface {
 	// tells them. It never blocks: the store sends it in the background,
 	// and keeps it while the store is down.
 	Announce(id string, ttl time.Duration)
-	// Terminated asks whether a replica terminated id. An error means the
-	// store could not tell; the store counts it.
-	Terminated(ctx context.Context, id string) (bool, error)
+	// Lookup asks, in one round trip, whether a replica terminated id, and
+	// which principal opened it ("" when no replica recorded one, or its
+	// record expired). An error means the store could not tell; the store
+	// counts it.
+	Lookup(ctx context.Context, id string) (terminated bool, owner string, err error)
 	// Claim records principal as the owner of the session id for ttl, for
 	// every replica. Like Announce, it never blocks.
 	Claim(id, principal string, ttl time.Duration)
@@ -115,6 +117,7 @@ type Manager struct {
 type lookup struct {
 	done       chan struct{}
 	terminated bool
+	owner      string
 }
 
 // New returns a manager; with a shared store it follows the other
@@ -164,6 +167,9 @@ func (m *Manager) mint(principal string, owned bool) string {
 	now := m.now()
 	if m.shared != nil {
 		m.known.add(id, time.Time{}, now)
+		if e := m.known.get(id, now); e != nil && owned {
+			e.owner = principal
+		}
 	}
 	if owned {
 		m.minted.add(id, now.Add(m.ownerTTL()), now)
@@ -286,6 +292,32 @@ func judge(owner, requester string) Ending {
 	return NotOwner
 }
 
+// mayUse reports whether the principal of ctx may use session id here:
+// false only when its owner is known, and is someone else. The owner is
+// known on the replica that minted the id, and on any other from the
+// lookup it makes of an id it has not seen (Validate): the store answers
+// both questions in one round trip, and the answer is kept with the id.
+// Without that, a GET naming another principal's session on a replica that
+// did not open it registered the session there for the requester: the
+// owner's own requests on that replica were then refused, and the
+// requester got its listening stream. An owner nobody recorded (the store
+// was down, or the record expired with the session) refuses no one.
+func (m *Manager) mayUse(ctx context.Context, id string) bool {
+	if m.principal == nil {
+		return true
+	}
+	m.mu.Lock()
+	now := m.now()
+	owner := ""
+	if e := m.minted.get(id, now); e != nil {
+		owner = e.owner
+	} else if e := m.known.get(id, now); e != nil {
+		owner = e.owner
+	}
+	m.mu.Unlock()
+	return owner == "" || owner == m.principal(ctx)
+}
+
 // Validate reports an id that is not well formed as an error (404 Invalid
 // session ID), and one that was terminated as isTerminated (404 Session
 // terminated); any other id is accepted. It waits on the shared store only
@@ -323,7 +355,7 @@ func (m *Manager) Validate(id string) (isTerminated bool, err error) {
 // kept nowhere: the request is let through (the package comment says why)
 // and the next one asks again.
 func (m *Manager) ask(id string, l *lookup, epoch uint64) {
-	terminated, err := m.shared.Terminated(context.Background(), id)
+	terminated, owner, err := m.shared.Lookup(context.Background(), id)
 	m.mu.Lock()
 	now := m.now()
 	delete(m.lookups, id)
@@ -335,8 +367,12 @@ func (m *Manager) ask(id string, l *lookup, epoch uint64) {
 		m.terminated.add(id, now.Add(m.retention), now)
 	case epoch == m.epoch:
 		m.known.add(id, time.Time{}, now)
+		if e := m.known.get(id, now); e != nil {
+			e.owner = owner
+		}
 	}
 	l.terminated = err == nil && terminated
+	l.owner = owner
 	m.mu.Unlock()
 	close(l.done)
 	switch {
@@ -476,8 +512,10 @@ type idSet struct {
 type idEntry struct {
 	id    string
 	until time.Time
-	// For minted ids: the owner, and when it was last recorded in the
-	// shared store (zero: to record again).
+	// The owner: for minted ids, the principal they were minted for, and
+	// when it was last recorded in the shared store (zero: to record
+	// again); for known ids, the one the store held when it was asked (""
+	// when none).
 	owner   string
 	claimed time.Time
 }

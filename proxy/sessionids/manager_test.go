@@ -44,7 +44,7 @@ type fakeShared struct {
 	terminated map[string]bool
 	err        error
 	asked      map[string]int
-	release    chan struct{} // when set, Terminated waits for it
+	release    chan struct{} // when set, Lookup waits for it
 	owners     map[string]string
 	claims     []string // "id principal ttl", in order
 	ownerAsks  int
@@ -84,7 +84,7 @@ func (f *fakeShared) Announce(id string, ttl time.Duration) {
 	f.terminated[id] = true
 }
 
-func (f *fakeShared) Terminated(_ context.Context, id string) (bool, error) {
+func (f *fakeShared) Lookup(_ context.Context, id string) (bool, string, error) {
 	f.mu.Lock()
 	f.asked[id]++
 	release := f.release
@@ -94,7 +94,10 @@ func (f *fakeShared) Terminated(_ context.Context, id string) (bool, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.terminated[id], f.err
+	if f.err != nil {
+		return false, "", f.err
+	}
+	return f.terminated[id], f.owners[id], nil
 }
 
 func (f *fakeShared) askedFor(id string) int {
@@ -344,7 +347,7 @@ func TestOwnerIsRecordedAgainWhileInUse(t *testing.T) {
 	id := mintFor(m, "alice")
 	h := m.Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	get := func() {
-		r := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+		r := httptest.NewRequest(http.MethodGet, "/mcp", nil).WithContext(as("alice"))
 		r.Header.Set("Mcp-Session-Id", id)
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
@@ -373,7 +376,7 @@ func TestOwnerIsRecordedAgainWhileInUse(t *testing.T) {
 	id = mintFor(local, "alice")
 	for range 4 {
 		c.advance(6 * time.Minute)
-		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil).WithContext(as("alice"))
 		r.Header.Set("Mcp-Session-Id", id)
 		local.Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), r)
 	}
@@ -538,5 +541,42 @@ func TestGuardRefusesTerminatedSessions(t *testing.T) {
 		case !tc.refused && (len(reached) != 1 || reached[0] != tc.method+" "+tc.body):
 			t.Errorf("%s: the handler saw %q, want %q (answer %d)", tc.name, reached, tc.method+" "+tc.body, w.Code)
 		}
+	}
+}
+
+// A GET or POST naming a session is refused (404, as an unknown session)
+// when another principal opened it, on the replica that minted it and on
+// any other: the owner comes with the one lookup a replica makes of an id
+// it has not seen. Before, a replica that did not mint the id let bob's GET
+// through, and mcp-go registered alice's session there for bob. An owner
+// nobody recorded (the store down) refuses no one.
+func TestOnlyTheOwnerUsesASessionOnAnyReplica(t *testing.T) {
+	f := newFakeShared()
+	a, b := ownedManager(f, nil), ownedManager(f, nil)
+	id := mintFor(a, "alice")
+	serve := func(m *Manager, method, principal, id string) int {
+		r := httptest.NewRequest(method, "/mcp", nil).WithContext(as(principal))
+		r.Header.Set("Mcp-Session-Id", id)
+		w := httptest.NewRecorder()
+		m.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })).ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, m := range []*Manager{b, a} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			if code := serve(m, method, "bob", id); code != http.StatusNotFound {
+				t.Fatalf("bob's %s of alice's session: %d, want 404", method, code)
+			}
+			if code := serve(m, method, "alice", id); code != http.StatusOK {
+				t.Fatalf("alice's %s of her session: %d", method, code)
+			}
+		}
+	}
+	if n := f.askedFor(id); n != 1 {
+		t.Fatalf("replica B asked the store %d times, want once (owner and termination together)", n)
+	}
+	f.err = errors.New("store down")
+	unseen := mintFor(a, "alice")
+	if code := serve(b, http.MethodGet, "bob", unseen); code != http.StatusOK {
+		t.Fatalf("the store down, bob's GET of a session B never saw: %d, want it let through (no owner known)", code)
 	}
 }

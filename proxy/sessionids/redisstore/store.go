@@ -219,15 +219,28 @@ func (s *Store) Owner(ctx context.Context, id string) (principal string, found b
 	return principal, found, err
 }
 
-// Terminated implements sessionids.Shared: one EXISTS, bounded by the
+// Lookup implements sessionids.Shared: an EXISTS and a GET in one
+// pipeline (one round trip, as the EXISTS alone was), bounded by the
 // client's operation timeout, failing at once while the store is down.
-func (s *Store) Terminated(ctx context.Context, id string) (bool, error) {
-	var n int64
-	err := s.c.Do(ctx, Feature, func(ctx context.Context) (err error) {
-		n, err = s.c.Redis().Exists(ctx, s.key(id)).Result()
-		return err
+func (s *Store) Lookup(ctx context.Context, id string) (terminated bool, owner string, err error) {
+	err = s.c.Do(ctx, Feature, func(ctx context.Context) error {
+		var exists *redis.IntCmd
+		var get *redis.StringCmd
+		_, err := s.c.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
+			exists, get = p.Exists(ctx, s.key(id)), p.Get(ctx, s.ownerKey(id))
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if err := exists.Err(); err != nil {
+			return err
+		}
+		terminated = exists.Val() > 0
+		owner = get.Val() // "" when no replica recorded one
+		return nil
 	})
-	return n > 0, err
+	return terminated, owner, err
 }
 
 // step sends up to one batch of pending owners and announcements. It
