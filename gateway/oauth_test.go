@@ -67,7 +67,7 @@ mcpServers:
 }
 
 // waitUp returns a function that waits until server is up, or fails the test at ctx's end.
-func waitUp(t *testing.T, ctx context.Context, gw *Gateway, server string) func() {
+func waitUp(t testing.TB, ctx context.Context, gw *Gateway, server string) func() {
 	up := make(chan struct{}, 16)
 	gw.Upstreams().OnStatusChange(func(s string, isUp bool, _ string) {
 		if s == server && isUp {

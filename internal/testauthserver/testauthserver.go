@@ -347,6 +347,14 @@ func (s *Server) issue(g *grant) map[string]any {
 		"refresh_token": rt, "scope": g.scope}
 }
 
+// Issue is an access token for subject with resource as its audience, as if issued to a client
+// "operator": for a test that configures it as a static credential.
+func (s *Server) Issue(subject, resource string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.issue(&grant{clientID: "operator", subject: subject, resource: resource})["access_token"].(string)
+}
+
 func s256(verifier string) string {
 	sum := sha256.Sum256([]byte(verifier))
 	return base64.RawURLEncoding.EncodeToString(sum[:])

@@ -58,7 +58,7 @@ type harness struct {
 	clock    *clock
 }
 
-func newHarness(t *testing.T, mod func(*useroauth.Options)) *harness {
+func newHarness(t testing.TB, mod func(*useroauth.Options)) *harness {
 	t.Helper()
 	h := &harness{as: testauthserver.Start(t), vault: &vault.Memory{}, clock: &clock{t: time.Now()}}
 	h.upstream = testauthserver.StartUpstream(t, h.as)
@@ -362,4 +362,49 @@ func TestRefreshTokenNeverGoesToAnotherAuthorizationServer(t *testing.T) {
 	if n := h.as.Count("refresh_token"); n != 0 {
 		t.Errorf("%d refreshes at the first server, which the upstream no longer names", n)
 	}
+}
+
+// BenchmarkCachedUserToken is what auth mode oauth adds to a call whose caller's token is in memory
+// and not due: a map lookup under a lock (a static header adds nothing).
+func BenchmarkCachedUserToken(b *testing.B) {
+	h := newHarness(b, nil)
+	if _, _, err := connectB(h, "alice"); err != nil {
+		b.Fatal(err)
+	}
+	ctx := as("alice")
+	if _, err := h.src.Authorization(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.src.Authorization(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkColdRefresh is a call whose caller's token is due: one refresh at the in-process
+// authorization server (loopback HTTP, a JWT signed per refresh) and the rotated tokens stored.
+func BenchmarkColdRefresh(b *testing.B) {
+	h := newHarness(b, nil)
+	if _, _, err := connectB(h, "alice"); err != nil {
+		b.Fatal(err)
+	}
+	ctx := as("alice")
+	for b.Loop() {
+		h.clock.Advance(2 * time.Hour) // every token issued so far is due
+		if _, err := h.src.Authorization(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// connectB drives the consent flow for principal (benchmarks have no *testing.T to fail).
+func connectB(h *harness, principal string) (int, string, error) {
+	_, err := h.src.Authorization(as(principal))
+	var ar *credentials.AuthorizationRequiredError
+	if !errors.As(err, &ar) {
+		return 0, "", err
+	}
+	return testauthserver.NewBrowser().Connect(ar.ConnectURL, principal+"@idp", h.as)
 }
