@@ -19,7 +19,8 @@ import (
 // Guard makes calls that policy marks (a lines) wait for a human: such a
 // call does not run; it answers approval_required naming a request an
 // approver can approve or deny. The approval binds to the principal, the
-// tool and the exact canonical arguments, and is used up by the one call
+// tool, the exact canonical arguments and the version of the a line that
+// held the call (so an edited rule asks again), and is used up by the one call
 // it lets through, once that call is sent upstream: when a later link
 // refuses it before anything is sent, the approval is restored. A nil
 // *Guard, or one without a Store, requires nothing.
