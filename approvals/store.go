@@ -1,6 +1,7 @@
 // Package approvals keeps the calls that policy says need a human approval: a pending request per
-// (principal, tool, canonical arguments, version of the a line that held it), which an approver approves or denies through the admin API, and
-// which the gateway consumes once when the agent repeats the call. A consumption whose call was then
+// (principal, tool, canonical arguments, version of the a line that held it), which an approver
+// approves or denies through the admin API or the console, and which the gateway consumes once when
+// the agent repeats the call. A consumption whose call was then
 // refused before it was sent upstream is undone (Restore), so that the approval still stands.
 //
 // Store is what the gateway and the admin API use. FileStore, the default, is one JSON file (see
