@@ -22,9 +22,9 @@ const beginTimeout = 20 * time.Second
 func (l *Links) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Prefix+"{$}", l.page)
-	mux.HandleFunc("POST "+Prefix+"authorize", l.authorize)
+	mux.HandleFunc("POST "+Prefix+"authorize", l.sameSite(l.authorize))
 	mux.HandleFunc("GET "+Prefix+"callback", l.callback)
-	mux.HandleFunc("POST "+Prefix+"secret", l.secret)
+	mux.HandleFunc("POST "+Prefix+"secret", l.sameSite(l.secret))
 	if u, err := url.Parse(l.o.ClientMetadataURL); err == nil && l.o.ClientMetadataURL != "" && len(l.o.ClientMetadata) > 0 {
 		mux.HandleFunc("GET "+u.EscapedPath(), func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -55,6 +55,39 @@ func headers(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameSite refuses a form posted from another site. The forms carry only the link's fields, which
+// whoever holds a link knows: another site's page posting someone's link from a victim's browser
+// would run the authorization there, where a session at the authorization server (and consent given
+// before to the gateway's client, which every user shares) sends the code straight back, and store
+// the victim's token as that link's principal's. The browser says where a form comes from:
+// Sec-Fetch-Site (same-origin, or none: the user's own action), or, from a browser without it, an
+// Origin naming this host or "null" (what the pages' Referrer-Policy: no-referrer makes a browser
+// send for their own forms). A client that sends neither is not a browser another site can drive.
+func (l *Links) sameSite(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !fromThisSite(r, l.base.Load().Host) {
+			l.log.Warn("refused a connect form posted from another site", "path", r.URL.Path,
+				"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+			l.show(w, http.StatusForbidden, view{Title: "Not connected",
+				Message: "this form was sent from another site; nothing was started or stored. Open the link itself."})
+			return
+		}
+		next(w, r)
+	}
+}
+
+func fromThisSite(r *http.Request, host string) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (strings.EqualFold(u.Host, host) || strings.EqualFold(u.Host, r.Host))
 }
 
 // page shows what the link is for: a button for an oauth upstream, a form for a per_user one.
