@@ -29,6 +29,18 @@ func BenchmarkValidate(b *testing.B) {
 	}
 }
 
+// BenchmarkValidateSmall is the load harness's call: one short string.
+func BenchmarkValidateSmall(b *testing.B) {
+	s := mustCompile(b, `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`)
+	args := json.RawMessage(`{"message":"ping 1"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.ValidateArguments(args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkValidateViolation(b *testing.B) {
 	s := mustCompile(b, typicalSchema)
 	args := json.RawMessage(`{"order_id": "x", "status": "lost", "extra": 1}`)

@@ -42,6 +42,9 @@ func decodeArguments(args json.RawMessage) (any, error) {
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return map[string]any{}, nil
 	}
+	if m, ok := decodeUsual(trimmed); ok {
+		return m, nil
+	}
 	v, err := decode(trimmed, decodeLimits{maxDepth: maxInstanceDepth, foldKeys: true})
 	if err != nil {
 		return nil, decodeViolation(err, "arguments are not valid JSON")
