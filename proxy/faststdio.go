@@ -50,13 +50,21 @@ type stdioFast struct {
 	srv  *Server
 	out  *lockedWriter
 	base chan context.Context // mcp-go's context for the session, once it has made it
-	slot chan struct{}        // a token per fast call running
+	work chan *stdioJob       // to an idle worker; never buffered
 
 	mu       sync.Mutex
-	ctx      context.Context // nil until base delivers it
-	closing  bool            // no call is taken any more
-	running  sync.WaitGroup
-	inflight map[string]context.CancelFunc // by the request id's JSON
+	ctx      context.Context      // nil until base delivers it
+	closing  bool                 // no call is taken any more
+	workers  int                  // started, at most stdioWorkers
+	running  sync.WaitGroup       // calls taken and not answered, and workers
+	inflight map[string]*stdioJob // by the request id's JSON
+}
+
+// stdioJob is a call taken, for a worker.
+type stdioJob struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	req    fastRequest
 }
 
 // lockedWriter makes each Write one line on out, whoever writes it.
@@ -75,7 +83,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // in front of mcp-go's stdio server.
 func (s *Server) serveStdioFast(ctx context.Context, stdio *server.StdioServer, in io.Reader, out io.Writer) error {
 	f := &stdioFast{srv: s, out: &lockedWriter{w: out}, base: make(chan context.Context, 1),
-		slot: make(chan struct{}, stdioWorkers), inflight: map[string]context.CancelFunc{}}
+		work: make(chan *stdioJob), inflight: map[string]*stdioJob{}}
 	stdio.SetContextFunc(func(ctx context.Context) context.Context {
 		f.base <- ctx // holds mcp-go's session; the subject is already on ctx (ServeStdio)
 		return ctx
@@ -126,19 +134,48 @@ func (f *stdioFast) take(line []byte) bool {
 	if session := server.ClientSessionFromContext(ctx); session == nil || !session.Initialized() {
 		return false
 	}
-	select {
-	case f.slot <- struct{}{}:
-	default:
-		return false // mcp-go's queue holds it
-	}
-	ctx, ok = f.start(ctx, req.ID)
-	if !ok {
-		<-f.slot
+	return f.hand(ctx, req)
+}
+
+// hand gives a call to an idle worker, or to a new one while fewer than
+// stdioWorkers run, and reports false when all are busy: the line is then
+// mcp-go's, whose queue holds it.
+//
+// Workers outlive their calls so that a call runs on a goroutine whose
+// stack has already grown to the chain's depth: a goroutine per call
+// started at 8 KiB and grew it on every call, which callgrind counted at a
+// third of the fast path's instructions per call (stack copying).
+func (f *stdioFast) hand(ctx context.Context, req fastRequest) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
 		return false
 	}
+	job := &stdioJob{req: req}
+	job.ctx, job.cancel = context.WithCancel(ctx)
+	select {
+	case f.work <- job: // an idle worker was waiting; under f.mu, so close cannot have closed work
+	default:
+		if f.workers == stdioWorkers {
+			job.cancel()
+			return false
+		}
+		f.workers++
+		f.running.Add(1)
+		go f.worker(job)
+	}
+	f.inflight[string(req.ID)] = job // a client reusing an id in flight can cancel only the later call, as with mcp-go
+	f.running.Add(1)
 	f.srv.stdioTaken.Add(1)
-	go f.serve(ctx, &req)
 	return true
+}
+
+// worker serves calls until the session ends.
+func (f *stdioFast) worker(job *stdioJob) {
+	defer f.running.Done()
+	for ok := true; ok; job, ok = <-f.work {
+		f.serve(job)
+	}
 }
 
 // session is mcp-go's context for the session once Listen has made it,
@@ -158,30 +195,17 @@ func (f *stdioFast) session() context.Context {
 	return f.ctx
 }
 
-// start registers a call in flight, unless the session is ending.
-func (f *stdioFast) start(ctx context.Context, id json.RawMessage) (context.Context, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closing {
-		return nil, false
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	f.inflight[string(id)] = cancel // a client reusing an id in flight can cancel only the later call, as with mcp-go
-	f.running.Add(1)
-	return ctx, true
-}
-
 // serve runs one call through the chain, as Server.handle does for a call
 // mcp-go serves, and writes its answer.
-func (f *stdioFast) serve(ctx context.Context, req *fastRequest) {
+func (f *stdioFast) serve(job *stdioJob) {
+	ctx, req := job.ctx, &job.req
 	defer func() {
+		job.cancel()
 		f.mu.Lock()
-		if stop, ok := f.inflight[string(req.ID)]; ok {
-			stop()
+		if f.inflight[string(req.ID)] == job {
 			delete(f.inflight, string(req.ID))
 		}
 		f.mu.Unlock()
-		<-f.slot
 		f.running.Done()
 	}()
 	params := req.params()
@@ -205,10 +229,10 @@ func (f *stdioFast) aside(line []byte) {
 		return
 	}
 	f.mu.Lock()
-	stop := f.inflight[string(msg.Params.RequestID)]
+	job := f.inflight[string(msg.Params.RequestID)]
 	f.mu.Unlock()
-	if stop != nil {
-		stop()
+	if job != nil {
+		job.cancel()
 	}
 }
 
@@ -218,8 +242,9 @@ func (f *stdioFast) aside(line []byte) {
 func (f *stdioFast) close() {
 	f.mu.Lock()
 	f.closing = true
-	for _, stop := range f.inflight {
-		stop()
+	close(f.work) // idle workers end
+	for _, job := range f.inflight {
+		job.cancel()
 	}
 	f.mu.Unlock()
 	f.running.Wait()

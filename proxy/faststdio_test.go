@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -221,4 +222,27 @@ func TestStdioEndCancelsFastCalls(t *testing.T) {
 	if n := srv.stdioTaken.Load(); n != 1 {
 		t.Fatalf("fast calls: %d, want 1", n)
 	}
+}
+
+// TestStdioBusyWorkersLeaveCallsToMCPGo: while stdioWorkers fast calls
+// run, the next call goes to mcp-go, which answers it; the reader never
+// waits for a worker.
+func TestStdioBusyWorkersLeaveCallsToMCPGo(t *testing.T) {
+	chain := &blockingChain{started: make(chan struct{}, stdioWorkers)}
+	srv := stdioServer(t, chain, true)
+	s := openStdio(t, srv)
+	for i := range stdioWorkers {
+		s.send(toolsCallBody(strconv.Itoa(100+i), `{"name":"hostile__block"}`))
+	}
+	for range stdioWorkers {
+		<-chain.started
+	}
+	s.send(toolsCallBody(`8`, `{"name":"hostile__echo","arguments":{"x":1}}`))
+	if got := s.answer(`8`); !strings.Contains(got, `"text":"{\"x\":1}"`) {
+		t.Fatalf("a call while every worker is busy: %s", got)
+	}
+	if n := srv.stdioTaken.Load(); n != stdioWorkers {
+		t.Fatalf("fast calls: %d, want %d", n, stdioWorkers)
+	}
+	s.close() // cancels the held calls
 }
