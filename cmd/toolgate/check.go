@@ -116,6 +116,11 @@ func checkUpstreams(cfg *config.Config, out io.Writer) int {
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if cfg.Servers[name].AuthMode() == config.AuthOAuth {
+			// Only a serving gateway holds users' tokens: such an upstream is listed once a user connects.
+			fmt.Fprintf(out, "warning: mcpServers.%s: not checked: it acts as each user (auth mode oauth) and is listed once one connects\n", name)
+			continue
+		}
 		fmt.Fprintf(out, "mcpServers.%s: unavailable: %s\n", name, down[name])
 		problems++
 	}

@@ -289,3 +289,14 @@ func callAsUser(ctx context.Context, c *client.Client, srv *httptest.Server, too
 		}
 	}
 }
+
+// TestCheckSkipsOAuthUpstreams: toolgate check holds no user's token, so an auth mode oauth upstream
+// is not connected by it: a warning says so, and the config checks clean.
+func TestCheckSkipsOAuthUpstreams(t *testing.T) {
+	t.Setenv("TOOLGATE_CREDENTIALS_KEY", "q1ouvDvb0x2fWw4yCwD5yVn0dE6XwTq0Yl2c9S5vY4M=")
+	cfg := writeConfig(t, "  crm:\n    url: \"https://mcp.crm.example.com/mcp\"\n    auth: {mode: oauth}\n")
+	var out strings.Builder
+	if code := check(cfg, false, &out); code != 0 || !strings.Contains(out.String(), "warning: mcpServers.crm: not checked: it acts as each user (auth mode oauth)") {
+		t.Errorf("toolgate check: exit %d\n%s", code, out.String())
+	}
+}
