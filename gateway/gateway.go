@@ -215,7 +215,7 @@ func (g *Gateway) wire() {
 	g.chain = Chain(pipeline.Options{Policy: func() pipeline.Policy { return g.policy.Current() }, Metrics: g.metrics, Tracing: g.tracing},
 		g.links())
 	g.server = proxy.NewServer(proxy.Options{Calls: g.chain, Catalog: g.set.Catalog,
-		Policy: func() proxy.Policy { return g.policy.Current() }, Metrics: g.metrics, Toolsets: ToolsetsFrom(g.cfg),
+		Policy: func() proxy.Policy { return g.policy.Current() }, Metrics: g.metrics, Redact: g.redact, Toolsets: ToolsetsFrom(g.cfg),
 		NoStdioFastPath: !g.cfg.HTTPFastPath()}, g.version, g.log)
 	g.server.SetFeatureRelay(proxy.FeatureRelay{Upstreams: g.set, Timeout: func(server string) time.Duration { return g.cfg.CallTimeout(server, "") }})
 	g.set.OnResourceUpdated(g.server.ResourceUpdated)

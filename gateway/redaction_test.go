@@ -60,7 +60,6 @@ func TestRedactionEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := connectWithKey(t, ctx, gw, aliceKey)
-
 	for _, s := range samples {
 		res := callTool(t, ctx, c, "echoes__echo", map[string]any{"config": s.Text})
 		body, _ := json.Marshal(res)
@@ -79,13 +78,13 @@ func TestRedactionEndToEnd(t *testing.T) {
 	}
 	gw.Close()
 
-	logged := logs.String()
+	logText := logs.String()
 	audit, err := os.ReadFile(filepath.Join(filepath.Dir(path), "audit.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range samples {
-		for where, text := range map[string]string{"log": logged, "audit trail": string(audit)} {
+		for where, text := range map[string]string{"log": logText, "audit trail": string(audit)} {
 			if strings.Contains(text, jsonInner(s.Secret)) {
 				t.Errorf("%s: the %s holds the secret", s.Pattern, where)
 			}

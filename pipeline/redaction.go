@@ -36,6 +36,24 @@ func redactError(r *redact.Redactor, x *Exchange, err *envelope.Error) *envelope
 	return &out
 }
 
+// RedactContent is c with the secrets in its text replaced (counted by the
+// redactor's Options.Count), for content that does not pass through a
+// call's exchange: a prompt's messages. nil redacts nothing.
+func RedactContent(r *redact.Redactor, c mcp.Content) mcp.Content {
+	var counts redact.Counts
+	return redactBlock(r, c, &counts)
+}
+
+// RedactResource is RedactContent for a resource's contents
+// (resources/read): its text, when it is a text resource.
+func RedactResource(r *redact.Redactor, rc mcp.ResourceContents) mcp.ResourceContents {
+	if t, ok := rc.(mcp.TextResourceContents); ok && r != nil {
+		t.Text, _ = r.Content(t.Text)
+		return t
+	}
+	return rc
+}
+
 // redactBlock is c with the secrets in its text replaced: a text block's
 // text, an embedded text resource's text, a resource link's name, title
 // and description. Images and audio are left alone.

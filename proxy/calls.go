@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/toolsets"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -49,4 +50,8 @@ type Options struct {
 	// stdio server, including the tools/calls the fast path would answer
 	// (see stdioFast): listen.fast_path: false.
 	NoStdioFastPath bool
+	// Redact replaces secrets in what upstreams send outside tools/call
+	// (resource contents, prompts, log notifications, their errors); nil
+	// redacts nothing. (tools/call is redacted in the chain.)
+	Redact *redact.Redactor
 }

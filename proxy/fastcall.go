@@ -240,7 +240,8 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, entry *clientS
 	if c := entry.caps.Load(); c != nil {
 		caps = *c
 	}
-	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes, caps: caps})
+	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: sid, direct: stream, notes: session.notes, caps: caps,
+		redact: f.srv.opts.Redact})
 	params := req.params()
 	call := f.srv.callFrom(ctx, &params)
 	if progress := call.Progress; progress != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -180,7 +181,7 @@ func (s *Server) forward(ctx context.Context, srv, method string, params any) (j
 	}
 	s.opts.Metrics.ForwardedRequest(method, srv, outcome, time.Since(start))
 	if err != nil {
-		s.log.Info(method, append(attrs, "outcome", "error", "reason", sanitize.Text(err.Error()))...)
+		s.log.Info(method, append(attrs, "outcome", "error", "reason", s.opts.Redact.Text(sanitize.Text(err.Error())))...)
 		return nil, s.clientError(ctx, err)
 	}
 	s.log.Info(method, append(attrs, "outcome", "ok")...)
@@ -194,7 +195,7 @@ func (s *Server) clientError(ctx context.Context, err error) error {
 	var ce *upstreams.CallError
 	switch {
 	case errors.As(err, &ce) && ce.RPC != nil:
-		return fmt.Errorf("upstream error %d: %s", ce.RPC.Code, sanitize.Clip(sanitize.Text(ce.RPC.Message), 500))
+		return fmt.Errorf("upstream error %d: %s", ce.RPC.Code, sanitize.Clip(s.opts.Redact.Text(sanitize.Text(ce.RPC.Message)), 500))
 	case errors.As(err, &ce) && ce.Where == upstreams.NotSent:
 		return errUnavailable
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
@@ -222,7 +223,7 @@ func (s *Server) readResource(srv string) server.ResourceHandlerFunc {
 		}
 		out := make([]mcp.ResourceContents, 0, len(res.Contents))
 		for _, c := range res.Contents {
-			out = append(out, pipeline.CleanResource(c))
+			out = append(out, pipeline.RedactResource(s.opts.Redact, pipeline.CleanResource(c)))
 		}
 		return out, nil
 	}
@@ -251,18 +252,19 @@ func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 		s.log.Info("malformed prompts/get result", "server", p.Server, "err", sanitize.Text(err.Error()))
 		return nil, errUpstream
 	}
-	return cleanPrompt(res)
+	return cleanPrompt(res, s.opts.Redact)
 }
 
 // cleanPrompt builds the client's result fresh (no upstream _meta), with
-// every text sanitised like a tool's content.
-func cleanPrompt(res *mcp.GetPromptResult) (*mcp.GetPromptResult, error) {
-	out := &mcp.GetPromptResult{Description: sanitize.Text(res.Description)}
+// every text sanitised and redacted like a tool's content.
+func cleanPrompt(res *mcp.GetPromptResult, r *redact.Redactor) (*mcp.GetPromptResult, error) {
+	out := &mcp.GetPromptResult{Description: r.Text(sanitize.Text(res.Description))}
 	for _, m := range res.Messages {
 		c, err := pipeline.CleanBlock(m.Content)
 		if err != nil {
 			return nil, errUpstream
 		}
+		c = pipeline.RedactContent(r, c)
 		out.Messages = append(out.Messages, mcp.PromptMessage{Role: m.Role, Content: c})
 	}
 	return out, nil

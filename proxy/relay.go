@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/listenstream"
 	"github.com/toolgate/toolgate/pipeline"
+	"github.com/toolgate/toolgate/redact"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams"
 )
@@ -30,12 +31,13 @@ type clientRelay struct {
 	// listening is set for a 2025-era Streamable HTTP session, whose
 	// client gets sampling and roots only on its GET stream.
 	listening *listenstream.Streams
+	redact    *redact.Redactor // log notifications' secrets; nil: none
 }
 
 // withClientRelay marks ctx so upstream requests made for it reach this
 // client, if it declared it can answer them.
 func (s *Server) withClientRelay(ctx context.Context, caps clientCaps) context.Context {
-	r := &clientRelay{srv: s.mcp, ctx: ctx, session: relaySession(ctx), caps: caps}
+	r := &clientRelay{srv: s.mcp, ctx: ctx, session: relaySession(ctx), caps: caps, redact: s.opts.Redact}
 	if viaHTTP(ctx) && !server.IsModernRequest(ctx) && sessionID(ctx) != "" {
 		r.listening = &s.listening
 	}
@@ -108,13 +110,23 @@ func (r *clientRelay) Request(_ context.Context, method string, params json.RawM
 	return json.Marshal(res)
 }
 
+// cleanLog is a notifications/message's params sanitised and redacted.
+func (r *clientRelay) cleanLog(params json.RawMessage) (json.RawMessage, error) {
+	clean, err := sanitize.JSON(params)
+	if err != nil {
+		return nil, err
+	}
+	clean, _, err = r.redact.JSON(clean)
+	return clean, err
+}
+
 // Log passes one notifications/message on, at the client's chosen level,
-// with every string in it sanitised. It is noted on the call, whatever the
+// with every string in it sanitised and its secrets redacted. It is noted on the call, whatever the
 // level (pipeline.NoteLog): duplicate suppression sends it again to a call
 // that joins or replays this one, through that call's relay, at its
 // client's level.
 func (r *clientRelay) Log(params json.RawMessage) {
-	clean, err := sanitize.JSON(params)
+	clean, err := r.cleanLog(params)
 	if err != nil {
 		return
 	}
