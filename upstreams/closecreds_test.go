@@ -32,13 +32,18 @@ func TestCloseClosesCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newGate()
-	srv := Server{Name: "p", URL: "http://127.0.0.1:1/mcp", Credentials: src, ToolPrefix: "p__",
+	srv := Server{Name: "p", URL: "http://127.0.0.1:1/mcp", Credentials: src, ToolPrefix: "p__", Egress: loopbackOK,
 		InitTimeout: 50 * time.Millisecond} // the first attempt gives up; the token request goes on
 	set, err := Start(context.Background(), []Server{srv}, slog.New(slog.DiscardHandler), withWait(g.wait))
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-asked
+	select {
+	case <-asked:
+	case <-time.After(generous):
+		set.Close()
+		t.Fatal("the upstream's first attempt never asked the authorization server for a token")
+	}
 	set.Close()
 	select {
 	case <-ended:
