@@ -17,8 +17,16 @@ import (
 // a few milliseconds of it.
 const breakerOpenFor = 3 * time.Second
 
+// replicaBreakerOpenFor is open_for in the three-replica breaker test, which
+// checks two replicas in turn while the opening lasts: each check is a call
+// and a metrics scrape on another process, and on a loaded 2-core machine
+// (load average 20, seen in CI) the second came 4 s after the opening, when
+// 3 s had already ended it. 10 s leaves room; the test waits out two
+// openings, so this costs it about 14 s.
+const replicaBreakerOpenFor = 10 * time.Second
+
 // startBreakerReplicas is startReplicas with a breaker that opens after
-// two failures, for breakerOpenFor, on the hostile upstream, and a short
+// two failures, for replicaBreakerOpenFor, on the hostile upstream, and a short
 // deadline on its sleep tool: a long sleep is a timed-out attempt, which
 // counts against the breaker. The tools the test calls are declared
 // retry-safe, which leaves duplicate suppression (and its store) out of it:
@@ -27,7 +35,7 @@ const breakerOpenFor = 3 * time.Second
 func startBreakerReplicas(t *testing.T, n int) *replicaSet {
 	t.Helper()
 	rs := &replicaSet{redis: redistest.Start(t),
-		servers: stdioUpstream(t, "hostile", fmt.Sprintf("    breaker: {failures: 2, open_for: %s}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}, echo: {retry_safe: true}}\n", breakerOpenFor))}
+		servers: stdioUpstream(t, "hostile", fmt.Sprintf("    breaker: {failures: 2, open_for: %s}\n    tools: {sleep: {timeout: 100ms, retry_safe: true}, echo: {retry_safe: true}}\n", replicaBreakerOpenFor))}
 	for range n {
 		cfg := writeConfig(t, rs.servers)
 		write(t, cfg, mustRead(t, cfg)+replicaYAML(rs.redis))

@@ -102,7 +102,10 @@ func TestShadowPolicyEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case r.Kind == audit.KindPolicyReload:
+		case r.Kind == audit.KindPolicyReload && r.Details["candidate_version"] != nil:
+			// The reload that loaded the edited file. The file watcher may notice the same write
+			// after SIGHUP has applied it and record one more reload, with nothing new to load (on
+			// a loaded machine it does: seen in CI); that record is not the one checked here.
 			reload = &r
 		case r.Kind == audit.KindCall && r.Shadow != nil:
 			s := r.Shadow
