@@ -2,13 +2,17 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/metrics"
 	"github.com/toolgate/toolgate/pipeline"
 	"github.com/toolgate/toolgate/pipeline/pipelinetest"
+	"github.com/toolgate/toolgate/redact"
 )
 
 // BenchmarkHandle measures the chain's own cost per call (resolve,
@@ -50,4 +54,53 @@ func BenchmarkChainLength(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRedaction is what the default redaction adds to a whole call:
+// a typical 1 KB JSON result, a 1 MB one, each as text content and as
+// structured content, with and without a redactor (issue 22 counts per-call
+// cost). Neither holds a secret, as nearly no result does.
+func BenchmarkRedaction(b *testing.B) {
+	r, err := redact.New(redact.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{1 << 10, 1 << 20} {
+		rows := resultRows(size * 2 / 5) // twice, the text escaped: about size in all, under the 1 MiB default cap
+		text, _ := json.Marshal(rows)
+		raw := `{"content":[{"type":"text","text":` + string(text) + `}],"structuredContent":` + rows + `}`
+		for _, on := range []bool{false, true} {
+			name := fmt.Sprintf("%dKB/redact=%t", size>>10, on)
+			b.Run(name, func(b *testing.B) {
+				parts := pipelinetest.Parts{Upstreams: &pipelinetest.Upstreams{Fn: pipelinetest.Answer(raw)}}
+				if on {
+					parts.Redact = r
+				}
+				chain := pipelinetest.New(b, parts)
+				call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
+				ctx := context.Background()
+				b.SetBytes(int64(len(raw)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if res := chain.Handle(ctx, call); res.IsError {
+						b.Fatalf("call failed: %+v", res.Content)
+					}
+				}
+			})
+		}
+	}
+}
+
+// resultRows is a JSON object of order rows, about n bytes, without secrets.
+func resultRows(n int) string {
+	var sb strings.Builder
+	sb.WriteString(`{"orders":[`)
+	for i := 0; sb.Len() < n; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"order_id":%d,"status":"shipped","note":"left at the front door","url":"https://shop.example.com/orders/%d"}`, 4800+i, 4800+i)
+	}
+	sb.WriteString(`]}`)
+	return sb.String()
 }

@@ -61,29 +61,32 @@ func redactBlock(r *redact.Redactor, c mcp.Content, counts *redact.Counts) mcp.C
 	if r == nil {
 		return c
 	}
-	text := func(s string) string {
-		out, n := r.String(s)
-		counts.Add(n)
-		return out
-	}
-	content := func(s string) string { // often JSON: decoded too (redact.Content)
-		out, n := r.Content(s)
-		counts.Add(n)
-		return out
-	}
 	switch b := c.(type) {
 	case mcp.TextContent:
-		b.Text = content(b.Text)
+		b.Text = redactContent(r, b.Text, counts)
 		return b
 	case mcp.EmbeddedResource:
 		if rc, ok := b.Resource.(mcp.TextResourceContents); ok {
-			rc.Text = content(rc.Text)
+			rc.Text = redactContent(r, rc.Text, counts)
 			b.Resource = rc
 		}
 		return b
 	case mcp.ResourceLink:
-		b.Name, b.Title, b.Description = text(b.Name), text(b.Title), text(b.Description)
+		b.Name, b.Title, b.Description = redactText(r, b.Name, counts), redactText(r, b.Title, counts), redactText(r, b.Description, counts)
 		return b
 	}
 	return c
+}
+
+// redactContent redacts a text that is often JSON (redact.Content).
+func redactContent(r *redact.Redactor, s string, counts *redact.Counts) string {
+	out, n := r.Content(s)
+	counts.Add(n)
+	return out
+}
+
+func redactText(r *redact.Redactor, s string, counts *redact.Counts) string {
+	out, n := r.String(s)
+	counts.Add(n)
+	return out
 }

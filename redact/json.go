@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // JSON is raw with every string value redacted (keys are left as they are:
@@ -40,12 +41,14 @@ func (r *Redactor) mayMatchJSON(raw []byte) bool {
 // \u escape other than those of &, <, > and the line and paragraph
 // separators, which encoders such as Go's write for safety in HTML and
 // which no keyword contains.
-func hidingEscape(raw []byte) bool {
-	if bytes.Contains(raw, []byte(`\/`)) {
+func hidingEscape(raw []byte) bool { return hidingEscapeIn(unsafeString(raw)) }
+
+func hidingEscapeIn(raw string) bool {
+	if strings.Contains(raw, `\/`) {
 		return true
 	}
 	for i := 0; ; {
-		j := bytes.Index(raw[i:], []byte(`\u`))
+		j := strings.Index(raw[i:], `\u`)
 		if j < 0 {
 			return false
 		}
@@ -64,9 +67,9 @@ func hidingEscape(raw []byte) bool {
 // an escape (\u0041KIA, postgres:\/\/) cannot hide a secret. Such a text
 // is re-encoded only when something in it was replaced.
 func (r *Redactor) Content(s string) (string, Counts) {
-	out, counts := r.String(s)
-	if r == nil || !mayBeJSON(out) {
-		return out, counts
+	out, counts, found := r.redactString(s)
+	if r == nil || !mayBeJSON(out) || !found && !hidingEscapeIn(out) {
+		return out, counts // nothing a decoding could reveal: no copy, no json.Valid
 	}
 	raw := []byte(out)
 	if !json.Valid(raw) {

@@ -213,12 +213,19 @@ func (c Counts) Clone() Counts {
 // String is s with every secret replaced, and what was replaced. s itself
 // is returned when nothing was.
 func (r *Redactor) String(s string) (string, Counts) {
+	out, counts, _ := r.redactString(s)
+	return out, counts
+}
+
+// redactString is String that also says whether any pattern's keyword
+// occurred in s.
+func (r *Redactor) redactString(s string) (string, Counts, bool) {
 	if r == nil || s == "" {
-		return s, nil
+		return s, nil, false
 	}
 	found := r.scan.scan(s)
 	if found == 0 {
-		return s, nil
+		return s, nil, false
 	}
 	var counts Counts
 	for i := range r.patterns {
@@ -234,7 +241,7 @@ func (r *Redactor) String(s string) (string, Counts) {
 			}
 		}
 	}
-	return s, counts
+	return s, counts, true
 }
 
 // Text is String without the counts.
