@@ -2,10 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/proxy"
@@ -90,7 +94,26 @@ func (g *Gateway) oauthOptions(name string, s *config.Server, ua *userAuth, guar
 				g.set.Retry(name) // the upstream may have been down for want of anyone's token
 			}
 		},
-		Egress: guard, Log: g.log}
+		AskURL: askURL, Egress: guard, Log: g.log}
+}
+
+// askURL offers link to the client whose call ctx is, by URL-mode elicitation (2025-11-25), through
+// the relay that passes upstreams' requests to that client: the relay sends it only to a client that
+// declared elicitation in url mode. True when the user accepted.
+func askURL(ctx context.Context, message, link string) bool {
+	r := upstreams.RelayFrom(ctx)
+	if r == nil {
+		return false
+	}
+	id := make([]byte, 12)
+	_, _ = rand.Read(id)
+	params, _ := json.Marshal(map[string]any{"mode": "url", "message": message, "url": link,
+		"elicitationId": base64.RawURLEncoding.EncodeToString(id)})
+	res, err := r.Request(ctx, string(mcp.MethodElicitationCreate), params)
+	var answer struct {
+		Action string `json:"action"`
+	}
+	return err == nil && json.Unmarshal(res, &answer) == nil && answer.Action == string(mcp.ElicitationResponseActionAccept)
 }
 
 // withUserCredentials gives the oauth upstreams their sources.

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/internal/testauthserver"
 	"github.com/toolgate/toolgate/internal/testkit"
@@ -66,7 +70,8 @@ mcpServers:
 	return filepath.Join(dir, "toolgate.yaml")
 }
 
-// waitUp returns a function that waits until server is up, or fails the test at ctx's end.
+// waitUp returns a function that waits until server comes up (its tools in the catalog), or fails the
+// test at ctx's end. Call it before the server can come up.
 func waitUp(t testing.TB, ctx context.Context, gw *Gateway, server string) func() {
 	up := make(chan struct{}, 16)
 	gw.Upstreams().OnStatusChange(func(s string, isUp bool, _ string) {
@@ -76,9 +81,8 @@ func waitUp(t testing.TB, ctx context.Context, gw *Gateway, server string) func(
 	})
 	return func() {
 		t.Helper()
-		if ok, _ := gw.Upstreams().Status(server); ok {
-			return
-		}
+		// Only the event: Status says up as soon as the connection is stored, before the catalog
+		// lists its tools.
 		select {
 		case <-up:
 		case <-ctx.Done():
@@ -242,5 +246,91 @@ func assertNoSecrets(t *testing.T, logged, configPath string, secrets ...string)
 	sig := regexp.MustCompile(`s=[A-Za-z0-9_-]{40,}`)
 	if sig.MatchString(logged) || sig.MatchString(string(audit)) || strings.Contains(logged, "/connect/?") {
 		t.Error("a connect link is in the log or the audit trail")
+	}
+}
+
+// urlElicitor is a client user who, asked by URL-mode elicitation, opens the link and connects as
+// user: it accepts at once and signs in meanwhile, as a person would in their browser.
+type urlElicitor struct {
+	t    *testing.T
+	as   *testauthserver.Server
+	user string
+	done chan error
+}
+
+func (e *urlElicitor) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	if req.Params.Mode != mcp.ElicitationModeURL || req.Params.URL == "" {
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}, nil
+	}
+	go func() {
+		status, page, err := testauthserver.NewBrowser().Connect(req.Params.URL, e.user, e.as)
+		if err == nil && (status != http.StatusOK || !strings.Contains(page, "Connected")) {
+			err = fmt.Errorf("the consent flow ended %d", status)
+		}
+		e.done <- err
+	}()
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}}, nil
+}
+
+// TestOAuthLinkByURLElicitation: a client that declared elicitation in url mode is offered the connect
+// link that way; its user connects while the call waits, and the one call succeeds as them. A client
+// that did not declare it gets authorization_required with the link, as before.
+func TestOAuthLinkByURLElicitation(t *testing.T) {
+	as := testauthserver.Start(t)
+	crm, wiki := testauthserver.StartUpstream(t, as), testauthserver.StartUpstream(t, as)
+	logs := &testkit.LogBuffer{}
+	gw, err := New(context.Background(), Options{ConfigPath: writeOAuthGateway(t, crm.URL, wiki.URL), Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	defer func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	crmUp := waitUp(t, ctx, gw, "crm")
+	if err := gw.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := gw.ConnectLink("alice", "crm")
+	connectAs(t, first, "alice@idp", as)
+	crmUp()
+
+	e := &urlElicitor{t: t, as: as, user: "bob@idp", done: make(chan error, 1)}
+	c, err := client.NewStreamableHttpClient("http://"+gw.Addr()+"/mcp",
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + bobOAuthKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c = client.NewClient(c.GetTransport(), client.WithElicitationHandler(e))
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: "2025-11-25",
+		Capabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{URL: &struct{}{}}}}}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "crm__whoami"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var env envelopeAnswer
+	_ = json.Unmarshal(raw, &env)
+	if !env.OK || env.Data != "bob@idp" {
+		t.Errorf("bob's call with URL elicitation: %s, want served as bob@idp in the one call", raw)
+	}
+	select {
+	case err := <-e.done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the elicited consent flow never ended")
 	}
 }

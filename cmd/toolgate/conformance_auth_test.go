@@ -185,13 +185,11 @@ func driveAuthScenario(gw *gateway.Gateway, srv *httptest.Server) error {
 	if err := openConnectLink(ctx, srv, link); err != nil {
 		return err
 	}
-	if ok, _ := gw.Upstreams().Status("mock"); !ok {
-		select {
-		case <-up:
-		case <-ctx.Done():
-			_, why := gw.Upstreams().Status("mock")
-			return fmt.Errorf("the upstream did not come up after connecting: %s", why)
-		}
+	select { // the event, not Status, which says up before the catalog lists the tools
+	case <-up:
+	case <-ctx.Done():
+		_, why := gw.Upstreams().Status("mock")
+		return fmt.Errorf("the upstream did not come up after connecting: %s", why)
 	}
 	return callEveryTool(ctx, srv)
 }

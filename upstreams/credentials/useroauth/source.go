@@ -54,6 +54,11 @@ type Options struct {
 	ConnectURL func(principal, upstream string) string
 	// OnConnect is called after a principal connected (the gateway retries a down upstream at once).
 	OnConnect func(principal string)
+	// AskURL offers the connect link to the caller whose request ctx is, by URL-mode elicitation where
+	// their client declared it (message says what it is for); true when they accepted, that is, they
+	// are opening it. The request then waits for them to connect (within its own deadline) instead
+	// of answering authorization_required. nil: never offered.
+	AskURL func(ctx context.Context, message, url string) bool
 
 	// Egress is the upstream's egress guard settings: the discovery, registration and token requests
 	// are dialled through the guard (public addresses only unless they allow more), as the upstream's are.
@@ -76,6 +81,9 @@ type Source struct {
 	disc  *Discovery
 	discd time.Time             // when disc was learned
 	users map[string]*userToken // by principal
+	// connecting is, per principal, closed when they connect: what a request waits on after they
+	// accepted the link by elicitation.
+	connecting map[string]chan struct{}
 	// stepUp is, per principal, the scope the upstream said a request lacked (403 insufficient_scope):
 	// their next authorization request asks for it too.
 	stepUp map[string]string
@@ -178,16 +186,66 @@ func (s *Source) needsAuthorization(principal string, rejected bool) error {
 func (s *Source) Authorization(ctx context.Context) (string, error) {
 	principal, ok := s.o.Caller(ctx)
 	if !ok {
-		var err error
-		if principal, err = s.lister(ctx); err != nil {
+		lister, err := s.lister(ctx)
+		if err != nil {
 			return "", err
 		}
+		tok, err := s.token(ctx, lister)
+		if err != nil {
+			return "", err
+		}
+		return "Bearer " + tok, nil
 	}
-	tok, err := s.token(ctx, principal)
+	tok, err := s.callerToken(ctx, principal)
 	if err != nil {
 		return "", err
 	}
 	return "Bearer " + tok, nil
+}
+
+// callerToken is token for a caller; when they must connect first and their client takes the link
+// by URL-mode elicitation and they accept, it waits for them to connect (or the request's end).
+func (s *Source) callerToken(ctx context.Context, principal string) (string, error) {
+	tok, err := s.token(ctx, principal)
+	var ar *credentials.AuthorizationRequiredError
+	if err == nil || s.o.AskURL == nil || !errors.As(err, &ar) || ar.ConnectURL == "" {
+		return tok, err
+	}
+	connected := s.connectSignal(principal) // taken before asking: a quick connect is not missed
+	if !s.o.AskURL(ctx, ar.AuthorizationRequired(), ar.ConnectURL) {
+		return "", err
+	}
+	select {
+	case <-connected:
+		return s.token(ctx, principal)
+	case <-ctx.Done():
+		return "", err
+	}
+}
+
+// connectSignal is closed when principal next connects.
+func (s *Source) connectSignal(principal string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.connecting == nil {
+		s.connecting = map[string]chan struct{}{}
+	}
+	ch, ok := s.connecting[principal]
+	if !ok {
+		ch = make(chan struct{})
+		s.connecting[principal] = ch
+	}
+	return ch
+}
+
+// connected wakes the requests waiting for principal to connect.
+func (s *Source) connected(principal string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.connecting[principal]; ok {
+		close(ch)
+		delete(s.connecting, principal)
+	}
 }
 
 // Rejected tells the source the upstream answered 401 to a request that carried authorization: that
@@ -514,6 +572,7 @@ func (s *Source) Complete(ctx context.Context, principal, code, verifier string)
 	u.tok, u.rejected = rec, ""
 	u.mu.Unlock()
 	s.log.Info("a user connected the upstream", "server", s.o.Server, "principal", principal)
+	s.connected(principal)
 	if s.o.OnConnect != nil {
 		s.o.OnConnect(principal)
 	}
