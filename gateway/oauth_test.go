@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/testauthserver"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/upstreams/credentials/useroauth"
@@ -32,6 +33,11 @@ const (
 // writeOAuthGateway is a gateway with API-key callers alice and bob and two upstreams in auth mode
 // oauth at one authorization server: crm and wiki, each taking only tokens issued for itself.
 func writeOAuthGateway(t *testing.T, crm, wiki string) string {
+	return writeOAuthGatewayWith(t, crm, wiki, "", "{mode: oauth}")
+}
+
+// writeOAuthGatewayWith is writeOAuthGateway with extra top-level config and crm's auth block.
+func writeOAuthGatewayWith(t *testing.T, crm, wiki, extra, crmAuth string) string {
 	t.Helper()
 	t.Setenv("TOOLGATE_CREDENTIALS_KEY", "q1ouvDvb0x2fWw4yCwD5yVn0dE6XwTq0Yl2c9S5vY4M=") // the vault's, for tests only
 	dir := t.TempDir()
@@ -40,24 +46,25 @@ func writeOAuthGateway(t *testing.T, crm, wiki string) string {
 		t.Fatal(err)
 	}
 	cfg := fmt.Sprintf(`listen: {http: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", key_sha256: %q}
 audit: {file: %q}
 auth:
   api_keys:
     - {principal: alice, sha256: %q}
     - {principal: bob, sha256: %q}
-mcpServers:
+%smcpServers:
   crm:
     url: %q
     retry_safe: true   # whoami reads: no duplicate suppression replaying another caller's answer
-    auth: {mode: oauth}
+    auth: %s
     egress: {allow: [loopback]}   # the test upstream and its authorization server listen on loopback
   wiki:
     url: %q
     retry_safe: true
     auth: {mode: oauth, list_as: alice}
     egress: {allow: [loopback]}
-`, filepath.Join(dir, "audit.jsonl"), authn.HashKey(aliceOAuthKey), authn.HashKey(bobOAuthKey), crm, wiki)
+`, authn.HashKey(perUserAdminKey), filepath.Join(dir, "audit.jsonl"), authn.HashKey(aliceOAuthKey), authn.HashKey(bobOAuthKey),
+		extra, crm, crmAuth, wiki)
 	for name, content := range map[string]string{
 		"model.conf":    string(model),
 		"policy.csv":    "p, caller, crm/*, call, allow\np, caller, wiki/*, call, allow\ng, alice, caller\ng, bob, caller\n",
@@ -186,8 +193,12 @@ func TestOAuthUpstreamThroughTheGateway(t *testing.T) {
 		t.Errorf("alice after bob's revocation: %+v", env)
 	}
 
+	_, metrics := adminDo(t, gw, http.MethodGet, "/metrics", nil)
 	gw.Close()
-	assertNoSecrets(t, logs.String(), path, crmToken.AccessToken, crmToken.RefreshToken)
+	if !strings.Contains(metrics, "toolgate_") {
+		t.Fatal("no metrics scraped: the check below would prove nothing")
+	}
+	assertNoSecrets(t, logs.String()+metrics, path, crmToken.AccessToken, crmToken.RefreshToken)
 }
 
 // connectAs drives the consent flow at link as user and fails the test unless it ends connected.
@@ -332,5 +343,60 @@ func TestOAuthLinkByURLElicitation(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the elicited consent flow never ended")
+	}
+}
+
+// TestOAuthAcrossReplicas: with state.redis and one connect.key, a link one replica made is honoured
+// by another, which takes the callback; the token stored there (in Redis, sealed) serves the user's
+// calls through the first replica too. The first link comes from the admin API.
+func TestOAuthAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	as := testauthserver.Start(t)
+	crm, wiki := testauthserver.StartUpstream(t, as), testauthserver.StartUpstream(t, as)
+	t.Setenv("TG_TEST_CONNECT_KEY", "a-connect-key-of-more-than-32-characters-0001")
+	t.Setenv("TG_TEST_CRM_SECRET", "crm-client-secret-3e8a")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	logs := &testkit.LogBuffer{}
+	defer func() {
+		if t.Failed() {
+			t.Logf("gateway logs:\n%s", logs.String())
+		}
+	}()
+	var gws []*Gateway
+	var ups []func()
+	for range 2 {
+		extra := fmt.Sprintf("state: {redis: {url: %q, key_prefix: \"oa:\"}}\nconnect: {key: \"${TG_TEST_CONNECT_KEY}\"}\n", srv.URL())
+		path := writeOAuthGatewayWith(t, crm.URL, wiki.URL, extra, "{mode: oauth, client_id: tg, client_secret: \"${TG_TEST_CRM_SECRET}\"}")
+		gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gw.Close()
+		ups = append(ups, waitUp(t, ctx, gw, "crm"))
+		if err := gw.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, gw)
+	}
+	as.AddClient("tg", "crm-client-secret-3e8a", "http://"+gws[0].Addr()+"/connect/callback", "http://"+gws[1].Addr()+"/connect/callback")
+	redistest.WaitFor(t, func() bool { return gws[0].state.Err() == nil && gws[1].state.Err() == nil })
+
+	status, body := adminDo(t, gws[0], http.MethodGet, "/v1/connect-link?principal=alice&upstream=crm", nil)
+	var link struct{ URL string }
+	if err := json.Unmarshal([]byte(body), &link); status != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/connect-link: %d %s", status, body)
+	}
+	onSecond := strings.Replace(link.URL, gws[0].Addr(), gws[1].Addr(), 1) // replica 1's link, opened at replica 2
+	connectAs(t, onSecond, "alice@idp", as)
+	ups[1]()
+	ups[0]() // replica 1 finds alice's token in Redis at its next attempt
+	for i, gw := range gws {
+		if env := callAs(t, ctx, gw, aliceOAuthKey, "crm__whoami"); !env.OK || env.Data != "alice@idp" {
+			t.Errorf("alice through replica %d: %+v", i+1, env)
+		}
+	}
+	if n := as.Count("authorization_code"); n != 1 {
+		t.Errorf("%d code exchanges, want 1", n)
 	}
 }

@@ -80,14 +80,15 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-// AddClient registers a client beforehand (method client_secret_basic, or none without a secret).
-func (s *Server) AddClient(id, secret, redirect string) {
+// AddClient registers a client beforehand (method client_secret_basic, or none without a secret) with
+// its redirect URIs.
+func (s *Server) AddClient(id, secret string, redirects ...string) {
 	method := "client_secret_basic"
 	if secret == "" {
 		method = "none"
 	}
 	s.mu.Lock()
-	s.clients[id] = &client{id: id, secret: secret, method: method, redirects: []string{redirect}}
+	s.clients[id] = &client{id: id, secret: secret, method: method, redirects: redirects}
 	s.mu.Unlock()
 }
 
