@@ -48,7 +48,7 @@ func (g *Gateway) openUserAuth(network egress.Options) error {
 		case s.AuthMode() == config.AuthPerUser && base != "":
 			secrets[name] = true
 		case s.AuthMode() == config.AuthOAuth:
-			src, err := useroauth.New(g.oauthOptions(name, s, ua, serverEgress(name, s, network, g.log)))
+			src, err := useroauth.New(g.oauthOptions(name, s, ua, serverEgress(name, s, network, g.log, g.metrics)))
 			if err != nil {
 				return err
 			}

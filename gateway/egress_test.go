@@ -211,6 +211,13 @@ mcpServers:
 	if !refused["meta"] || !refused["plain"] {
 		t.Errorf("refusals logged for %v, want meta and plain", refused)
 	}
+	rec := httptest.NewRecorder()
+	gw.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, series := range []string{`toolgate_egress_refused_total{class="metadata",server="meta"}`, `toolgate_egress_refused_total{class="metadata",server="plain"}`} {
+		if !strings.Contains(rec.Body.String(), series) {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
 }
 
 // assertNoInternals: a client's message names no address, host or guard.

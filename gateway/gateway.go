@@ -198,7 +198,7 @@ func (g *Gateway) steps(o Options) []step {
 		}},
 		{"invalid upstream credential settings", func(context.Context) error { return g.openUserAuth(o.Egress) }},
 		{"cannot build the tool catalog", func(ctx context.Context) (err error) {
-			servers := g.withUserCredentials(upstreamServers(g.cfg, g.credentialDeps(), o.Egress, g.redact))
+			servers := g.withUserCredentials(upstreamServers(g.cfg, g.credentialDeps(), o.Egress, g.redact, g.metrics))
 			if g.set, err = upstreams.Start(ctx, servers, g.log, upstreams.WithPins(g.pins)); err == nil {
 				g.cleanup.add(g.set.Close)
 			}

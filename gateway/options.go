@@ -332,7 +332,7 @@ func UpstreamServers(cfg *config.Config) []upstreams.Server {
 // to log (a token that could not be had, never a token). Each server's
 // stderr and error text are redacted as the config's redaction says.
 func UpstreamServersLogged(cfg *config.Config, log *slog.Logger) []upstreams.Server {
-	return upstreamServers(cfg, CredentialDeps{Log: log}, egress.Options{}, configRedactor(cfg))
+	return upstreamServers(cfg, CredentialDeps{Log: log}, egress.Options{}, configRedactor(cfg), nil)
 }
 
 // configRedactor is the redactor the config's redaction says, counting
@@ -363,13 +363,14 @@ type CredentialDeps struct {
 
 // UpstreamServersWith is UpstreamServers whose credential sources use deps.
 func UpstreamServersWith(cfg *config.Config, deps CredentialDeps) []upstreams.Server {
-	return upstreamServers(cfg, deps, egress.Options{}, configRedactor(cfg))
+	return upstreamServers(cfg, deps, egress.Options{}, configRedactor(cfg), nil)
 }
 
 // upstreamServers is UpstreamServersWith whose egress guards resolve and
 // dial with network's Resolver and Dial (zero: the system's), and whose
-// stderr lines and error text are redacted by r (nil: not redacted).
-func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Options, r *redact.Redactor) []upstreams.Server {
+// stderr lines and error text are redacted by r (nil: not redacted), and
+// whose egress refusals m counts (nil: not counted).
+func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Options, r *redact.Redactor, m *metrics.Metrics) []upstreams.Server {
 	log := deps.Log
 	if cfg == nil {
 		return nil
@@ -393,7 +394,7 @@ func upstreamServers(cfg *config.Config, deps CredentialDeps, network egress.Opt
 			CallTimeout:     cfg.CallTimeout(name, ""),
 			MaxResultBytes:  cfg.MaxResultBytes(name, ""),
 			DescriptionScan: upstreams.ScanMode(cfg.DescriptionScanMode(name)),
-			Egress:          serverEgress(name, s, network, log),
+			Egress:          serverEgress(name, s, network, log, m),
 			Redact:          r,
 		}
 		if s.AuthMode() != config.AuthStatic {
@@ -431,9 +432,13 @@ func newRedactor(cfg *config.Config, m *metrics.Metrics) (*redact.Redactor, erro
 
 // serverEgress is the egress guard's settings for one server: what its
 // egress.allow opens, network's resolver and dialer, and a log that names
-// the server (a refusal is logged with the address and its class).
-func serverEgress(name string, s *config.Server, network egress.Options, log *slog.Logger) egress.Options {
+// the server (a refusal is logged with the address and its class) and m's
+// toolgate_egress_refused_total (nil: not counted).
+func serverEgress(name string, s *config.Server, network egress.Options, log *slog.Logger, m *metrics.Metrics) egress.Options {
 	o := egress.Options{Resolver: network.Resolver, Dial: network.Dial}
+	if m != nil {
+		o.Refused = func(c egress.Class) { m.EgressRefused(name, string(c)) }
+	}
 	o.Allow, o.AllowPrefixes = s.EgressAllow()
 	if log != nil {
 		o.Log = log.With("server", name)

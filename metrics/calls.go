@@ -104,3 +104,12 @@ func (m *Metrics) Redacted(pattern string, n int) {
 	}
 	m.redactions.WithLabelValues(labels(pattern)...).Add(float64(n))
 }
+
+// EgressRefused counts a connection toward server's upstream (or its token endpoint) that the egress
+// guard refused, by the address's class (package upstreams/egress).
+func (m *Metrics) EgressRefused(server, class string) {
+	if m == nil {
+		return
+	}
+	m.egressRefused.WithLabelValues(labels(server, class)...).Inc()
+}

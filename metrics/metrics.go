@@ -58,6 +58,7 @@ type Metrics struct {
 	webhooks       webhookMetrics         // webhooks.go
 	discovery      discoveryMetrics       // discovery.go
 	redactions     *prometheus.CounterVec // by pattern
+	egressRefused  *prometheus.CounterVec // by server and class
 }
 
 // New returns Metrics registered in a fresh registry, with the Go runtime and process collectors.
@@ -85,6 +86,7 @@ func New() *Metrics {
 	m.shadow.register(m)
 	m.webhooks.register(m)
 	m.discovery.register(m)
+	m.egressRefused = m.counterVec("toolgate_egress_refused_total", "Connections toward an upstream or its token endpoint that the egress guard refused, by server and address class (metadata, loopback, private, ...).", "server", "class")
 	m.redactions = m.counterVec("toolgate_redactions_total", "Secrets replaced in what upstreams sent (results, error text, stderr), by redaction pattern.", "pattern")
 	// Both results exist from the start, so rate() and alerts see 0 rather than no data.
 	m.policyReloads.WithLabelValues("ok")

@@ -162,6 +162,7 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.Redacted("aws_access_key", 2)
 	m.Redacted("aws_access_key", 1)
 	m.Redacted("jwt", 1)
+	m.EgressRefused("search", "metadata")
 
 	fams := scrape(t, m.Handler())
 	want := map[string]float64{
@@ -207,6 +208,7 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 		`toolgate_audit_write_errors_total`:                                                                       3,
 		`toolgate_redactions_total{pattern="aws_access_key"}`:                                                     3,
 		`toolgate_redactions_total{pattern="jwt"}`:                                                                1,
+		`toolgate_egress_refused_total{class="metadata",server="search"}`:                                         1,
 		`toolgate_forwarded_request_duration_seconds_count{method="resources/read",outcome="ok",server="orders"}`: 1,
 		`toolgate_forwarded_request_duration_seconds_sum{method="resources/read",outcome="ok",server="orders"}`:   0.125,
 		`toolgate_forwarded_request_duration_seconds_count{method="prompts/get",outcome="error",server="orders"}`: 1,

@@ -53,6 +53,9 @@ type Options struct {
 	// Log receives one warning per refused connection, with the host, the
 	// address and its class; nil discards.
 	Log *slog.Logger
+	// Refused, when set, is told the class of every refused connection
+	// (for a metric).
+	Refused func(Class)
 }
 
 // Resolver is the part of *net.Resolver a Guard uses.
@@ -67,11 +70,12 @@ type Guard struct {
 	resolver Resolver
 	dial     func(ctx context.Context, network, address string) (net.Conn, error)
 	log      *slog.Logger
+	refused  func(Class)
 }
 
 // New is a Guard with o's settings.
 func New(o Options) *Guard {
-	g := &Guard{allow: slices.Clone(o.Allow), prefixes: slices.Clone(o.AllowPrefixes), resolver: o.Resolver, dial: o.Dial, log: o.Log}
+	g := &Guard{allow: slices.Clone(o.Allow), prefixes: slices.Clone(o.AllowPrefixes), resolver: o.Resolver, dial: o.Dial, log: o.Log, refused: o.Refused}
 	if g.resolver == nil {
 		g.resolver = net.DefaultResolver
 	}
@@ -149,6 +153,9 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 	for _, a := range addrs {
 		if c, ok := g.Allowed(a); !ok {
 			g.log.Warn("egress refused", "host", host, "address", a.Unmap().String(), "class", string(c))
+			if g.refused != nil {
+				g.refused(c)
+			}
 			return nil, &net.OpError{Op: "dial", Net: network, Err: &RefusedError{Host: host, Addr: a.Unmap(), Class: c}}
 		}
 	}

@@ -247,8 +247,9 @@ func assertRefused(t *testing.T, err error, class Class) {
 func TestNameResolvingToMetadataIsRefusedWithoutAConnection(t *testing.T) {
 	tr := newTrap(t)
 	var logs bytes.Buffer
+	var refused []Class
 	g := New(Options{Allow: AllowableClasses, Resolver: resolver(map[string]string{"metadata.test": "169.254.169.254"}),
-		Dial: tr.dial, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		Dial: tr.dial, Log: slog.New(slog.NewTextHandler(&logs, nil)), Refused: func(c Class) { refused = append(refused, c) }})
 	_, err := g.DialContext(context.Background(), "tcp", "metadata.test:80")
 	assertRefused(t, err, Metadata)
 	if got := err.Error(); !strings.Contains(got, "metadata.test resolves to 169.254.169.254, a metadata address") {
@@ -268,6 +269,9 @@ func TestNameResolvingToMetadataIsRefusedWithoutAConnection(t *testing.T) {
 	tr.assertNoConnection(t)
 	if !strings.Contains(logs.String(), `msg="egress refused" host=metadata.test address=169.254.169.254 class=metadata`) {
 		t.Errorf("log lacks the refusal with its class:\n%s", logs.String())
+	}
+	if len(refused) != 2 || refused[0] != Metadata || refused[1] != Metadata {
+		t.Errorf("Refused heard %v, want metadata twice", refused)
 	}
 }
 
