@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/authn"
+	"github.com/toolgate/toolgate/internal/testauthserver"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
@@ -32,6 +33,9 @@ const upstreamRole = "TOOLGATE_GATEWAY_TEST_UPSTREAM"
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamRole) != "" {
 		os.Exit(testupstream.Main(os.Args[1:]))
+	}
+	if os.Getenv(testauthserver.UpstreamRole) != "" {
+		os.Exit(testauthserver.UpstreamMain())
 	}
 	goleak.VerifyTestMain(m,
 		// net/http keeps idle client connections' loops alive briefly after a test.

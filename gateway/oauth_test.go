@@ -109,7 +109,9 @@ var linkPattern = regexp.MustCompile(`https?://\S+/connect/\?\S+`)
 // refreshed on the same call, and a revoked refresh asks again. No token reaches the log or the audit.
 func TestOAuthUpstreamThroughTheGateway(t *testing.T) {
 	as := testauthserver.Start(t)
-	crm, wiki := testauthserver.StartUpstream(t, as), testauthserver.StartUpstream(t, as)
+	// crm is a process of its own that checks tokens by introspection; wiki, in this one, records who
+	// it served.
+	crm, wiki := testauthserver.StartUpstreamProcess(t, as), testauthserver.StartUpstream(t, as)
 	logs := &testkit.LogBuffer{}
 	path := writeOAuthGateway(t, crm.URL, wiki.URL)
 	gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})

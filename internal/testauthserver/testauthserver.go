@@ -1,7 +1,8 @@
 // Package testauthserver is a small OAuth 2.1 authorization server for the tests of auth mode oauth:
 // authorization code with PKCE S256 (verified), RFC 8707 resource (the token's audience), RFC 7591
-// dynamic registration, refresh tokens rotated on every use, revocation, and a login page a test fills
-// in as a browser would. Access tokens are HS256 JWTs an upstream in the test verifies with Verify.
+// dynamic registration, refresh tokens rotated on every use, revocation, introspection (RFC 7662), and a
+// login page a test fills in as a browser would. Access tokens are HS256 JWTs an upstream in the test
+// process verifies with Verify, and one in a process of its own (StartUpstreamProcess) by introspection.
 //
 // It is written here rather than taken from zitadel/oidc (whose provider serves the client-credentials
 // and token-exchange tests, upstreams/credentials/credentialstest) because that provider has no
@@ -74,6 +75,7 @@ func Start(t testing.TB) *Server {
 	mux.HandleFunc("GET /authorize", s.authorize)
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /token", s.token)
+	mux.HandleFunc("POST /introspect", s.introspect)
 	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -154,6 +156,24 @@ func (s *Server) Verify(token, audience string) (string, error) {
 		return "", errors.New("token revoked")
 	}
 	return c.Subject, nil
+}
+
+// introspect is RFC 7662 for an upstream in another process: active, with the token's subject and
+// audience, when Verify would take it for that audience.
+func (s *Server) introspect(w http.ResponseWriter, r *http.Request) {
+	token := r.PostFormValue("token")
+	var c claims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.key, nil }, jwt.WithValidMethods([]string{"HS256"}))
+	if err != nil || len(c.Audience) == 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"active": false})
+		return
+	}
+	sub, err := s.Verify(token, c.Audience[0])
+	if err != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"active": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"active": true, "sub": sub, "aud": c.Audience[0]})
 }
 
 func (s *Server) count(event string) {

@@ -28,6 +28,18 @@ type Upstream struct {
 // StartUpstream serves an Upstream whose authorization server is as, until the test ends.
 func StartUpstream(t testing.TB, as *Server) *Upstream {
 	t.Helper()
+	u, h, handler := newUpstream(as.Issuer, as.Verify)
+	srv := httptest.NewServer(handler)
+	t.Cleanup(func() {
+		_ = h.Shutdown(context.Background())
+		srv.Close()
+	})
+	u.URL = srv.URL + "/mcp"
+	return u
+}
+
+// newUpstream is an Upstream whose tokens verify checks, and its handlers.
+func newUpstream(issuer string, verify func(token, audience string) (string, error)) (*Upstream, *server.StreamableHTTPServer, http.Handler) {
 	type subKey struct{}
 	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(true))
 	s.AddTool(mcp.NewTool("whoami", mcp.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -35,17 +47,17 @@ func StartUpstream(t testing.TB, as *Server) *Upstream {
 		return mcp.NewToolResultText(sub), nil
 	})
 	h := server.NewStreamableHTTPServer(s, server.WithStateLess(true), server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-		sub, _ := as.Verify(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), resourceOf(r))
+		sub, _ := verify(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), resourceOf(r))
 		return context.WithValue(ctx, subKey{}, sub)
 	}))
 	u := &Upstream{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"resource": resourceOf(r), "authorization_servers": []string{as.Issuer}})
+		writeJSON(w, http.StatusOK, map[string]any{"resource": resourceOf(r), "authorization_servers": []string{issuer}})
 	})
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sub, err := as.Verify(tok, resourceOf(r))
+		sub, err := verify(tok, resourceOf(r))
 		if err != nil {
 			u.mu.Lock()
 			u.refused++
@@ -59,13 +71,7 @@ func StartUpstream(t testing.TB, as *Server) *Upstream {
 		u.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		_ = h.Shutdown(context.Background())
-		srv.Close()
-	})
-	u.URL = srv.URL + "/mcp"
-	return u
+	return u, h, mux
 }
 
 // resourceOf is the server's own resource identifier: its /mcp URL.
