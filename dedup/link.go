@@ -421,7 +421,10 @@ func (g *Guard) keys(ctx context.Context, x *pipeline.Exchange) (argsKey, key Ke
 	if x.Call.IdempotencyKey != "" {
 		return argsKey, IdempotencyKey(x.Call.Subject.Principal, x.Tool.ID, x.Call.IdempotencyKey), g.KeyWindow, nil
 	}
-	return argsKey, ArgsKeyFor(x.Call.Subject.Principal, x.Tool.ID, upstreams.CapabilityDigest(ctx), canonical), g.Window, nil
+	if declared := upstreams.CapabilityDigest(ctx); declared != "" {
+		return argsKey, ArgsKeyFor(x.Call.Subject.Principal, x.Tool.ID, declared, canonical), g.Window, nil
+	}
+	return argsKey, argsKey, g.Window, nil // ArgsKeyFor without capabilities is ArgsKey: not hashed twice
 }
 
 // run runs the rest of the chain for the call whose answer identical calls
