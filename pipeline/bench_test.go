@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +23,21 @@ import (
 func BenchmarkHandle(b *testing.B) {
 	chain := pipelinetest.New(b, pipelinetest.Parts{})
 	call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := chain.Handle(ctx, call); res.IsError {
+			b.Fatal("call failed")
+		}
+	}
+}
+
+// BenchmarkHandleLogged is BenchmarkHandle with the per-call log line, as
+// the gateway writes it (JSON, to a writer that discards it).
+func BenchmarkHandleLogged(b *testing.B) {
+	rec := &pipeline.Recorder{Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	chain := pipelinetest.New(b, pipelinetest.Parts{Recorder: rec})
+	call := pipeline.Call{Subject: pipelinetest.Alice, Session: "s-1", Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -81,11 +81,12 @@ func (r *Recorder) logCall(x *Exchange, d time.Duration) {
 	if r.Log == nil {
 		return
 	}
-	attrs := []slog.Attr{
+	var room [16]slog.Attr // the most a line has: no allocation for the list
+	attrs := append(room[:0],
 		slog.String("principal", x.Call.Subject.Principal),
 		slog.String("tool", x.Call.Name),
 		slog.Int64("duration_ms", d.Milliseconds()),
-	}
+	)
 	if x.Call.Session != "" {
 		attrs = append(attrs, slog.String("session", x.Call.Session))
 	}
