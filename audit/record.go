@@ -286,6 +286,16 @@ func Digest(args json.RawMessage) string {
 	return "sha256-raw:" + hex.EncodeToString(sum[:])
 }
 
+// RedactArgs is args as the trail writes them when Options.IncludeArgs is set and Options.Redact is
+// fields: what the gateway lets leave it of a call's arguments elsewhere too (an approval webhook).
+func RedactArgs(args json.RawMessage, fields []string) json.RawMessage {
+	paths := make([][]string, len(fields))
+	for i, f := range fields {
+		paths[i] = strings.Split(f, ".")
+	}
+	return redact(args, paths)
+}
+
 // redact returns args with the value at each path replaced by Redacted. A
 // path is a top-level key ("password") or keys joined by dots
 // ("card.number"); an array on the way applies the rest of the path to

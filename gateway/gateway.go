@@ -186,7 +186,7 @@ func (g *Gateway) steps(o Options) []step {
 			g.approvals, err = openApprovals(g.cfg, g.state)
 			if err == nil {
 				g.approvals = approvals.Bound(g.approvals, func() approvals.RuleFinder { return g.policy.Current() })
-				g.notify = webhook.New(WebhookOptions(g.cfg, g.log, g.metrics))
+				g.notify = webhook.New(WebhookOptions(g.cfg, g.log, g.metrics, g.redact))
 				g.cleanup.add(g.notify.Close)
 			}
 			return err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/approvals/webhook"
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authn"
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/breaker"
@@ -237,10 +239,12 @@ func ApprovalRules(cfg *config.Config) approvals.Rules {
 	return rs
 }
 
-// WebhookOptions are the webhooks of approvals.rules, by rule, and the console's public URL they
-// link to; each delivery's end is counted in m (toolgate_approval_webhooks_total).
-func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) webhook.Options {
+// WebhookOptions are the webhooks of approvals.rules, by rule, the console's public URL they link
+// to, and what they carry of a held call's arguments (webhookArguments, redacted by the audit
+// settings and r); each delivery's end is counted in m (toolgate_approval_webhooks_total).
+func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, r *redact.Redactor) webhook.Options {
 	o := webhook.Options{ConsoleURL: cfg.ConsolePublicURL(), Log: log.With("component", "webhook"),
+		Arguments: webhookArguments(cfg, r),
 		Delivered: func(r webhook.Result) {
 			result := metrics.WebhookFailed
 			switch {
@@ -260,6 +264,27 @@ func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) we
 		o.Rules = append(o.Rules, hooks)
 	}
 	return o
+}
+
+// webhookArguments is what a webhook delivery carries of a held call's arguments: a receiver is a
+// third party (Slack), so it gets what the audit trail would write, nothing without
+// audit.include_args and the audit.redact fields replaced, with the secrets r recognises replaced
+// too (counted in toolgate_redactions_total); nil when none are sent (docs/console.md,
+// "Notifications").
+func webhookArguments(cfg *config.Config, r *redact.Redactor) func(json.RawMessage) json.RawMessage {
+	if !cfg.AuditIncludeArgs() {
+		return nil
+	}
+	fields := cfg.AuditRedact()
+	return func(args json.RawMessage) json.RawMessage {
+		// r counts what it replaces. It fails only on invalid JSON, which audit.RedactArgs never
+		// writes; were it to, nothing unredacted is sent.
+		out, _, err := r.JSON(audit.RedactArgs(args, fields))
+		if err != nil {
+			return nil
+		}
+		return out
+	}
 }
 
 // ConsoleOptions are the approvals console's settings from the config (the approvers and how long

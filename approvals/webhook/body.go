@@ -19,8 +19,9 @@ import (
 //	             "policy_version": "…", "created_at": "…", "expires_at": "…"},
 //	 "url": "https://toolgate-admin.example.com/ui/approvals?id=apr_…"}
 //
-// url is absent without console.public_url. arguments are the exact canonical arguments the approval
-// is bound to.
+// url is absent without console.public_url. arguments are what Options.Arguments lets out of the
+// canonical arguments the approval is bound to (fields and secrets redacted), and absent when it
+// lets out none; args_sha256 is always the digest of the exact arguments.
 type Event struct {
 	Event    string    `json:"event"`
 	Delivery string    `json:"delivery"`
@@ -34,7 +35,7 @@ type Held struct {
 	ID            string          `json:"id"`
 	Principal     string          `json:"principal"`
 	Tool          string          `json:"tool"`
-	Arguments     json.RawMessage `json:"arguments"`
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
 	ArgsSHA256    string          `json:"args_sha256"`
 	Rule          string          `json:"rule,omitempty"`
 	RuleDigest    string          `json:"rule_digest,omitempty"`
@@ -51,14 +52,11 @@ func Link(base, id string) string {
 	return strings.TrimRight(base, "/") + "/ui/approvals?id=" + url.QueryEscape(id)
 }
 
-func (n *Notifier) body(h Hook, req approvals.Request, delivery string) ([]byte, error) {
+// body is the delivery of req to h, carrying args (nil: none) of its arguments.
+func (n *Notifier) body(h Hook, req approvals.Request, args json.RawMessage, delivery string) ([]byte, error) {
 	link := Link(n.o.ConsoleURL, req.ID)
 	if h.Payload == FormatSlack {
-		return marshal(slackMessage(req, link))
-	}
-	args := req.Args
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
+		return marshal(slackMessage(req, args, link))
 	}
 	return marshal(Event{Event: EventRequested, Delivery: delivery, SentAt: n.o.Now().UTC(), URL: link,
 		Request: Held{ID: req.ID, Principal: req.Principal, Tool: req.Tool, Arguments: args, ArgsSHA256: req.ArgsHash,
@@ -82,17 +80,13 @@ const maxSlackArgs = 2800
 
 // slackMessage is an incoming-webhook message: text (the notification's) and blocks (what is shown).
 // Everything from the request is escaped for Slack's mrkdwn (&, <, >), so arguments cannot mention
-// @channel or hide a link; the arguments are in a code block, cut at maxSlackArgs.
-func slackMessage(req approvals.Request, link string) map[string]any {
+// @channel or hide a link; args (nil: none are sent) are in a code block, cut at maxSlackArgs.
+func slackMessage(req approvals.Request, args json.RawMessage, link string) map[string]any {
 	who := esc(req.Principal)
 	tool := esc(req.Tool)
 	text := fmt.Sprintf("Approval needed: %s called %s (held by %s; expires %s)", who, tool, esc(shortRule(req.Rule)),
 		req.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
-	args := pretty(req.Args)
-	if len(args) > maxSlackArgs {
-		args = strings.ToValidUTF8(args[:maxSlackArgs], "") + "\n… (cut; the approval covers all of it)"
-	}
-	detail := "*" + tool + "* called by *" + who + "*\n```" + esc(strings.ReplaceAll(args, "```", "`\u200b``")) + "```"
+	detail := "*" + tool + "* called by *" + who + "*\n" + slackArguments(args)
 	blocks := []map[string]any{
 		{"type": "section", "text": map[string]string{"type": "mrkdwn", "text": detail}},
 	}
@@ -104,6 +98,18 @@ func slackMessage(req approvals.Request, link string) map[string]any {
 	}
 	blocks = append(blocks, map[string]any{"type": "context", "elements": []map[string]string{{"type": "mrkdwn", "text": ctx}}})
 	return map[string]any{"text": text, "blocks": blocks}
+}
+
+// slackArguments shows args in a code block, or says where to see them when none are sent.
+func slackArguments(args json.RawMessage) string {
+	if len(args) == 0 {
+		return "_The arguments are not sent here: open the request in the console to see them._"
+	}
+	shown := pretty(args)
+	if len(shown) > maxSlackArgs {
+		shown = strings.ToValidUTF8(shown[:maxSlackArgs], "") + "\n… (cut; the approval covers all of it)"
+	}
+	return "```" + esc(strings.ReplaceAll(shown, "```", "`\u200b``")) + "```"
 }
 
 // esc escapes Slack's control characters in text taken from a request.

@@ -3,7 +3,8 @@
 // (approvals.rules[].webhooks) receives a POST, in the background, so the held call never waits for
 // a receiver. A delivery is signed (Sign, Verify) and retried with exponential backoff on network
 // errors, 5xx, 408 and 429, a bounded number of times; the body is toolgate's own JSON event or a
-// Slack incoming-webhook message, each with a link to the request in the console.
+// Slack incoming-webhook message, each with a link to the request in the console. A receiver is a
+// third party: of the call's arguments it gets only what Options.Arguments lets out (redacted).
 //
 // It is a package of its own beside approvals because it is the only part of approvals that talks to
 // the network on its own, with goroutines, queues and a client to close.
@@ -13,6 +14,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,6 +64,11 @@ type Options struct {
 	Rules [][]Hook
 	// ConsoleURL is the console's public base URL (console.public_url); "" leaves the link out.
 	ConsoleURL string
+	// Arguments is what a delivery carries of the held call's arguments: a receiver is a third party
+	// (Slack), so the gateway gives what the audit trail would write (docs/console.md,
+	// "Notifications"). It runs once per request, in the background. nil, or a nil result: no
+	// arguments, only their digest and the link to the console, where approvers see them whole.
+	Arguments  func(json.RawMessage) json.RawMessage
 	Client     *http.Client // nil: a client with Timeout per attempt
 	Log        *slog.Logger
 	Attempts   int
@@ -129,6 +136,7 @@ func (n *Notifier) Created(req approvals.Request, rule int) {
 	if n == nil || rule < 0 || rule >= len(n.o.Rules) {
 		return
 	}
+	args := sync.OnceValue(func() json.RawMessage { return n.arguments(req.Args) }) // once for all the rule's hooks
 	for i, h := range n.o.Rules[rule] {
 		select {
 		case n.slots <- struct{}{}:
@@ -144,9 +152,20 @@ func (n *Notifier) Created(req approvals.Request, rule int) {
 		go func() {
 			defer n.wg.Done()
 			defer func() { <-n.slots }()
-			n.deliver(h, req, req.ID+"."+strconv.Itoa(rule)+"."+strconv.Itoa(i))
+			n.deliver(h, req, args(), req.ID+"."+strconv.Itoa(rule)+"."+strconv.Itoa(i))
 		}()
 	}
+}
+
+// arguments are what deliveries carry of args (Options.Arguments): nil for none.
+func (n *Notifier) arguments(args json.RawMessage) json.RawMessage {
+	if n.o.Arguments == nil {
+		return nil
+	}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	return n.o.Arguments(args)
 }
 
 // Close abandons the deliveries still running (a wait between retries ends at once; an attempt in
@@ -177,8 +196,8 @@ func (n *Notifier) start() bool {
 
 // deliver posts req to h until it is accepted (2xx), refused for good (another 4xx), or Attempts run
 // out. Every attempt is signed afresh, so the timestamp is the attempt's.
-func (n *Notifier) deliver(h Hook, req approvals.Request, delivery string) {
-	body, err := n.body(h, req, delivery)
+func (n *Notifier) deliver(h Hook, req approvals.Request, args json.RawMessage, delivery string) {
+	body, err := n.body(h, req, args, delivery)
 	if err != nil {
 		n.o.Log.Error("approval webhook not sent: body not built", "webhook", h.Name, "approval", req.ID, "err", err)
 		n.report(Result{Hook: h.Name, Request: req.ID, Err: "body not built: " + err.Error()})

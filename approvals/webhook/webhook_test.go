@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ func heldRefund() approvals.Request {
 		Rule: "/etc/toolgate/policy.csv:67", RuleDigest: "0123456789abcdef", PolicyVersion: "v1",
 		State: approvals.StatePending, CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute), Created: true}
 }
+
+// asIs lets a call's arguments out whole (the gateway's Options.Arguments redacts them).
+func asIs(args json.RawMessage) json.RawMessage { return args }
 
 // delivery is what the receiver got.
 type delivery struct {
@@ -70,7 +74,7 @@ func notifier(t *testing.T, o Options, hooks ...Hook) (*Notifier, <-chan Result)
 
 func TestDeliveredSignedAndVerified(t *testing.T) {
 	srv, got := receiver(t)
-	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com/"}, Hook{Name: "approvals.rules[0].webhooks[0]", URL: srv.URL + "/hook", Secret: string(secret)})
+	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com/", Arguments: asIs}, Hook{Name: "approvals.rules[0].webhooks[0]", URL: srv.URL + "/hook", Secret: string(secret)})
 	req := heldRefund()
 	n.Created(req, 0)
 	d := <-got
@@ -231,7 +235,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestSlackMessageEscapesTheRequest(t *testing.T) {
 	srv, got := receiver(t)
-	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com"}, Hook{Name: "h", URL: srv.URL, Payload: FormatSlack})
+	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com", Arguments: asIs}, Hook{Name: "h", URL: srv.URL, Payload: FormatSlack})
 	n.Created(heldRefund(), 0)
 	d := <-got
 	<-done
@@ -351,4 +355,63 @@ func TestCreatedAfterCloseStartsNothing(t *testing.T) {
 	default:
 	}
 	_ = got
+}
+
+// A receiver is a third party: without Options.Arguments (the gateway leaves it out unless
+// audit.include_args), a held call's arguments, a card number or a token among them, reach neither
+// a JSON receiver nor Slack; the digest and the link to the console, where approvers see them, do.
+func TestArgumentsNotSentToReceiversByDefault(t *testing.T) {
+	srv, got := receiver(t)
+	n, done := notifier(t, Options{ConsoleURL: "https://admin.example.com"},
+		Hook{Name: "json", URL: srv.URL, Secret: "x"}, Hook{Name: "slack", URL: srv.URL, Payload: FormatSlack})
+	req := heldRefund()
+	req.Args = json.RawMessage(`{"card":"4111111111111111","token":"ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}`)
+	n.Created(req, 0)
+	for range 2 {
+		d := <-got
+		<-done
+		if bytes.Contains(d.body, []byte("4111111111111111")) || bytes.Contains(d.body, []byte("ghp_")) {
+			t.Errorf("the arguments left the gateway: %s", d.body)
+		}
+		if d.header.Get(HeaderSignature) == "" { // slack
+			if !bytes.Contains(d.body, []byte("The arguments are not sent here: open the request in the console to see them.")) {
+				t.Errorf("the Slack message does not say where the arguments are: %s", d.body)
+			}
+			continue
+		}
+		var ev struct{ Request map[string]any }
+		if err := json.Unmarshal(d.body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if _, has := ev.Request["arguments"]; has || ev.Request["args_sha256"] != req.ArgsHash {
+			t.Errorf("event request: %v", ev.Request)
+		}
+	}
+}
+
+// Options.Arguments runs once per request, however many hooks the rule has, and what it returns
+// is what every hook gets.
+func TestArgumentsRedactedOncePerRequest(t *testing.T) {
+	srv, got := receiver(t)
+	var calls atomic.Int32
+	redacted := func(json.RawMessage) json.RawMessage {
+		calls.Add(1)
+		return json.RawMessage(`{"amount":80,"note":"[redacted]"}`)
+	}
+	n, done := notifier(t, Options{Arguments: redacted}, Hook{Name: "a", URL: srv.URL, Secret: "x"}, Hook{Name: "b", URL: srv.URL, Secret: "x"})
+	n.Created(heldRefund(), 0)
+	for range 2 {
+		d := <-got
+		<-done
+		var ev Event
+		if err := json.Unmarshal(d.body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if string(ev.Request.Arguments) != `{"amount":80,"note":"[redacted]"}` {
+			t.Errorf("arguments = %s", ev.Request.Arguments)
+		}
+	}
+	if c := calls.Load(); c != 1 {
+		t.Errorf("Arguments ran %d times for one request", c)
+	}
 }

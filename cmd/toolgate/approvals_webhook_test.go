@@ -29,7 +29,8 @@ type hookDelivery struct {
 
 // A held call is announced to the webhook of its approval rule: a signed JSON POST to a real
 // receiver, retried after the receiver's 500, delivered once it answers 200, with a link to the
-// request in the console, while the call itself answered approval_required at once. The decision is
+// request in the console (and, as the audit trail keeps only their digest, without the arguments),
+// while the call itself answered approval_required at once. The decision is
 // bound to the rule: after the policy's a line is edited, approving the request is refused (409), and
 // the same call is held again as a new request, announced again.
 func TestApprovalWebhookEndToEnd(t *testing.T) {
@@ -82,7 +83,7 @@ approvals:
 	first, delivered := <-got, <-got
 	for _, d := range []hookDelivery{first, delivered} {
 		if d.err != nil || d.event.Request.ID != ids[0] || d.event.Request.Principal != "alice" || d.event.Request.Tool != "hostile/tick" ||
-			string(d.event.Request.Arguments) != `{"label":"refund","ms":80}` || d.event.URL != "https://admin.example.com/ui/approvals?id="+ids[0] ||
+			d.event.Request.Arguments != nil || d.event.URL != "https://admin.example.com/ui/approvals?id="+ids[0] ||
 			d.event.Request.ExpiresAt.Sub(d.event.Request.CreatedAt) != 10*time.Minute || d.event.Request.RuleDigest == "" {
 			t.Fatalf("delivery %+v\nlog:\n%s", d, logs)
 		}
@@ -126,5 +127,70 @@ approvals:
 	})
 	if _, body := scrape(t, metricsAPI, "/metrics", adminKey); strings.Contains(body, `result="failed"`) || strings.Contains(body, receiver.URL) {
 		t.Errorf("metrics count a failure, or name the webhook's URL:\n%s", grepLines(body, "toolgate_approval_webhooks"))
+	}
+}
+
+// The attack: an agent's held call carries a secret (a token in a note, a field the audit trail
+// redacts) and the webhook posts it to Slack and to a receiver, third parties that keep it. With
+// audit.include_args, deliveries carry the arguments as the audit trail writes them: audit.redact's
+// fields replaced, and every secret redaction recognises replaced; the digest is still the exact
+// arguments', which the approval is bound to, and the console link shows them whole.
+func TestApprovalWebhookLeaksNoSecretArguments(t *testing.T) {
+	const secret = "whsec_test_0123456789"
+	const token = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
+	t.Setenv("TOOLGATE_TEST_HOOK_SECRET", secret)
+	got := make(chan []byte, 4)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- body
+	}))
+	defer receiver.Close()
+	servers := stdioUpstream(t, "hostile", "")
+	cfg := writeConfig(t, servers)
+	write(t, cfg, mustRead(t, cfg)+fmt.Sprintf(`admin: {key_sha256: %q}
+audit: {include_args: true, redact: [ms]}
+console:
+  public_url: https://admin.example.com
+approvals:
+  rules:
+    - tools: ["hostile/tick"]
+      webhooks:
+        - {url: %q, secret: "${TOOLGATE_TEST_HOOK_SECRET}"}
+        - {url: %q, format: slack}
+`, authn.HashKey(adminKey), receiver.URL+"/json", receiver.URL+"/slack"))
+	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label != ''\n")
+	url, logs, gw := httpGatewayFull(t, cfg)
+	c := connectHTTP(t, url, aliceKey)
+
+	if _, env := callE2E(t, c, "hostile__tick", `{"label":"refund to `+token+`","ms":80}`); env["error_code"] != "approval_required" {
+		t.Fatalf("held call: %v", env)
+	}
+	pending, err := gw.Approvals().List(approvals.StatePending)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending: %v, %v", pending, err)
+	}
+	for range 2 {
+		body := <-got
+		if strings.Contains(string(body), token) {
+			t.Errorf("the token left the gateway: %s\nlog:\n%s", body, logs)
+		}
+		var slack struct {
+			Blocks []struct{ Text struct{ Text string } }
+		}
+		if err := json.Unmarshal(body, &slack); err == nil && len(slack.Blocks) > 0 {
+			shown := slack.Blocks[0].Text.Text
+			if !strings.Contains(shown, `"label": "refund to [redacted:github_token]"`) || !strings.Contains(shown, `"ms": "[redacted]"`) ||
+				!strings.Contains(string(body), "https://admin.example.com/ui/approvals?id="+pending[0].ID) {
+				t.Errorf("Slack message: %s", body)
+			}
+			continue
+		}
+		var ev webhook.Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if string(ev.Request.Arguments) != `{"label":"refund to [redacted:github_token]","ms":"[redacted]"}` || ev.Request.ArgsSHA256 != pending[0].ArgsHash {
+			t.Errorf("event: %s (request's digest %s)", body, pending[0].ArgsHash)
+		}
 	}
 }
