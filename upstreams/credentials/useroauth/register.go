@@ -47,6 +47,9 @@ func (s *Source) registration(ctx context.Context, d *Discovery) (*Registration,
 		method := authNone
 		if s.o.ClientSecret != "" {
 			method = pickSecretMethod(d.Server.TokenEndpointAuthMethodsSupported)
+			if err := s.pinConfiguredIssuer(ctx, d.Server.Issuer); err != nil {
+				return nil, err
+			}
 		}
 		return &Registration{Issuer: d.Server.Issuer, ClientID: s.o.ClientID, ClientSecret: s.o.ClientSecret,
 			AuthMethod: method, RedirectURI: s.o.RedirectURL(), Via: "configured"}, nil
@@ -57,6 +60,41 @@ func (s *Source) registration(ctx context.Context, d *Discovery) (*Registration,
 		return s.dynamicRegistration(ctx, d)
 	}
 	return nil, errNoRegistration
+}
+
+// errIssuerMoved: the upstream names another authorization server than the one the configured client
+// was first used with, and the client's secret is not sent there.
+var errIssuerMoved = errors.New("the upstream now names another authorization server than the one its configured client " +
+	"was first used with; the client secret is not sent there (if the move is intended, revoke the upstream's " +
+	"registration: toolgate credentials revoke, kind registration)")
+
+// pinConfiguredIssuer keeps, on first use, which authorization server the configured client with a
+// secret belongs to (the vault's Registration entry, without the secret), and refuses another one
+// later: the upstream can name any server in its metadata, and a client secret sent to a server that
+// did not issue it is a secret given away.
+func (s *Source) pinConfiguredIssuer(ctx context.Context, issuer string) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	data, _, err := s.o.Vault.Get(ctx, s.registrationKey())
+	switch {
+	case err == nil:
+		var r Registration
+		if json.Unmarshal(data, &r) == nil && r.Via == "configured" && r.ClientID == s.o.ClientID {
+			if !sameIssuer(r.Issuer, issuer) {
+				s.log.Warn("the upstream names another authorization server than its configured client's; nothing is sent there",
+					"server", s.o.Server, "first_used_with", clip(r.Issuer), "now_named", clip(issuer))
+				return errIssuerMoved
+			}
+			return nil
+		}
+	case !errors.Is(err, vault.ErrNotFound):
+		return fmt.Errorf("the vault: %w", err)
+	}
+	pin, _ := json.Marshal(Registration{Issuer: issuer, ClientID: s.o.ClientID, Via: "configured"})
+	if err := s.o.Vault.Put(ctx, vault.Entry{Key: s.registrationKey(), Updated: s.now(), Source: "configured client, first use"}, pin); err != nil {
+		return fmt.Errorf("the vault: %w", err)
+	}
+	return nil
 }
 
 // pickSecretMethod is how a client with a secret authenticates: client_secret_basic, which RFC 8414

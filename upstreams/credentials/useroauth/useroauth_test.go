@@ -408,3 +408,47 @@ func connectB(h *harness, principal string) (int, string, error) {
 	}
 	return testauthserver.NewBrowser().Connect(ar.ConnectURL, principal+"@idp", h.as)
 }
+
+// TestConfiguredClientSecretStaysWithItsServer: a configured client with a secret is pinned, on first
+// use, to the authorization server it was used with; when the upstream later names another, the user's
+// authorization request is refused before anything (the secret above all) goes there.
+func TestConfiguredClientSecretStaysWithItsServer(t *testing.T) {
+	other := testauthserver.Start(t)
+	var mu sync.Mutex
+	var current string
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		issuer := current
+		mu.Unlock()
+		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "http://" + r.Host + "/mcp", "authorization_servers": []string{issuer}})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+r.Host+`/.well-known/oauth-protected-resource/mcp"`)
+		http.Error(w, "a token is required", http.StatusUnauthorized)
+	}))
+	t.Cleanup(front.Close)
+	h := newHarness(t, func(o *useroauth.Options) {
+		o.Resource = o.URL
+		o.URL = front.URL + "/mcp"
+		o.ClientID, o.ClientSecret = "toolgate-crm", "s3cret-value"
+	})
+	h.as.AddClient("toolgate-crm", "s3cret-value", h.srcRedirect(t))
+	mu.Lock()
+	current = h.as.Issuer
+	mu.Unlock()
+	h.connect(t, "alice", "alice@example.com")
+
+	mu.Lock()
+	current = other.Issuer
+	mu.Unlock()
+	h.clock.Advance(2 * time.Hour) // discovery is asked again
+	if _, err := h.src.Begin(context.Background(), "bob", "state", "verifier-verifier-verifier-verifier-verifier"); err == nil ||
+		!strings.Contains(err.Error(), "client secret is not sent there") {
+		t.Errorf("Begin after the upstream named another server: %v", err)
+	}
+	if n := other.Count("authorize") + other.Count("authorization_code") + other.Count("invalid_grant"); n != 0 {
+		t.Errorf("the other server was used %d times", n)
+	}
+}
