@@ -65,13 +65,13 @@ func (s *Source) registration(ctx context.Context, d *Discovery) (*Registration,
 // errIssuerMoved: the upstream names another authorization server than the one the configured client
 // was first used with, and the client's secret is not sent there.
 var errIssuerMoved = errors.New("the upstream now names another authorization server than the one its configured client " +
-	"was first used with; the client secret is not sent there (if the move is intended, revoke the upstream's " +
-	"registration: toolgate credentials revoke, kind registration)")
+	"was first used with; the client secret is not sent there (if the move is intended, configure the client " +
+	"registered at the new server: its client_id)")
 
 // pinConfiguredIssuer keeps, on first use, which authorization server the configured client with a
 // secret belongs to (the vault's Registration entry, without the secret), and refuses another one
 // later: the upstream can name any server in its metadata, and a client secret sent to a server that
-// did not issue it is a secret given away.
+// did not issue it is a secret given away. Another client_id in the config starts a new pin.
 func (s *Source) pinConfiguredIssuer(ctx context.Context, issuer string) error {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
