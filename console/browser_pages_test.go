@@ -80,6 +80,29 @@ func (c *chrome) wait(sel string) {
 	}
 }
 
+// load runs actions that start a navigation (a click on a link or a form's button) and waits up to
+// 10 s for the page they open to fire its load event, then returns its URL (after redirects). A
+// selector that appears on the new page is not enough: the old page may have it too, and the new one
+// shows it while the rows after it are still being parsed, so a count taken then is the old page's
+// or half of the new one's (TestBrowserVisitsEveryPage once counted 2 filtered calls for 1).
+func load(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) string {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := chromedp.RunResponse(wctx, actions...)
+	if err != nil {
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+		t.Fatalf("no page loaded (%v); the browser is at %s showing:\n%s", err, loc, html)
+	}
+	return resp.URL
+}
+
+func (c *chrome) load(actions ...chromedp.Action[chromedp.Void]) string {
+	c.t.Helper()
+	return load(c.t, c.ctx, actions...)
+}
+
 func (c *chrome) text(sel string) string {
 	c.t.Helper()
 	s, err := chromedp.Run(c.ctx, chromedp.Text(chromedp.CSS(sel)))
@@ -139,7 +162,8 @@ func TestBrowserVisitsEveryPage(t *testing.T) {
 	c := newChrome(t, 390, 844) // a phone
 	c.do(chromedp.Navigate(ui + "calls"))
 	c.wait("#key") // nothing without signing in
-	c.do(chromedp.SendKeys(chromedp.CSS("#key"), carolSignIn), chromedp.Click(chromedp.CSS("form.signin button")))
+	c.do(chromedp.SendKeys(chromedp.CSS("#key"), carolSignIn))
+	c.load(chromedp.Click(chromedp.CSS("form.signin button")))
 	c.wait(".who") // signed in
 
 	c.do(chromedp.Navigate(ui + "calls"))
@@ -149,12 +173,15 @@ func TestBrowserVisitsEveryPage(t *testing.T) {
 	}
 	c.fits("live calls")
 	c.shot("calls.png")
-	c.do(chromedp.SetValue(chromedp.CSS(`select[name=outcome]`), "approval_required"), chromedp.Click(chromedp.CSS("form.filter button")))
-	c.wait("a.clear") // only a filtered list offers to clear the filter: the new page is there
+	c.do(chromedp.SetValue(chromedp.CSS(`select[name=outcome]`), "approval_required"))
+	if u := c.load(chromedp.Click(chromedp.CSS("form.filter button"))); !strings.Contains(u, "outcome=approval_required") {
+		t.Fatalf("the filter form opened %s", u)
+	}
+	c.wait("a.clear") // only a filtered list offers to clear the filter
 	if n := c.eval(`document.querySelectorAll("table.calls tbody tr").length`); n != 1 {
 		t.Errorf("filtered to approval_required: %d calls, want 1", n)
 	}
-	c.do(chromedp.Click(chromedp.CSS(`tr.d-approval_required a`)))
+	c.load(chromedp.Click(chromedp.CSS(`tr.d-approval_required a`)))
 	c.wait("ol.stages")
 	if s := c.text("li.st-stopped"); !strings.Contains(s, "approve") || !strings.Contains(s, "approval_required") {
 		t.Errorf("the held call's stopping stage reads %q", s)
@@ -176,7 +203,8 @@ func TestBrowserVisitsEveryPage(t *testing.T) {
 	c.fits("upstreams")
 	c.shot("upstreams.png")
 
-	c.do(chromedp.Navigate(ui+"audit"), chromedp.Click(chromedp.CSS(`form[action="/ui/audit/verify"] button`)))
+	c.do(chromedp.Navigate(ui + "audit"))
+	c.load(chromedp.Click(chromedp.CSS(`form[action="/ui/audit/verify"] button`)))
 	c.wait("#result")
 	if s := strings.ToLower(c.text("#result")); !strings.Contains(s, "intact") || strings.Contains(s, "not intact") {
 		t.Errorf("the verification reads %q", s)
@@ -265,7 +293,8 @@ func TestBrowserCallsPageWith1000(t *testing.T) {
 	t.Cleanup(srv.Close)
 	b := newChrome(t, 1200, 900)
 	b.do(chromedp.Navigate(srv.URL+"/ui/signin"), chromedp.WaitVisible(chromedp.CSS("#key")),
-		chromedp.SendKeys(chromedp.CSS("#key"), carolSignIn), chromedp.Click(chromedp.CSS("form.signin button")))
+		chromedp.SendKeys(chromedp.CSS("#key"), carolSignIn))
+	b.load(chromedp.Click(chromedp.CSS("form.signin button")))
 	b.wait(".who") // signed in
 	var loads []int
 	for range 3 {

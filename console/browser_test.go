@@ -191,7 +191,8 @@ func held(t *testing.T, env map[string]any) string {
 
 // TestBrowserApprovesARefund: a real MCP client's refund is held; in headless Chromium carol (a
 // supervisor) signs in, sees it with its arguments as text, approves it, and the client's retry
-// runs exactly once; bob (a viewer, no approve line) is refused and nothing is decided.
+// runs exactly once; her form without its CSRF token is refused; bob (a viewer, no approve line) is
+// refused; nothing refused is decided.
 func TestBrowserApprovesARefund(t *testing.T) {
 	exe := chromium(t)
 	gw, dir, refunds := startDemo(t)
@@ -264,10 +265,12 @@ func TestBrowserApprovesARefund(t *testing.T) {
 			chromedp.Navigate(ui),
 			chromedp.WaitVisible(chromedp.CSS("#key")),
 			chromedp.SendKeys(chromedp.CSS("#key"), key),
-			chromedp.Click(chromedp.CSS("form.signin button")),
-			chromedp.WaitVisible(chromedp.CSS("h1")),
 		); err != nil {
 			t.Fatal(err)
+		}
+		// The sign-in page has an h1 too: wait for the page the sign-in opens.
+		if u := load(t, bctx, chromedp.Click(chromedp.CSS("form.signin button"))); !strings.HasSuffix(u, "/ui/approvals") {
+			t.Fatalf("signing in opened %s", u)
 		}
 	}
 
@@ -295,13 +298,21 @@ func TestBrowserApprovesARefund(t *testing.T) {
 		t.Errorf("rule shown %q, want %q", rule, heldRefunds)
 	}
 
-	// She approves it.
-	if err := chromedp.Do(bctx,
-		chromedp.Click(chromedp.CSS("#"+id+" button[value=approve]")),
-		chromedp.WaitVisible(chromedp.CSS(".flash.notice")),
-	); err != nil {
-		t.Fatal(err)
+	// Her form without its CSRF token is refused, though she may approve: nothing is decided.
+	strip := fmt.Sprintf(`document.querySelector("#%s input[name=csrf]").remove()`, id)
+	load(t, bctx, chromedp.Evaluate[chromedp.Void](strip), chromedp.Click(chromedp.CSS("#"+id+" button[value=approve]")))
+	if msg := text("main"); !strings.Contains(msg, "security token is missing or wrong") || !strings.Contains(msg, "nothing was done") {
+		t.Errorf("a form without its CSRF token got %q", msg)
 	}
+	shot("csrf-refused.png")
+	if reqs, err := admin.List(context.Background()); err != nil || len(reqs) != 1 || reqs[0].ID != id || reqs[0].State != approvals.StatePending {
+		t.Fatalf("after the form without a token the store lists %+v (%v), want %s pending", reqs, err, id)
+	}
+	load(t, bctx, chromedp.Click(chromedp.CSS(`a[href="/ui/approvals"]`)))
+
+	// She approves it.
+	load(t, bctx, chromedp.Click(chromedp.CSS("#"+id+" button[value=approve]")))
+	waitFor(".flash.notice")
 	if notice := text(".flash.notice"); !strings.Contains(notice, "You approved alice's call of orders/refund_order") {
 		t.Errorf("notice %q", notice)
 	}
@@ -320,12 +331,8 @@ func TestBrowserApprovesARefund(t *testing.T) {
 
 	// bob, a viewer, signs in after carol signs out: he may decide nothing.
 	other := held(t, refund(t, mc, map[string]any{"order_id": 4822, "amount": 60, "reason": "late"}))
-	if err := chromedp.Do(bctx,
-		chromedp.Click(chromedp.CSS("form.signout button")),
-		chromedp.WaitVisible(chromedp.CSS("#key")),
-	); err != nil {
-		t.Fatal(err)
-	}
+	load(t, bctx, chromedp.Click(chromedp.CSS("form.signout button")))
+	waitFor("#key")
 	signIn(bobSignIn)
 	waitFor("#" + other)
 	if why := text("#" + other + " .whynot"); !strings.Contains(why, "The policy does not let you approve orders/refund_order") {
@@ -341,12 +348,8 @@ func TestBrowserApprovesARefund(t *testing.T) {
 		}
 		document.body.appendChild(f); f.submit(); return true;
 	})()`, other)
-	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](force)); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(".flash.error"))); err != nil {
-		t.Fatal(err)
-	}
+	load(t, bctx, chromedp.Evaluate[chromedp.Void](force))
+	waitFor(".flash.error")
 	if msg := text(".flash.error"); !strings.Contains(msg, "does not let you approve") || !strings.Contains(msg, "Nothing was decided") {
 		t.Errorf("bob's refusal says %q", msg)
 	}
