@@ -1,7 +1,10 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -308,4 +311,122 @@ func TestBrowserCallsPageWith1000(t *testing.T) {
 	size := b.eval(`performance.getEntriesByType("navigation")[0].decodedBodySize`)
 	wire := b.eval(`performance.getEntriesByType("navigation")[0].encodedBodySize`)
 	t.Logf("live calls, 1,000 calls: %d bytes of HTML (%d on the wire), navigation to load event %v ms", size, wire, loads)
+}
+
+// TestBrowserApprovalsPageWith1000: the approvals page with 1,000 pending refunds, each held by the
+// demo's approval rule with its digest as the gateway holds them, in headless Chromium: the first
+// 100 are shown with their decision forms and a link to the rest, and the page weight and the time
+// from navigation to the load event are reported (docs/console.md, "Weight and speed").
+func TestBrowserApprovalsPageWith1000(t *testing.T) {
+	chromium(t)
+	dir := t.TempDir()
+	policy, err := os.ReadFile(filepath.Join("..", "policy.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy.csv"), append(policy, heldRefunds...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := authz.LoadPolicy(filepath.Join("..", "model.conf"), filepath.Join(dir, "policy.csv"), authz.Options{Servers: []string{"orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, needed := pol.ApprovalRule(authz.Request{Subject: authz.Subject{Principal: "alice"}, Object: "orders/refund_order", Action: authz.ActCall})
+	if !needed {
+		t.Fatal("the demo's approval rule does not hold alice's refunds")
+	}
+	store := heldThousand(t, filepath.Join(dir, "approvals.json"), approvals.Call{Principal: "alice", Tool: "orders/refund_order", Rule: rule, RuleDigest: pol.ApprovalDigest(rule)})
+	c, err := console.New(console.Options{Store: store, Policy: func() *authz.Policy { return pol },
+		Approvers: []console.Approver{{Name: "carol", KeySHA256: sha(carolSignIn)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	b := newChrome(t, 1200, 900)
+	b.do(chromedp.Navigate(srv.URL+"/ui/signin"), chromedp.WaitVisible(chromedp.CSS("#key")), chromedp.SendKeys(chromedp.CSS("#key"), carolSignIn))
+	b.load(chromedp.Click(chromedp.CSS("form.signin button")))
+	b.wait(".who") // signed in
+	var loads []int
+	for range 3 {
+		b.do(chromedp.Navigate(srv.URL + "/ui/approvals")) // waits for the load event
+		loads = append(loads, b.eval(`(() => { const n = performance.getEntriesByType("navigation")[0]; return Math.round(n.loadEventEnd - n.startTime); })()`))
+	}
+	if n := b.eval(`document.querySelectorAll("article.req form.decide button[value=approve]").length`); n != 100 {
+		t.Errorf("%d requests with an Approve button, want the first 100", n)
+	}
+	if n := b.eval(`document.querySelectorAll('a[rel=next][href*="from=100"]').length`); n == 0 {
+		t.Error("no link to the requests after the first 100")
+	}
+	if s := b.text("#pending .count"); s != "1000" {
+		t.Errorf("the pending count reads %q, want 1000", s)
+	}
+	size := b.eval(`performance.getEntriesByType("navigation")[0].decodedBodySize`)
+	wire := b.eval(`performance.getEntriesByType("navigation")[0].encodedBodySize`)
+	t.Logf("approvals, 1,000 pending: %d bytes of HTML (%d on the wire), navigation to load event %v ms", size, wire, loads)
+}
+
+// heldThousand is a file store holding 1,000 pending requests like call, with different arguments.
+// The first is held through the store; the other 999 are copies of it written into its file beside
+// it, because holding each through the store rewrites the whole file each time (about 30 s for
+// 1,000 on a loaded 2-core machine).
+func heldThousand(t *testing.T, path string, call approvals.Call) *approvals.FileStore {
+	t.Helper()
+	args := func(i int) string {
+		return fmt.Sprintf(`{"amount":%d,"order_id":%d,"reason":"customer says the parcel arrived damaged <b>twice</b>"}`, 60+i%900, 4821+i)
+	}
+	call.Args = []byte(args(0))
+	call.ArgsHash = sha(args(0))
+	store, err := approvals.Open(path, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Check(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]json.RawMessage
+	var reqs []approvals.Request
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(file["requests"], &reqs); err != nil || len(reqs) != 1 {
+		t.Fatalf("the store's file holds %d requests (%v), want 1", len(reqs), err)
+	}
+	for i := 1; i < 1000; i++ {
+		r := reqs[0]
+		id := make([]byte, 16)
+		rand.Read(id)
+		r.ID = "apr_" + base64.RawURLEncoding.EncodeToString(id) // random as the store's, so the page compresses as it would
+		r.Args, r.ArgsHash = json.RawMessage(args(i)), sha(args(i))
+		reqs = append(reqs, r)
+	}
+	if file["requests"], err = marshalRaw(reqs); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = marshalRaw(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if store, err = approvals.Open(path, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := store.List(approvals.StatePending); err != nil || len(pending) != 1000 {
+		t.Fatalf("%d pending (%v), want 1000", len(pending), err)
+	}
+	return store
+}
+
+// marshalRaw is json.Marshal without escaping <, > and &, as the store writes its file.
+func marshalRaw(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return bytes.TrimSpace(b.Bytes()), err
 }
