@@ -226,7 +226,14 @@ func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request, req *fas
 	session := &requestSession{notes: make(chan mcp.JSONRPCNotification, callNotes)}
 	ctx = server.WithRequestProtocolInfo(withHTTP(f.srv.mcp.WithContext(ctx, session)), m.info)
 	caps := f.srv.callerCaps(ctx, m.request.Params.Meta)
-	ctx = f.srv.withClientRelay(pipeline.WithInteraction(ctx), caps)
+	// The relay writes the call's log messages on this response, at the
+	// request's own level (mcp-go's SendLogMessageToClient reads it from
+	// the request's protocol info), whichever round of the call sends them
+	// (callListener). The upstream's requests never reach it: they become
+	// input requests (parkedRelay).
+	ctx = pipeline.WithInteraction(ctx)
+	ctx = upstreams.WithRelay(ctx, &clientRelay{srv: f.srv.mcp, ctx: ctx, session: relaySession(ctx), direct: stream,
+		notes: session.notes, caps: caps, redact: f.srv.opts.Redact})
 	call := f.srv.callFrom(ctx, &m.request.Params)
 	if progress := call.Progress; progress != nil {
 		call.Progress = func(p upstreams.Progress) {

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolgate/toolgate/discovery"
 	"github.com/toolgate/toolgate/envelope"
@@ -42,6 +44,13 @@ import (
 // new call. A parked call the client never resumes ends with its own
 // deadline (the tool's timeout), like any call, or when the server shuts
 // down (Shutdown cancels it).
+//
+// A call's progress and log messages go to the client request waiting on
+// it at that moment (callListener): the first request until it is answered
+// input_required, then the request that resumes it, each under its own
+// progress token and at its own log level, as the spec asks of a
+// notification related to a request. Between rounds no request waits, and
+// what the upstream sends then is dropped.
 //
 // A new call (no requestState) may carry inputResponses already: a client
 // of a stateless server can answer before it is asked. The upstream's
@@ -82,6 +91,42 @@ type parkedCall struct {
 	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
 	token           string                   // the requestState it is parked under; parkedCalls.mu guards it
 	relay           *parkedRelay             // what the pipeline asks the client through
+	listener        atomic.Pointer[callListener]
+}
+
+// callListener is the client request a parked call's notifications go to
+// now (see above): its own progress relay (nil when it asked for none), its
+// own relay for log messages (which filters by level and, on the fast path,
+// writes them on the request's response), and the level it asked for.
+type callListener struct {
+	progress func(upstreams.Progress)
+	log      func(params json.RawMessage)
+	level    mcp.LoggingLevel
+}
+
+// listenerOf is the callListener of the request of ctx, whose call is call.
+func listenerOf(ctx context.Context, call Call) *callListener {
+	l := &callListener{progress: call.Progress}
+	if r, ok := upstreams.RelayFrom(ctx).(*clientRelay); ok {
+		l.log = r.Log
+	}
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil {
+		l.level = info.LogLevel
+	}
+	return l
+}
+
+// progress is the pipeline's progress callback: the listening request's.
+func (p *parkedCall) progress(pr upstreams.Progress) {
+	if l := p.listener.Load(); l != nil && l.progress != nil {
+		l.progress(pr)
+	}
+}
+
+// listen makes l the request p's notifications go to, until stop.
+func (p *parkedCall) listen(l *callListener) (stop func()) {
+	p.listener.Store(l)
+	return func() { p.listener.CompareAndSwap(l, nil) }
 }
 
 // inputRound is the requests of one round, by the key the client answers
@@ -197,9 +242,23 @@ func (r *parkedRelay) answerGiven(round inputRound) (answers map[string]json.Raw
 	return answers, true, nil
 }
 
-// Log drops log lines: a modern client declares its log level per
-// request, and the parked call's request is over.
-func (r *parkedRelay) Log(json.RawMessage) {}
+// Log passes a log message to the client request listening, at its level;
+// with none listening (between rounds) it is dropped.
+func (r *parkedRelay) Log(params json.RawMessage) {
+	if l := r.call.listener.Load(); l != nil && l.log != nil {
+		l.log(params)
+	}
+}
+
+// LogLevel is the level the listening request asked for, which a
+// 2026-07-28 upstream is asked for in turn (upstreams.LogLeveler); ""
+// when none listens or it asked for none.
+func (r *parkedRelay) LogLevel() string {
+	if l := r.call.listener.Load(); l != nil {
+		return string(l.level)
+	}
+	return ""
+}
 
 // newToken is an unguessable requestState.
 func newToken() string {
@@ -214,6 +273,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	if token := req.Params.RequestState; token != "" {
 		return s.resume(ctx, token, call, req.Params.InputResponses)
 	}
+	listener := listenerOf(ctx, call)
 	// The pipeline outlives this request if the upstream asks for input:
 	// it runs on a context of its own, ended by the call's deadline (in
 	// execute), or by cancel when the client leaves while it runs.
@@ -222,7 +282,12 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 		asks: make(chan inputRound), done: make(chan *mcp.CallToolResult, 1)}
 	relay := &parkedRelay{call: p, ctx: runCtx, session: relaySession(ctx), caps: caps, given: maps.Clone(req.Params.InputResponses)}
 	p.relay = relay
+	if call.Progress != nil {
+		call.Progress = p.progress // the listening request's, round by round
+	}
+	stop := p.listen(listener)
 	if !s.parked.start(p) {
+		stop()
 		cancel()
 		return pipeline.FailureResult(&envelope.Error{Code: envelope.UpstreamUnavailable,
 			Message: "the gateway is shutting down; the call did not run"}, false, false), nil
@@ -233,6 +298,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 		close(p.finished)
 		s.parked.forget(p)
 	}()
+	defer stop()
 	return s.await(ctx, p), nil
 }
 
@@ -361,6 +427,9 @@ func (s *Server) resume(ctx context.Context, token string, call Call, answers mc
 	if p == nil {
 		return nil, errStaleState
 	}
+	// Before the answers: what the call sends once it has them belongs to
+	// this request.
+	defer p.listen(listenerOf(ctx, call))()
 	for key, ask := range p.pending {
 		answer, ok := answers[key]
 		if !ok {

@@ -53,10 +53,8 @@ func (c *Conn) modernize(ctx context.Context, req *transport.JSONRPCRequest) err
 	meta[mcp.MetaKeyProtocolVersion] = version
 	meta[mcp.MetaKeyClientCapabilities] = declaredCapabilities(ctx)
 	meta[mcp.MetaKeyClientInfo] = mcp.Implementation{Name: "toolgate", Version: Version}
-	if c.hooks.logLevel != nil {
-		if level := c.hooks.logLevel(); level != "" {
-			meta[mcp.MetaKeyLogLevel] = level
-		}
+	if level := c.requestLogLevel(ctx); level != "" {
+		meta[mcp.MetaKeyLogLevel] = level
 	}
 	encodedMeta, err := json.Marshal(meta)
 	if err != nil {
@@ -198,4 +196,26 @@ func withInput(params any, responses map[string]json.RawMessage, state string) (
 		delete(fields, "requestState")
 	}
 	return fields, nil
+}
+
+// requestLogLevel is the log level a 2026-07-28 request of ctx asks for:
+// the more verbose of the level clients set for the whole gateway and the
+// one the request's own client asked for (LogLeveler); "" for none.
+func (c *Conn) requestLogLevel(ctx context.Context) string {
+	var set string
+	if c.hooks.logLevel != nil {
+		set = c.hooks.logLevel()
+	}
+	l, ok := relayFrom(ctx).(LogLeveler)
+	if !ok {
+		return set
+	}
+	own := l.LogLevel()
+	if !mcp.LoggingLevelEmergency.ShouldSendTo(mcp.LoggingLevel(own)) {
+		return set // none, or not a level: never passed on
+	}
+	if set == "" || mcp.LoggingLevel(set).ShouldSendTo(mcp.LoggingLevel(own)) {
+		return own // set is at least as severe: own lets more through
+	}
+	return set
 }

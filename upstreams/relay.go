@@ -48,6 +48,15 @@ type CapabilityDeclarer interface {
 	Declared() (caps mcp.ClientCapabilities, known bool)
 }
 
+// LogLeveler is a Relay whose client asks for log messages per request (a
+// 2026-07-28 client, in its request's _meta): the level it asked for, ""
+// for none. A 2026-07-28 upstream is asked for the more verbose of it and
+// the level 2025-era clients set (Set.SetLogLevel): such an upstream must
+// not send a request any log message it did not ask for.
+type LogLeveler interface {
+	LogLevel() string
+}
+
 // CapabilityDigester is a CapabilityDeclarer that keeps the
 // DigestCapabilities of what its client declared, made once, since
 // duplicate suppression reads it on every call (CapabilityDigest).

@@ -237,7 +237,7 @@ func (s *orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request
 		w.WriteHeader(http.StatusAccepted)
 	case "tools/call":
 		if msg.Params.Name == "ask" {
-			s.ask(w, r, msg.ID)
+			s.ask(w, r, msg.ID, msg.Params.Meta.ProgressToken)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -256,9 +256,10 @@ func (s *orderedProgressServer) ServeHTTP(w http.ResponseWriter, r *http.Request
 	}
 }
 
-// ask is the ask tool: a sampling request on the call's stream, then the
-// answer with what the client said.
-func (s *orderedProgressServer) ask(w http.ResponseWriter, r *http.Request, callID json.RawMessage) {
+// ask is the ask tool: a sampling request on the call's stream, then,
+// once the client answered, a progress notification when the call carries
+// a progress token, and the answer with what the client said.
+func (s *orderedProgressServer) ask(w http.ResponseWriter, r *http.Request, callID, progressToken json.RawMessage) {
 	s.mu.Lock()
 	s.counter++
 	id := fmt.Sprintf(`"up-%d"`, s.counter)
@@ -280,5 +281,8 @@ func (s *orderedProgressServer) ask(w http.ResponseWriter, r *http.Request, call
 		said = "nothing"
 	}
 	text, _ := json.Marshal("client said " + said)
+	if len(progressToken) > 0 {
+		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":%s,\"progress\":1,\"total\":1}}\n\n", progressToken)
+	}
 	fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":%s}]}}\n\n", callID, text)
 }
