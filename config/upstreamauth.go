@@ -45,8 +45,9 @@ type UpstreamAuth struct {
 	// like a user's; without it they carry no credential. Written as ${VAR}.
 	ServiceSecret string `yaml:"service_secret"`
 
-	// ListAs (oauth) is the principal whose token the gateway's own requests (initialize, listing, the
-	// listening stream) carry; "" for any principal who has connected.
+	// ListAs (oauth, required) is the principal whose token the gateway's own requests (initialize,
+	// listing, the listening stream) carry: what that principal sees upstream is listed to every caller
+	// the policy allows, so the operator names them; toolgate never picks a connected user.
 	ListAs string `yaml:"list_as"`
 }
 
@@ -214,6 +215,9 @@ func (l *loader) checkOAuth(path string, a *UpstreamAuth) {
 		l.checkIdentifierURL(path+".resource", a.Resource, "https://mcp.example.com/mcp")
 	}
 	l.checkScopes(path, a.Scopes)
+	// Whoever's token lists the upstream decides what every caller is shown: never left to chance.
+	l.required(path, "list_as", strings.TrimSpace(a.ListAs), "the principal whose view of the upstream (its tools, "+
+		"resources and prompts) may be listed to every caller the policy allows; the gateway's own requests carry their token")
 }
 
 func (l *loader) checkScopes(path string, scopes []string) {

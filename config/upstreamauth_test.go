@@ -59,6 +59,8 @@ var upstreamAuthProblems = []problemCase{
 		"mcpServers.crm.auth.client_secret", "a client_secret needs the client_id it belongs to"},
 	{"oauth literal secret", oauthServer("      client_id: tg\n      client_secret: hunter2-literal\n"), oauthEnv, 7,
 		"mcpServers.crm.auth.client_secret", "expected a reference to an environment variable"},
+	{"oauth without list_as", "mcpServers:\n  crm:\n    url: https://mcp.crm.example.com/mcp\n    auth: {mode: oauth}\n", oauthEnv, 4,
+		"mcpServers.crm.auth", "list_as is required: the principal whose view of the upstream"},
 	{"list_as on client_credentials", ccServer("      list_as: alice\n"), upstreamAuthEnv, 9,
 		"mcpServers.orders.auth.list_as", "list_as applies only to auth mode oauth"},
 	{"oauth on stdio", "mcpServers:\n  crm:\n    command: crm-server\n    auth: {mode: oauth}\n", oauthEnv, 4,
@@ -120,5 +122,5 @@ func TestUpstreamAuthLoads(t *testing.T) {
 var oauthEnv = map[string]string{DefaultCredentialsKeyEnv: testVaultKey, "ORDERS_SECRET": "s3cr3t-from-env"}
 
 func oauthServer(extra string) string {
-	return "mcpServers:\n  crm:\n    url: https://mcp.crm.example.com/mcp\n    auth:\n      mode: oauth\n" + extra
+	return "mcpServers:\n  crm:\n    url: https://mcp.crm.example.com/mcp\n    auth:\n      mode: oauth\n" + extra + "      list_as: alice\n"
 }

@@ -38,7 +38,7 @@ mcpServers:
   crm:
     url: %q
     retry_safe: true
-    auth: {mode: oauth}
+    auth: {mode: oauth, list_as: alice}
     egress: {allow: [loopback]}
   plain:
     url: %q

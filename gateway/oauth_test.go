@@ -33,7 +33,7 @@ const (
 // writeOAuthGateway is a gateway with API-key callers alice and bob and two upstreams in auth mode
 // oauth at one authorization server: crm and wiki, each taking only tokens issued for itself.
 func writeOAuthGateway(t *testing.T, crm, wiki string) string {
-	return writeOAuthGatewayWith(t, crm, wiki, "", "{mode: oauth}")
+	return writeOAuthGatewayWith(t, crm, wiki, "", "{mode: oauth, list_as: alice}")
 }
 
 // writeOAuthGatewayWith is writeOAuthGateway with extra top-level config and crm's auth block.
@@ -369,7 +369,7 @@ func TestOAuthAcrossReplicas(t *testing.T) {
 	var ups []func()
 	for range 2 {
 		extra := fmt.Sprintf("state: {redis: {url: %q, key_prefix: \"oa:\"}}\nconnect: {key: \"${TG_TEST_CONNECT_KEY}\"}\n", srv.URL())
-		path := writeOAuthGatewayWith(t, crm.URL, wiki.URL, extra, "{mode: oauth, client_id: tg, client_secret: \"${TG_TEST_CRM_SECRET}\"}")
+		path := writeOAuthGatewayWith(t, crm.URL, wiki.URL, extra, "{mode: oauth, list_as: alice, client_id: tg, client_secret: \"${TG_TEST_CRM_SECRET}\"}")
 		gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -140,12 +140,12 @@ func mockAuthUpstreamConfig(upstream, base, modelPath, scenarioContext string) (
 	if err != nil {
 		return "", err
 	}
-	auth := "{mode: oauth}"
+	auth := "{mode: oauth, list_as: conformance}"
 	if sc.ClientID != "" {
 		os.Setenv("TG_CONFORMANCE_SECRET", sc.ClientSecret)
-		auth = fmt.Sprintf("{mode: oauth, client_id: %q, client_secret: \"${TG_CONFORMANCE_SECRET}\"}", sc.ClientID)
+		auth = fmt.Sprintf("{mode: oauth, list_as: conformance, client_id: %q, client_secret: \"${TG_CONFORMANCE_SECRET}\"}", sc.ClientID)
 		if sc.ClientSecret == "" {
-			auth = fmt.Sprintf("{mode: oauth, client_id: %q}", sc.ClientID)
+			auth = fmt.Sprintf("{mode: oauth, list_as: conformance, client_id: %q}", sc.ClientID)
 		}
 	}
 	os.Setenv("TOOLGATE_CREDENTIALS_KEY", "q1ouvDvb0x2fWw4yCwD5yVn0dE6XwTq0Yl2c9S5vY4M=") // a test key: the vault is a temporary file
@@ -292,7 +292,7 @@ func callAsUser(ctx context.Context, c *client.Client, srv *httptest.Server, too
 // is not connected by it: a warning says so, and the config checks clean.
 func TestCheckSkipsOAuthUpstreams(t *testing.T) {
 	t.Setenv("TOOLGATE_CREDENTIALS_KEY", "q1ouvDvb0x2fWw4yCwD5yVn0dE6XwTq0Yl2c9S5vY4M=")
-	cfg := writeConfig(t, "  crm:\n    url: \"https://mcp.crm.example.com/mcp\"\n    auth: {mode: oauth}\n")
+	cfg := writeConfig(t, "  crm:\n    url: \"https://mcp.crm.example.com/mcp\"\n    auth: {mode: oauth, list_as: alice}\n")
 	var out strings.Builder
 	if code := check(cfg, false, &out); code != 0 || !strings.Contains(out.String(), "warning: mcpServers.crm: not checked: it acts as each user (auth mode oauth)") {
 		t.Errorf("toolgate check: exit %d\n%s", code, out.String())

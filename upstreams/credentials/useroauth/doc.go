@@ -24,8 +24,9 @@
 // token, and the call answers authorization_required again.
 //
 // Who lists: requests no caller made (initialize, tools/list, the listening
-// stream) carry the token of Options.ListAs when set, else of any principal
-// who has connected. Until someone has, the upstream cannot be listed.
+// stream) carry the token of Options.ListAs, the principal the operator chose
+// (required: what they see is listed to every caller, so it is never left to
+// whoever connected). Until they have connected, the upstream cannot be listed.
 //
 // The user's browser side (the consent link, the callback) is package
 // upstreams/credentials/connect; it reaches this package through Begin and

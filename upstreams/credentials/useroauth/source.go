@@ -27,7 +27,8 @@ const requestTimeout = 10 * time.Second
 // again: an hour, so a moved authorization server is followed without a request per call.
 const discoveryLifetime = time.Hour
 
-// Options configure one upstream's Source. Server, URL, RedirectURL, Vault and Caller are required.
+// Options configure one upstream's Source. Server, URL, RedirectURL, ListAs, Vault and Caller are
+// required.
 type Options struct {
 	Server string // the upstream's name (mcpServers.<name>)
 	URL    string // the upstream's MCP endpoint
@@ -43,7 +44,8 @@ type Options struct {
 	ClientMetadataURL string
 	Scopes            []string      // asked for; nil for what the upstream names
 	RedirectURL       func() string // the gateway's callback (package connect), known once it listens
-	// ListAs is the principal whose token the gateway's own requests carry; "" for any connected one.
+	// ListAs is the principal whose token the gateway's own requests (initialize, listing, the listening
+	// stream) carry; required. What they see upstream is listed to every caller the policy allows.
 	ListAs string
 
 	Vault vault.Store
@@ -94,6 +96,8 @@ func New(o Options) (*Source, error) {
 	switch {
 	case o.Server == "" || o.URL == "" || o.RedirectURL == nil:
 		return nil, errors.New("useroauth: Server, URL and RedirectURL are required")
+	case strings.TrimSpace(o.ListAs) == "":
+		return nil, fmt.Errorf("useroauth: upstream %q: ListAs is required (the principal whose view of the upstream is listed to everyone)", o.Server)
 	case o.Vault == nil || o.Caller == nil:
 		return nil, errors.New("useroauth: Vault and Caller are required")
 	}
@@ -186,11 +190,7 @@ func (s *Source) needsAuthorization(principal string, rejected bool) error {
 func (s *Source) Authorization(ctx context.Context) (string, error) {
 	principal, ok := s.o.Caller(ctx)
 	if !ok {
-		lister, err := s.lister(ctx)
-		if err != nil {
-			return "", err
-		}
-		tok, err := s.token(ctx, lister)
+		tok, err := s.listerToken(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -253,10 +253,7 @@ func (s *Source) connected(principal string) {
 func (s *Source) Rejected(ctx context.Context, authorization string) {
 	principal, ok := s.o.Caller(ctx)
 	if !ok {
-		var err error
-		if principal, err = s.lister(ctx); err != nil {
-			return
-		}
+		principal = s.lister()
 	}
 	u := s.user(principal)
 	u.mu.Lock()
@@ -283,24 +280,22 @@ func (s *Source) RejectedError(ctx context.Context) error {
 	return s.needsAuthorization(principal, true)
 }
 
-// errNobodyConnected: the gateway's own requests have no token to carry yet.
-var errNobodyConnected = errors.New("no principal has connected this upstream yet (auth mode oauth); " +
-	"it is connected once someone opens the link a call of theirs answers with")
+// lister is the principal whose token the gateway's own requests carry: Options.ListAs, whom the
+// operator chose. Never a principal picked among those who connected: what the lister sees upstream
+// is listed to every caller, and anyone could otherwise become the lister by connecting under a name
+// that sorts first.
+func (s *Source) lister() string { return s.o.ListAs }
 
-// lister is the principal whose token the gateway's own requests carry: ListAs, else the first
-// principal (in the vault's order) holding a token for this upstream.
-func (s *Source) lister(ctx context.Context) (string, error) {
-	if s.o.ListAs != "" {
-		return s.o.ListAs, nil
+// listerToken is ListAs's token for the gateway's own requests. When they have not connected (or
+// their authorization ended) the error says so without their link: it goes to the log.
+func (s *Source) listerToken(ctx context.Context) (string, error) {
+	tok, err := s.token(ctx, s.o.ListAs)
+	if ar := (*credentials.AuthorizationRequiredError)(nil); errors.As(err, &ar) {
+		return "", fmt.Errorf("list_as principal %q has not connected upstream %q (auth mode oauth), or their "+
+			"authorization ended; it is listed once they connect (an operator gets their link from GET /v1/connect-link)",
+			s.o.ListAs, s.o.Server)
 	}
-	es, err := s.o.Vault.List(ctx, vault.Filter{Upstream: s.o.Server, Kind: vault.OAuth})
-	if err != nil {
-		return "", fmt.Errorf("the vault: %w", err)
-	}
-	if len(es) == 0 {
-		return "", errNobodyConnected
-	}
-	return es[0].Principal, nil
+	return tok, err
 }
 
 func (s *Source) key(principal string) vault.Key {

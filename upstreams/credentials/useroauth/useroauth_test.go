@@ -71,6 +71,7 @@ func newHarness(t testing.TB, mod func(*useroauth.Options)) *harness {
 			return p, ok
 		},
 		ConnectURL: func(p, u string) string { return h.links.URL(p, u) },
+		ListAs:     "lister",
 		Now:        h.clock.Now,
 		Egress:     egress.Options{Allow: []egress.Class{egress.Loopback}}, // the servers listen on loopback
 	}
@@ -285,18 +286,35 @@ func (h *harness) srcRedirect(t *testing.T) string {
 	return u[:strings.Index(u, connect.Prefix)] + connect.Prefix + "callback"
 }
 
-// TestListerIsAConnectedPrincipal: the gateway's own requests (no caller) carry ListAs's token, or
-// any connected principal's; with nobody connected they are not sent.
-func TestListerIsAConnectedPrincipal(t *testing.T) {
-	h := newHarness(t, nil)
-	if _, err := h.src.Authorization(context.Background()); err == nil || !strings.Contains(err.Error(), "no principal has connected") {
-		t.Fatalf("with nobody connected the gateway's request got %v", err)
-	}
-	h.connect(t, "bob", "bob@example.com")
+// TestLowPrivilegePrincipalCannotBecomeTheLister: the gateway's own requests (initialize, listing,
+// the listening stream) used to carry the token of whichever connected principal sorted first by
+// name, so what that user saw upstream was listed to everyone, and a low-privilege principal named
+// "aaa" became the lister by connecting. Now they carry ListAs's token only: an "aaa" who connected
+// changes nothing, and until ListAs connects the requests are not sent (the error names ListAs and
+// carries no link, since it goes to the log).
+func TestLowPrivilegePrincipalCannotBecomeTheLister(t *testing.T) {
+	h := newHarness(t, func(o *useroauth.Options) { o.ListAs = "zoe" })
+	h.connect(t, "aaa", "aaa@example.com")
 	auth, err := h.src.Authorization(context.Background())
-	bobs, _ := h.src.Authorization(as("bob"))
-	if err != nil || auth != bobs {
-		t.Errorf("the gateway's own request should carry bob's token: %v", err)
+	if err == nil || !strings.Contains(err.Error(), `list_as principal "zoe" has not connected`) || strings.Contains(err.Error(), "/connect/") {
+		t.Fatalf("the gateway's own request with only aaa connected: %q, %v; want zoe's absence named, without a link", auth, err)
+	}
+	h.connect(t, "zoe", "zoe@example.com")
+	auth, err = h.src.Authorization(context.Background())
+	zoes, _ := h.src.Authorization(as("zoe"))
+	aaas, _ := h.src.Authorization(as("aaa"))
+	if err != nil || auth != zoes || auth == aaas {
+		t.Errorf("the gateway's own request should carry zoe's token, never aaa's: %v", err)
+	}
+}
+
+// TestListAsIsRequired: a source without ListAs is refused when built, not left to pick a user.
+func TestListAsIsRequired(t *testing.T) {
+	_, err := useroauth.New(useroauth.Options{Server: "crm", URL: "https://crm.example.com/mcp", Vault: &vault.Memory{},
+		RedirectURL: func() string { return "https://tg.example.com/connect/callback" },
+		Caller:      func(context.Context) (string, bool) { return "", false }})
+	if err == nil || !strings.Contains(err.Error(), "ListAs is required") {
+		t.Errorf("New without ListAs: %v", err)
 	}
 }
 
