@@ -64,6 +64,11 @@ type Options struct {
 	// OIDC, optional, lets approvers sign in with an OpenID Provider (oidc.go); an approver without
 	// a key hash then signs in there only.
 	OIDC *OIDC
+	// PublicURL, optional, is the console's address as approvers reach it (console.public_url).
+	// When it, or OIDC's RedirectURL, is https, every cookie is Secure even on a request that
+	// arrived in plain HTTP: a TLS-terminating proxy in front hands the gateway plain HTTP, and
+	// a cookie without Secure would also go out on any http:// request to that host.
+	PublicURL string
 }
 
 // Console serves /ui/. It is safe for concurrent use.
@@ -78,6 +83,9 @@ type Console struct {
 	// max_files files of max_bytes each), and a few clicks must not read it many times over at once.
 	verifying sync.Mutex
 	oidc      *oidcSignIn // nil without Options.OIDC
+	// httpsAddress: the configured address is https (Options.PublicURL), so cookies are Secure
+	// whatever the request's own scheme.
+	httpsAddress bool
 }
 
 // Limits of what a page shows.
@@ -125,7 +133,7 @@ func New(o Options) (*Console, error) {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 8 * time.Hour
 	}
-	c := &Console{o: o, limiter: newLimiter()}
+	c := &Console{o: o, limiter: newLimiter(), httpsAddress: isHTTPS(o.PublicURL) || o.OIDC != nil && isHTTPS(o.OIDC.RedirectURL)}
 	if o.OIDC != nil {
 		c.oidc = newOIDCSignIn(*o.OIDC, o.Now)
 	}
@@ -368,7 +376,14 @@ func tokenEqual(got, want string) bool {
 	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-func (c *Console) secure(r *http.Request) bool { return r.TLS != nil }
+// secure is whether cookies carry Secure: served over TLS, or reached at an https address through a
+// proxy that terminates TLS.
+func (c *Console) secure(r *http.Request) bool { return r.TLS != nil || c.httpsAddress }
+
+func isHTTPS(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && strings.EqualFold(u.Scheme, "https")
+}
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: Prefix, MaxAge: maxAge,

@@ -21,9 +21,10 @@
 //   - Approvers sign in with a key of their own (console.approvers: name and SHA-256 of the key,
 //     compared in constant time); decisions are recorded under that name, in the store and in the
 //     audit trail. A sign-in creates a server-side session (Sessions) whose id is a random cookie
-//     (HttpOnly, SameSite=Strict, Path=/ui/, Secure over TLS); the store keeps only the id's hash,
-//     in memory or, with state.redis, in Redis (console/redisstore), so that every replica knows
-//     every sign-in. The approvers can be swapped while the gateway runs (SetApprovers, approvers.go):
+//     (HttpOnly, SameSite=Strict, Path=/ui/, Secure over TLS or at an https Options.PublicURL, as
+//     behind a TLS-terminating proxy); the store keeps only the id's hash, in memory or, with
+//     state.redis, in Redis (console/redisstore), so that every replica knows every sign-in. The
+//     approvers can be swapped while the gateway runs (SetApprovers, approvers.go):
 //     a session whose approver is gone, or was begun with a key since replaced, ends.
 //     The session does not care how the approver proved who they are: an OIDC sign-in (oidc.go:
 //     authorization code with PKCE against console.oidc's provider, the name from a configured

@@ -287,11 +287,11 @@ func webhookArguments(cfg *config.Config, r *redact.Redactor) func(json.RawMessa
 	}
 }
 
-// ConsoleOptions are the approvals console's settings from the config (the approvers and how long
-// a sign-in lasts) and the text of the policy line a request names, read from the policy file; the
+// ConsoleOptions are the approvals console's settings from the config (the approvers, how long a
+// sign-in lasts, its public address, which decides Secure cookies behind a TLS proxy) and the text of the policy line a request names, read from the policy file; the
 // gateway adds the store, the policy and the log.
 func ConsoleOptions(cfg *config.Config) console.Options {
-	o := console.Options{SessionTTL: cfg.ConsoleSessionTTL()}
+	o := console.Options{SessionTTL: cfg.ConsoleSessionTTL(), PublicURL: cfg.ConsolePublicURL()}
 	for _, a := range cfg.ConsoleApprovers() {
 		o.Approvers = append(o.Approvers, console.Approver{Name: a.Name, KeySHA256: a.SHA256})
 	}
