@@ -246,3 +246,31 @@ func TestStdioBusyWorkersLeaveCallsToMCPGo(t *testing.T) {
 	}
 	s.close() // cancels the held calls
 }
+
+// BenchmarkStdioCall is one tools/call over stdio, answered by a chain
+// that echoes at once, through the fast path and through mcp-go's stdio
+// server:
+//
+//	go test ./proxy -run XXX -bench StdioCall -benchmem
+func BenchmarkStdioCall(b *testing.B) {
+	for _, fast := range []bool{true, false} {
+		name := "fast"
+		if !fast {
+			name = "mcp-go"
+		}
+		b.Run(name, func(b *testing.B) {
+			echo := &callEcho{}
+			s := openStdio(b, stdioServer(b, echo, fast))
+			defer s.close()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				id := strconv.Itoa(i)
+				s.send(toolsCallBody(id, `{"name":"hostile__echo","arguments":{"message":"ping `+id+`"}}`))
+				s.answer(id)
+				echo.take()
+			}
+		})
+	}
+}
