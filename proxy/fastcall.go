@@ -61,7 +61,9 @@ import (
 // puts them on the session's one notification channel, which its GET
 // stream's pump drains too when the client listens, so part of them
 // travel on the GET stream, late (issue 17). A client's
-// notifications/cancelled for a fast call cancels it.
+// notifications/cancelled for a fast call cancels it; a 2026-07-28 call is
+// cancelled by closing its stream, and a 2026-07-28 notifications/cancelled
+// is acknowledged and ignored (modernCancel).
 //
 // An upstream's request to the client during a fast call (sampling,
 // elicitation, roots), once the client's declared capabilities allow it,
@@ -115,19 +117,21 @@ func (f *fastCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.serve(w, r, entry, &req)
-	case tookAnswer:
-		w.WriteHeader(http.StatusAccepted) // as mcp-go acknowledges a client's response
+	case tookAnswer, tookModernCancel:
+		w.WriteHeader(http.StatusAccepted) // as mcp-go acknowledges a client's response or notification
 	default:
 		f.next.ServeHTTP(w, r)
 	}
 }
 
-// What take took: nothing (the request is mcp-go's), a call to answer, or
-// a client's answer to a request of a fast call's, delivered.
+// What take took: nothing (the request is mcp-go's), a call to answer, a
+// client's answer to a request of a fast call's, delivered, or a
+// 2026-07-28 notifications/cancelled, ignored (modernCancel).
 const (
 	tookNothing = iota
 	tookCall
 	tookAnswer
+	tookModernCancel
 )
 
 // take decides whether the request is a fast call or a client's answer to
@@ -141,6 +145,9 @@ func (f *fastCalls) take(r *http.Request) (*clientSession, fastRequest, int) {
 	if mcp.IsModernProtocol(version) {
 		if req, ok := f.takeModern(r, version); ok {
 			return nil, req, tookCall
+		}
+		if modernCancel(r) {
+			return nil, fastRequest{}, tookModernCancel
 		}
 		return nil, fastRequest{}, tookNothing
 	}

@@ -259,3 +259,22 @@ func (s *Server) runModern(ctx context.Context, req mcp.CallToolRequest, call Ca
 	}()
 	return s.handleModern(ctx, req, call, caps)
 }
+
+// modernCancel reports whether a 2026-07-28 POST is a notifications/cancelled,
+// which the gateway acknowledges and ignores, as the spec lets a server
+// ignore one. Over Streamable HTTP that era cancels a request by closing
+// its stream (which cancels the call, and the upstream's request with it),
+// and expects no notification; with no session, one can name only a
+// request id, which any client may be using. mcp-go would cancel the
+// in-flight 2026-07-28 request of any client that has that id (its key is
+// the empty session's), so the notification never reaches it. r.Body reads
+// the same bytes again afterwards.
+func modernCancel(r *http.Request) bool {
+	if !jsonContent(r.Header.Get("Content-Type")) || dnsRebinding(r) {
+		return false // mcp-go refuses it
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = replayBody(body, err)
+	var msg sideMessage
+	return err == nil && json.Unmarshal(body, &msg) == nil && msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0
+}
