@@ -17,7 +17,13 @@ import (
 // This file holds everything the fast path (fastCalls) copies from mcp-go:
 // its answers must be the ones mcp-go's handler gives, so what mcp-go
 // checks and writes privately is restated here, and only here. Each piece
-// names what it mirrors, in the version below.
+// names what it mirrors, in the version below. The stdio fast path
+// (stdioFast) takes the same requests (decodeFast) and writes the same
+// answers (encodeAnswer) in place of mcp-go's stdio server
+// (server/stdio.go: processMessage, writeResponse), so what is said below
+// of hooks and of HandleMessage holds for it too: a hook added around
+// tools/call must be added to both fast paths, or make them leave the call
+// to mcp-go.
 //
 // When go.mod moves to another mcp-go version, TestMCPGoMirrorVersion
 // fails until someone has read that version's server/streamable_http.go
