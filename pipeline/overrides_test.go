@@ -31,8 +31,8 @@ func overridden(t *testing.T) *upstreams.Catalog {
 }
 
 // The upstream gets its own tool name and the client's arguments with the
-// fixed value; a client cannot set a hidden parameter, nor a narrowed one
-// outside its narrowing; the renamed tool answers only to its new name.
+// fixed value, even when the client sends one of its own for it; a client
+// cannot set a narrowed parameter outside its narrowing; the renamed tool answers only to its new name.
 func TestOverrideInjectsFixedArguments(t *testing.T) {
 	cases := []struct {
 		name, tool, args, code, msg string
@@ -40,8 +40,8 @@ func TestOverrideInjectsFixedArguments(t *testing.T) {
 	}{
 		{"fixed value added", "find_orders", `{"q":"late", "status":"open"}`, "", "", `{"q":"late", "status":"open","region":"eu"}`},
 		{"no arguments but the required", "find_orders", `{"q":"x"}`, "", "", `{"q":"x","region":"eu"}`},
-		{"hidden parameter sent", "find_orders", `{"q":"x","region":"us"}`, "invalid_arguments", `argument "region" is not accepted: the gateway sets it`, ""},
-		{"hidden parameter sent escaped", "find_orders", `{"q":"x","\u0072egion":"eu"}`, "invalid_arguments", `argument "region" is not accepted`, ""},
+		{"hidden parameter sent", "find_orders", `{"q":"x","region":"us"}`, "", "", `{"q":"x","region":"eu"}`},
+		{"hidden parameter sent escaped", "find_orders", `{"q":"x","\u0072egion":"us"}`, "", "", `{"q":"x","\u0072egion":"eu"}`},
 		{"outside the narrowing", "find_orders", `{"q":"x","status":"cancelled"}`, "invalid_arguments", "", ""},
 		{"old name", "orders__search", `{"q":"x"}`, "tool_not_found", "", ""},
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/internal/jsonscan"
 	"github.com/toolgate/toolgate/toolschema"
-	"github.com/toolgate/toolgate/upstreams/overrides"
 )
 
 // ArgumentLimits cap a call's arguments before they are checked against the
@@ -23,10 +22,11 @@ type ArgumentLimits struct {
 // tool whose definition changed since it was pinned, or whose server is
 // not connected, stops here too: nothing after this link could run it.
 // Arguments over the limits are refused before the schema sees them. For a
-// tool with an operator's override (upstreams/overrides), the schema is the
-// client-facing one, and the validated arguments then get the hidden
-// parameters' fixed values (a call that sets one is refused), so that every
-// link after this one sees the arguments the upstream will get.
+// tool with an operator's override (upstreams/overrides), the hidden
+// parameters get their fixed values first (a value the client sent for one
+// is replaced: the operator's wins), and the result is checked against the
+// upstream's schema with the narrowings, so that every link after this one
+// sees the arguments the upstream will get.
 func Validate(limits ArgumentLimits) Link {
 	return Step("validate", func(ctx context.Context, x *Exchange) *envelope.Error { return validate(ctx, x, limits) })
 }
@@ -44,18 +44,14 @@ func validate(_ context.Context, x *Exchange, limits ArgumentLimits) *envelope.E
 	if limits.MaxDepth > 0 && jsonscan.NestsDeeperThan(x.Call.Args, limits.MaxDepth) {
 		return envelope.Errorf(envelope.InvalidArguments, "arguments nest deeper than %d levels", limits.MaxDepth)
 	}
-	if err := x.Tool.Input.ValidateArguments(x.Call.Args); err != nil {
-		return invalid(err)
-	}
 	if x.Tool.Override == nil {
+		if err := x.Tool.Input.ValidateArguments(x.Call.Args); err != nil {
+			return invalid(err)
+		}
 		return nil
 	}
-	args, err := x.Tool.Override.Inject(x.Call.Args)
+	args, err := x.Tool.Override.Check(x.Call.Args)
 	if err != nil {
-		var hidden *overrides.HiddenArgument
-		if errors.As(err, &hidden) {
-			return envelope.Errorf(envelope.InvalidArguments, "%s", hidden.Error()).WithDetail("hidden by the tool's override")
-		}
 		return invalid(err)
 	}
 	// The one place a link replaces the call's arguments: from here on the

@@ -2,15 +2,17 @@
 // (mcpServers.<server>.tools.<tool>.override): what clients see of it (its
 // name, title, description, annotations and input schema) and what the
 // upstream gets (its own name, and the client's arguments with the hidden
-// parameters' fixed values added).
+// parameters' fixed values set). A hidden or narrowed parameter is named
+// by a path, top-level ("shop") or into nested objects ("options.dry_run").
 //
 // The catalog applies an override when it builds a tool (upstreams, catalog
-// hook); an override that does not fit the upstream's schema (a parameter it
-// does not declare, a fixed value or an enum it would refuse) quarantines
-// that tool with the reason, never the gateway. The validate link calls
-// Applied.Inject on each call's validated arguments, before the policy's
-// conditions, so conditions, approvals, duplicate suppression, the audit
-// trail and the upstream all see the final arguments.
+// hook); an override that does not fit the upstream's schema (a parameter
+// it does not declare, a path across an array or a combinator, a fixed
+// value or an enum it would refuse) quarantines that tool with the reason,
+// never the gateway. The validate link calls Applied.Check on each call's
+// arguments, before the policy's conditions, so conditions, approvals,
+// duplicate suppression, the audit trail and the upstream all see the
+// final arguments.
 package overrides
 
 import (
@@ -18,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -42,28 +45,29 @@ type Override struct {
 // Applied is an override checked against one upstream tool's input schema.
 type Applied struct {
 	Schema json.RawMessage    // the client-facing input schema
-	Input  *toolschema.Schema // Schema, compiled: what validate checks a call against
+	Input  *toolschema.Schema // Schema, compiled: what clients are told; validate checks Check's result instead
 
-	hidden   map[string]bool
-	names    []string           // the hidden parameters, sorted
-	fixed    []byte             // `"a":1,"b":"x"`: the hidden parameters with their values, sorted
-	upstream *toolschema.Schema // the upstream's own input schema: the final arguments must fit it
+	names []string           // the hidden parameters' paths, sorted
+	fixed []fixedValue       // the hidden parameters with their values, in the order of names
+	final *toolschema.Schema // the upstream's schema with the narrowings: what the final arguments must fit
 }
 
-// Hidden lists the hidden parameters, sorted.
+// Hidden lists the hidden parameters' paths ("shop", "options.dry_run"), sorted.
 func (a *Applied) Hidden() []string { return a.names }
 
 // Apply checks o against the upstream's input schema and builds the
-// client-facing schema: hidden parameters leave properties and required; a
-// narrowed one becomes {"allOf": [<the upstream's>, <the narrowing>]},
-// which accepts exactly what both accept. The error says, for the
-// quarantine, what in the override does not fit the upstream's schema.
+// client-facing schema: a hidden parameter leaves its object's properties
+// and required; a narrowed one becomes {"allOf": [<the upstream's>, <the
+// narrowing>]}, which accepts exactly what both accept. A path into a
+// nested object rewrites the schema at that depth (paths.go says which
+// schemas it can cross). The error says, for the quarantine, what in the
+// override does not fit the upstream's schema.
 func Apply(o *Override, inputSchema json.RawMessage) (*Applied, error) {
 	upstream, err := toolschema.Compile(inputSchema, toolschema.Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("the upstream's input schema: %w", err)
 	}
-	a := &Applied{Schema: inputSchema, Input: upstream, upstream: upstream, hidden: map[string]bool{}}
+	a := &Applied{Schema: inputSchema, Input: upstream, final: upstream}
 	if len(o.Hide) == 0 && len(o.Narrow) == 0 {
 		return a, nil
 	}
@@ -71,58 +75,36 @@ func Apply(o *Override, inputSchema json.RawMessage) (*Applied, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the upstream's input schema: %w", err)
 	}
-	props, _ := root["properties"].(map[string]any)
-	declared := func(p string) (any, error) {
-		s, ok := props[p]
-		if !ok {
-			return nil, fmt.Errorf("parameter %q is not in the upstream's input schema (its parameters: %s)", p, strings.Join(sortedKeys(props), ", "))
-		}
-		return s, nil
+	if err := a.fix(o.Hide, inputSchema); err != nil {
+		return nil, err
 	}
-	var fixed [][]byte
-	for _, p := range sortedKeys(o.Hide) {
-		if _, err := declared(p); err != nil {
-			return nil, fmt.Errorf("override.hide: %w", err)
-		}
-		v := o.Hide[p]
-		if err := fitsParameter(root, p, v); err != nil {
-			return nil, fmt.Errorf("override.hide.%s: the fixed value %s does not fit the upstream's schema for it: %w", p, v, err)
-		}
-		var c bytes.Buffer
-		if err := json.Compact(&c, v); err != nil {
-			return nil, fmt.Errorf("override.hide.%s: %w", p, err)
-		}
-		k, _ := json.Marshal(p)
-		fixed = append(fixed, append(append(k, ':'), c.Bytes()...))
-		a.hidden[p] = true
-		a.names = append(a.names, p)
-	}
-	for _, p := range sortedKeys(o.Narrow) {
-		orig, err := declared(p)
+	if len(o.Narrow) > 0 {
+		// The final arguments carry the hidden parameters: they must fit the
+		// narrowings of the upstream's schema, hidden parameters and all.
+		final, err := decodeObject(inputSchema)
 		if err != nil {
-			return nil, fmt.Errorf("override.narrow: %w", err)
+			return nil, err
 		}
-		frag, err := decodeObject(o.Narrow[p])
+		if err := narrowAll(final, o.Narrow, inputSchema); err != nil {
+			return nil, err
+		}
+		if a.final, err = compileTree(final); err != nil {
+			return nil, fmt.Errorf("the input schema with the narrowings: %w", err)
+		}
+	}
+	// What clients see: hidden parameters removed first, so that narrowing
+	// an object that holds one wraps the object as clients see it.
+	for _, f := range a.fixed {
+		s, err := locate(root, f.path, true)
 		if err != nil {
-			return nil, fmt.Errorf("override.narrow.%s: %w", p, err)
+			return nil, fmt.Errorf("override.hide.%s: %w", strings.Join(f.path, "."), err)
 		}
-		if err := narrows(root, p, frag); err != nil {
-			return nil, fmt.Errorf("override.narrow.%s: %w", p, err)
-		}
-		props[p] = map[string]any{"allOf": []any{orig, frag}}
+		hide(s)
 	}
-	for _, p := range a.names {
-		delete(props, p)
+	if err := narrowAll(root, o.Narrow, inputSchema); err != nil {
+		return nil, err
 	}
-	if req, ok := root["required"].([]any); ok {
-		req = slices.DeleteFunc(req, func(v any) bool { s, _ := v.(string); return a.hidden[s] })
-		if len(req) == 0 {
-			delete(root, "required")
-		} else {
-			root["required"] = req
-		}
-	}
-	a.fixed = bytes.Join(fixed, []byte{','})
+	pruneDefinitions(root)
 	if a.Schema, err = json.Marshal(root); err != nil {
 		return nil, err
 	}
@@ -132,11 +114,93 @@ func Apply(o *Override, inputSchema json.RawMessage) (*Applied, error) {
 	return a, nil
 }
 
+// fix checks each hidden parameter's path and fixed value against the
+// upstream's schema, and keeps them for Check.
+func (a *Applied) fix(hidden map[string]json.RawMessage, inputSchema json.RawMessage) error {
+	for _, key := range sortedKeys(hidden) {
+		root, err := decodeObject(inputSchema)
+		if err != nil {
+			return err
+		}
+		path := splitPath(root, key)
+		s, err := locate(root, path, false)
+		if err != nil {
+			return fmt.Errorf("override.hide.%s: %w", key, err)
+		}
+		v := hidden[key]
+		if err := fitsParameter(root, s.ptr, v); err != nil {
+			return fmt.Errorf("override.hide.%s: the fixed value %s does not fit the upstream's schema for it: %w", key, v, err)
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, v); err != nil {
+			return fmt.Errorf("override.hide.%s: %w", key, err)
+		}
+		a.fixed = append(a.fixed, fixedValue{path: path, value: c.Bytes()})
+		a.names = append(a.names, strings.Join(path, "."))
+	}
+	return nil
+}
+
+// narrowAll wraps each narrowed parameter's schema in root, the deepest
+// first, so that narrowing an object and one of its properties both apply.
+func narrowAll(root map[string]any, narrow map[string]json.RawMessage, inputSchema json.RawMessage) error {
+	keys := sortedKeys(narrow)
+	slices.Reverse(keys)
+	for _, key := range keys {
+		pristine, err := decodeObject(inputSchema)
+		if err != nil {
+			return err
+		}
+		path := splitPath(pristine, key)
+		at, err := locate(pristine, path, false)
+		if err != nil {
+			return fmt.Errorf("override.narrow.%s: %w", key, err)
+		}
+		frag, err := decodeObject(narrow[key])
+		if err != nil {
+			return fmt.Errorf("override.narrow.%s: %w", key, err)
+		}
+		if err := narrows(pristine, at.ptr, frag); err != nil {
+			return fmt.Errorf("override.narrow.%s: %w", key, err)
+		}
+		s, err := locate(root, path, true)
+		if err != nil {
+			return fmt.Errorf("override.narrow.%s: %w", key, err)
+		}
+		props := s.parent["properties"].(map[string]any)
+		props[s.name] = map[string]any{"allOf": []any{props[s.name], frag}}
+	}
+	return nil
+}
+
+// hide removes the parameter at s from its object's properties and required.
+func hide(s site) {
+	delete(s.parent["properties"].(map[string]any), s.name)
+	req, ok := s.parent["required"].([]any)
+	if !ok {
+		return
+	}
+	req = slices.DeleteFunc(req, func(v any) bool { return v == s.name })
+	if len(req) == 0 {
+		delete(s.parent, "required")
+	} else {
+		s.parent["required"] = req
+	}
+}
+
+func compileTree(root map[string]any) (*toolschema.Schema, error) {
+	raw, err := json.Marshal(root)
+	if err != nil {
+		return nil, err
+	}
+	return toolschema.Compile(raw, toolschema.Limits{})
+}
+
 // narrows checks what can be checked of a narrowing: the values it allows
 // by enum or const must be values the upstream accepts for the parameter.
 // The allOf makes any fragment a narrowing; this catches a narrowing that
 // would allow only values the upstream refuses.
-func narrows(root map[string]any, p string, frag map[string]any) error {
+func narrows(root map[string]any, ptr string, frag map[string]any) error {
 	var values []any
 	if enum, ok := frag["enum"]; ok {
 		list, ok := enum.([]any)
@@ -153,23 +217,39 @@ func narrows(root map[string]any, p string, frag map[string]any) error {
 		if err != nil {
 			return err
 		}
-		if err := fitsParameter(root, p, raw); err != nil {
+		if err := fitsParameter(root, ptr, raw); err != nil {
 			return fmt.Errorf("%s is not a value the upstream accepts for it: %w", raw, err)
 		}
 	}
 	return nil
 }
 
-// fitsParameter validates value against the upstream's schema for
-// parameter p: the root schema reduced to its properties and the keywords
-// references may point into, checked on {p: value}.
-func fitsParameter(root map[string]any, p string, value json.RawMessage) error {
+// valueKey names the one property of the instance fitsParameter validates.
+const valueKey = "toolgate:value"
+
+// fitsParameter validates value against the upstream's schema at ptr (a
+// JSON pointer into root): the root schema reduced to the keywords
+// references may point into, with one more property whose schema is a
+// $ref to ptr, checked on {that property: value}. Nothing else of the root
+// applies (its required, its other properties), and references inside the
+// parameter's schema resolve as they do in the upstream's.
+func fitsParameter(root map[string]any, ptr string, value json.RawMessage) error {
 	doc := map[string]any{}
-	for _, k := range []string{"$schema", "$id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "properties"} {
+	for _, k := range []string{"$schema", "$id", "$anchor", "$dynamicAnchor", "$defs", "definitions"} {
 		if v, ok := root[k]; ok {
 			doc[k] = v
 		}
 	}
+	props := map[string]any{}
+	if orig, ok := root["properties"].(map[string]any); ok {
+		maps.Copy(props, orig)
+	}
+	key := valueKey
+	for props[key] != nil {
+		key += "_"
+	}
+	props[key] = map[string]any{"$ref": fragment(ptr)}
+	doc["properties"] = props
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return err
@@ -178,70 +258,34 @@ func fitsParameter(root map[string]any, p string, value json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("the parameter's schema cannot be checked on its own: %w", err)
 	}
-	k, _ := json.Marshal(p)
+	k, _ := json.Marshal(key)
 	return s.Validate(json.RawMessage(`{` + string(k) + `:` + string(value) + `}`))
 }
 
-// HiddenArgument is the error of a call that sets a hidden parameter: the
-// operator fixes it, a client cannot.
-type HiddenArgument struct{ Name string }
-
-func (e *HiddenArgument) Error() string {
-	return fmt.Sprintf("argument %q is not accepted: the gateway sets it", e.Name)
-}
-
-// Inject adds the hidden parameters' fixed values to arguments already
-// validated against the client-facing schema, keeping the client's bytes
-// as they were, and checks the result against the upstream's own schema. A
-// call that sets a hidden parameter is refused with *HiddenArgument, keys
-// compared after JSON unescaping ("\u0073hop" is "shop").
-func (a *Applied) Inject(args json.RawMessage) (json.RawMessage, error) {
-	if len(a.names) == 0 {
-		return args, nil
+// Check makes the final arguments of a call: the client's, with each
+// hidden parameter set to the operator's value at its path (a value the
+// client sent there is dropped: the operator's always wins), checked
+// against the upstream's schema with the narrowings. The client's bytes
+// stay as sent elsewhere. Every error is a *toolschema.Violation, whose
+// message names only what the client sent.
+func (a *Applied) Check(args json.RawMessage) (json.RawMessage, error) {
+	if len(a.fixed) == 0 {
+		return args, a.final.ValidateArguments(args)
 	}
-	obj := bytes.TrimSpace(args)
-	if len(obj) == 0 || string(obj) == "null" {
-		obj = []byte("{}")
+	out := bytes.TrimSpace(args)
+	if len(out) == 0 || string(out) == "null" {
+		out = []byte("{}")
 	}
-	empty, err := a.checkKeys(obj)
-	if err != nil {
+	for _, f := range a.fixed {
+		var err error
+		if out, err = setPath(out, f.path, f.value); err != nil {
+			return nil, &toolschema.Violation{Message: err.Error()}
+		}
+	}
+	if err := a.final.ValidateArguments(out); err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(obj)+len(a.fixed)+2)
-	if empty {
-		out = append(append(append(out, '{'), a.fixed...), '}')
-	} else {
-		out = append(append(append(append(out, obj[:len(obj)-1]...), ','), a.fixed...), '}')
-	}
-	if err := a.upstream.ValidateArguments(out); err != nil {
-		return nil, fmt.Errorf("with the gateway's fixed values, the arguments do not fit the upstream's schema: %w", err)
-	}
 	return out, nil
-}
-
-// checkKeys refuses an object that names a hidden parameter, and reports
-// whether it is empty.
-func (a *Applied) checkKeys(obj []byte) (empty bool, err error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false, errors.New("arguments must be a JSON object")
-	}
-	empty = true
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return false, err
-		}
-		if k, _ := tok.(string); a.hidden[k] {
-			return false, &HiddenArgument{Name: k}
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return false, err
-		}
-		empty = false
-	}
-	return empty, nil
 }
 
 // Describe is the client-facing description, from the upstream's

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/toolschema"
 )
 
 const search = `{"type":"object","properties":{
@@ -67,7 +69,7 @@ func TestApplyRefusesWhatDoesNotFit(t *testing.T) {
 		want string
 	}{
 		{"hidden parameter the upstream lacks", Override{Hide: map[string]json.RawMessage{"region": raw(`"eu"`)}},
-			`override.hide: parameter "region" is not in the upstream's input schema (its parameters: limit, query, shop, status)`},
+			`override.hide.region: "region" is not a property of the upstream's input schema (its properties: limit, query, shop, status)`},
 		{"fixed value the upstream refuses", Override{Hide: map[string]json.RawMessage{"shop": raw(`"asia"`)}},
 			`override.hide.shop: the fixed value "asia" does not fit the upstream's schema for it`},
 		{"fixed value of the wrong type", Override{Hide: map[string]json.RawMessage{"limit": raw(`"10"`)}},
@@ -75,7 +77,7 @@ func TestApplyRefusesWhatDoesNotFit(t *testing.T) {
 		{"fixed value over a big maximum", Override{Hide: map[string]json.RawMessage{"limit": raw(`9007199254740994`)}},
 			`override.hide.limit: the fixed value 9007199254740994 does not fit`},
 		{"narrowed parameter the upstream lacks", Override{Narrow: map[string]json.RawMessage{"region": raw(`{"enum":["eu"]}`)}},
-			`override.narrow: parameter "region" is not in the upstream's input schema`},
+			`override.narrow.region: "region" is not a property of the upstream's input schema`},
 		{"enum value the upstream refuses", Override{Narrow: map[string]json.RawMessage{"status": raw(`{"enum":["open","lost"]}`)}},
 			`override.narrow.status: "lost" is not a value the upstream accepts for it`},
 		{"empty enum", Override{Narrow: map[string]json.RawMessage{"status": raw(`{"enum":[]}`)}},
@@ -93,12 +95,12 @@ func TestApplyRefusesWhatDoesNotFit(t *testing.T) {
 	}
 }
 
-func TestInject(t *testing.T) {
+func TestCheck(t *testing.T) {
 	a, err := Apply(&Override{Hide: map[string]json.RawMessage{"shop": raw(`"eu"`), "limit": raw(`9007199254740993`)}}, raw(search))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.Inject(raw(` {"query": "x",  "n": 12345678901234567890} `))
+	got, err := a.Check(raw(` {"query": "x",  "n": 12345678901234567890} `))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +108,19 @@ func TestInject(t *testing.T) {
 	if want := `{"query": "x",  "n": 12345678901234567890,"limit":9007199254740993,"shop":"eu"}`; string(got) != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
-	// validate refuses a call without query first (the client-facing schema requires it); Inject still
-	// checks the final arguments against the upstream's own schema, so they never leave unchecked.
-	if _, err := a.Inject(nil); err == nil || !strings.Contains(err.Error(), "upstream's schema") {
+	// The final arguments are checked against the upstream's own schema: query is still required.
+	var v *toolschema.Violation
+	if _, err := a.Check(nil); !errors.As(err, &v) || !strings.Contains(v.Message, "query") {
 		t.Errorf("empty arguments: %v", err)
 	}
-	for _, args := range []string{`{"query":"x","shop":"us"}`, `{"query":"x","\u0073hop":"us"}`, `{"shop":"eu"}`} {
-		_, err := a.Inject(raw(args))
-		var h *HiddenArgument
-		if !errors.As(err, &h) || h.Name != "shop" {
-			t.Errorf("%s: got %v, want HiddenArgument shop", args, err)
+	// A value the client sends for a hidden parameter, escaped or sent twice, is replaced by the operator's.
+	for args, want := range map[string]string{
+		`{"query":"x","shop":"us"}`:               `{"query":"x","shop":"eu","limit":9007199254740993}`,
+		`{"query":"x","\u0073hop":"us"}`:          `{"query":"x","\u0073hop":"eu","limit":9007199254740993}`,
+		`{"shop":"us","query":"x","shop":"asia"}`: `{"query":"x","limit":9007199254740993,"shop":"eu"}`,
+	} {
+		if got, err := a.Check(raw(args)); err != nil || string(got) != want {
+			t.Errorf("%s: got %s, %v; want %s", args, got, err, want)
 		}
 	}
 	b, err := Apply(&Override{Hide: map[string]json.RawMessage{"shop": raw(`"eu"`)}},
@@ -124,8 +129,8 @@ func TestInject(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range []string{``, `null`, `{}`, ` { } `} {
-		if got, err := b.Inject(raw(in)); err != nil || string(got) != `{"shop":"eu"}` {
-			t.Errorf("Inject(%q) = %s, %v", in, got, err)
+		if got, err := b.Check(raw(in)); err != nil || string(got) != `{"shop":"eu"}` {
+			t.Errorf("Check(%q) = %s, %v", in, got, err)
 		}
 	}
 }
