@@ -185,6 +185,8 @@ func (l *loader) checkOverride(path string, o *ToolOverride, names map[string]st
 		switch {
 		case !serverName.MatchString(o.Name):
 			l.reportAt(np, "expected a tool name of 1 to 64 of A-Z a-z 0-9 _ -, got %q", o.Name)
+		case strings.HasPrefix(o.Name, reservedToolPrefix):
+			l.reportAt(np, "expected a name that does not start with %s: that prefix is the gateway's own tools' (toolgate__search_tools, toolgate__call_tool), got %q", reservedToolPrefix, o.Name)
 		case names[o.Name] != "":
 			l.reportAt(np, "expected a client-facing name no other tool has; %q is also given at %s", o.Name, names[o.Name])
 		default:
@@ -195,23 +197,46 @@ func (l *loader) checkOverride(path string, o *ToolOverride, names map[string]st
 		l.reportAt(path+".description_append", "set either description (replaces the upstream's) or description_append (adds to it), not both")
 	}
 	for _, p := range sortedKeys(o.Hide) {
-		if p == "" {
-			l.reportAt(child(path+".hide", p), "expected a parameter name, got an empty key")
-		}
+		l.checkParameterPath(child(path+".hide", p), p)
 		if _, both := o.Narrow[p]; both {
 			l.reportAt(child(path+".narrow", p), "parameter %q is hidden (hide fixes its value); it cannot be narrowed too", p)
+		}
+		for _, q := range sortedKeys(o.Hide) {
+			if strings.HasPrefix(q, p+".") {
+				l.reportAt(child(path+".hide", q), "parameter %q is inside %q, which is hidden already (its fixed value holds the whole object)", q, p)
+			}
+		}
+		for _, q := range sortedKeys(o.Narrow) {
+			if strings.HasPrefix(q, p+".") {
+				l.reportAt(child(path+".narrow", q), "parameter %q is inside %q, which is hidden (its fixed value holds the whole object); clients cannot send it", q, p)
+			}
 		}
 	}
 	for _, p := range sortedKeys(o.Narrow) {
 		pp := child(path+".narrow", p)
-		if p == "" {
-			l.reportAt(pp, "expected a parameter name, got an empty key")
-		}
+		l.checkParameterPath(pp, p)
 		if _, err := toolschema.Compile(o.Narrow[p], toolschema.Limits{}); err != nil {
 			l.reportAt(pp, "expected a JSON Schema fragment: %v", err)
 		}
 	}
 }
+
+// checkParameterPath checks the form of a hidden or narrowed parameter's
+// key: a property name, or property names joined with dots for a parameter
+// nested in objects (options.dry_run). Whether the path exists can only be
+// checked against the upstream's schema, when the server lists its tools.
+func (l *loader) checkParameterPath(at, p string) {
+	switch {
+	case p == "":
+		l.reportAt(at, "expected a parameter name, got an empty key")
+	case strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, ".."):
+		l.reportAt(at, "expected a parameter name, or names joined with dots for a nested one (options.dry_run), got %q", p)
+	}
+}
+
+// reservedToolPrefix starts the names of the gateway's own tools, the discovery meta-tools
+// toolgate__search_tools and toolgate__call_tool (package discovery).
+const reservedToolPrefix = "toolgate__"
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

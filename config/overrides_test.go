@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/upstreams"
 )
 
 func TestToolOverrideDecodes(t *testing.T) {
@@ -59,6 +61,11 @@ func TestToolOverrideProblems(t *testing.T) {
 		{"unknown key", head + "          rename: x\n", 7, "mcpServers.a.tools.t.override.rename", "allowed keys here: annotations, description, description_append, hide, name, narrow, title"},
 		{"annotation not a bool", head + "          annotations: {readOnlyHint: yes please}\n", 7, "mcpServers.a.tools.t.override.annotations.readOnlyHint", "expected true or false"},
 		{"unknown annotation", head + "          annotations: {readonly: true}\n", 7, "mcpServers.a.tools.t.override.annotations.readonly", "unknown key"},
+		{"empty path step", head + "          hide: {options..dry_run: true}\n", 7, `mcpServers.a.tools.t.override.hide["options..dry_run"]`, "names joined with dots for a nested one"},
+		{"path ends in a dot", head + "          narrow: {\"options.\": {enum: [1]}}\n", 7, `mcpServers.a.tools.t.override.narrow["options."]`, `got "options."`},
+		{"hidden inside hidden", head + "          hide: {options: {dry_run: true}, options.dry_run: false}\n", 7, `mcpServers.a.tools.t.override.hide["options.dry_run"]`, `is inside "options", which is hidden already`},
+		{"narrowed inside hidden", head + "          hide: {options: {}}\n          narrow: {options.level: {enum: [low]}}\n", 8, `mcpServers.a.tools.t.override.narrow["options.level"]`, `clients cannot send it`},
+		{"discovery tool name", head + "          name: toolgate__search_tools\n", 7, "mcpServers.a.tools.t.override.name", "that prefix is the gateway's own tools'"},
 		{"fixed value .inf", head + "          hide: {p: .inf}\n", 7, "mcpServers.a.tools.t.override.hide.p", "expected a JSON value"},
 	}
 	for _, tt := range tests {
@@ -94,5 +101,28 @@ func TestToolOverridesDocExample(t *testing.T) {
 	o := c.Servers["orders"].Tools["search_orders"].Override
 	if o == nil || o.Name != "find_orders" || string(o.Hide["page_size"]) != "50" || string(o.Narrow["status"]) != `{"enum":["open","shipped"]}` {
 		t.Fatalf("override %+v", o)
+	}
+	_, nested, ok := strings.Cut(section, "\n### Nested parameters\n")
+	if !ok {
+		t.Fatal(`docs/configuration.md, "Tool overrides", has no "### Nested parameters"`)
+	}
+	_, block, _ = strings.Cut(nested, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	if c, err = Parse("/srv/tg/toolgate.yaml", []byte(block), envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	o = c.Servers["ci"].Tools["deploy"].Override
+	if o == nil || string(o.Hide["options.dry_run"]) != "true" || string(o.Hide["target.region"]) != `"eu"` || string(o.Narrow["options.level"]) != `{"enum":["low","mid"]}` {
+		t.Fatalf("nested override %+v", o)
+	}
+}
+
+// Every name of the gateway's own tools starts with the prefix an override name may not take, so
+// that a rename onto one is refused when the file loads, not only when the server lists its tools.
+func TestReservedToolPrefixCoversDiscoveryTools(t *testing.T) {
+	for _, name := range upstreams.ReservedToolNames {
+		if !strings.HasPrefix(name, reservedToolPrefix) {
+			t.Errorf("%s does not start with %s", name, reservedToolPrefix)
+		}
 	}
 }
