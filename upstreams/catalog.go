@@ -149,6 +149,7 @@ func BuildWith(servers []Server, listed map[string][]Listed, down map[string]str
 			c.renamed.add(srv)
 			continue
 		}
+		c.warnings = append(c.warnings, overridesOfUnlisted(srv, listed[server])...)
 		for _, l := range listed[server] {
 			t, reason := entry(srv, l)
 			if reason != "" {

@@ -2,6 +2,8 @@ package upstreams
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/upstreams/overrides"
@@ -40,6 +42,25 @@ func (c *Catalog) applyOverrides(admitted []*Tool) []*Tool {
 		kept = append(kept, t)
 	}
 	return kept
+}
+
+// overridesOfUnlisted warns of each override of a tool the server does
+// not list: it applies to nothing (the tool was removed or renamed
+// upstream, or the name is misspelt), and a client looking for its
+// client-facing name gets tool_not_found.
+func overridesOfUnlisted(srv *Server, listed []Listed) []string {
+	var out []string
+	for _, tool := range slices.Sorted(maps.Keys(srv.Overrides)) {
+		if srv.Overrides[tool] == nil || slices.ContainsFunc(listed, func(l Listed) bool { return l.Name == tool }) {
+			continue
+		}
+		w := fmt.Sprintf("mcpServers.%s.tools.%s.override: server %s lists no tool %q, so the override applies to nothing", srv.Name, tool, srv.Name, tool)
+		if name := srv.Overrides[tool].Name; name != "" {
+			w += fmt.Sprintf(" and %q answers tool_not_found", name)
+		}
+		out = append(out, sanitize.Text(w))
+	}
+	return out
 }
 
 // renamedDown knows the tools an override renames on servers that are

@@ -68,7 +68,7 @@ func TestCatalogQuarantinesBadOverrides(t *testing.T) {
 		reasons[q.Server+"/"+q.Upstream] = q.Reason
 	}
 	for id, want := range map[string]string{
-		"orders/search":    `tool override (mcpServers.orders.tools.search.override): override.hide: parameter "region" is not in the upstream's input schema (its parameters: q, shop)`,
+		"orders/search":    `tool override (mcpServers.orders.tools.search.override): override.hide.region: "region" is not a property of the upstream's input schema (its properties: q, shop)`,
 		"orders/get_order": `client-facing name "lookup" is claimed by files/read and orders/get_order; give the tools distinct names`,
 		"files/read":       `client-facing name "lookup" is claimed by`,
 	} {
@@ -78,6 +78,48 @@ func TestCatalogQuarantinesBadOverrides(t *testing.T) {
 	}
 	if len(cat.Tools()) != 1 || cat.Tools()[0].Name != "write" {
 		t.Errorf("callable: %d tools", len(cat.Tools()))
+	}
+}
+
+// A rename onto the client-facing name of another server's tool quarantines
+// both; a rename onto a discovery meta-tool's name (which the config
+// refuses, so only a catalog built without it can get here) quarantines the
+// tool; an override of a tool the server does not list is a warning that
+// names the key.
+func TestCatalogReportsOverrideNameProblems(t *testing.T) {
+	srv := &Server{Name: "orders", ToolPrefix: "orders__", Overrides: map[string]*overrides.Override{
+		"search":      {Name: "files__read"},
+		"get_order":   {Name: "toolgate__call_tool"},
+		"cancel":      {Name: "stop_order"},
+		"old_listing": {DescriptionAppend: "x"},
+	}}
+	files := &Server{Name: "files", ToolPrefix: "files__"}
+	cat, err := Build(servers(srv, files), map[string][]Listed{"orders": {searchTool(), orderTool()}, "files": listed("read", "write")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, q := range cat.Quarantined() {
+		reasons[q.Server+"/"+q.Upstream] = q.Reason
+	}
+	for id, want := range map[string]string{
+		"orders/search":    `client-facing name "files__read" is claimed by files/read and orders/search; give the tools distinct names (mcpServers.<server>.tools.<tool>.override.name)`,
+		"files/read":       `client-facing name "files__read" is claimed by`,
+		"orders/get_order": `client-facing name "toolgate__call_tool" is the gateway's own discovery tool`,
+	} {
+		if !strings.Contains(reasons[id], want) {
+			t.Errorf("%s quarantined for %q, want %q", id, reasons[id], want)
+		}
+	}
+	want := []string{
+		`mcpServers.orders.tools.cancel.override: server orders lists no tool "cancel", so the override applies to nothing and "stop_order" answers tool_not_found`,
+		`mcpServers.orders.tools.old_listing.override: server orders lists no tool "old_listing", so the override applies to nothing`,
+	}
+	if got := cat.Warnings(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tools := cat.Tools(); len(tools) != 1 || tools[0].Name != "files__write" {
+		t.Errorf("callable: %d tools", len(tools))
 	}
 }
 

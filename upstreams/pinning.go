@@ -84,7 +84,7 @@ func (s *Set) recheckPins() {
 		}
 	}
 	for _, w := range cat.Warnings() {
-		s.log.Error("tool pins", "warning", w)
+		s.log.Error("tool catalog", "warning", w)
 	}
 	s.log.Info("tool catalog rebuilt after a pins change", "tools", len(cat.Tools()), "blocked", len(cat.Changed()))
 	s.notify()
@@ -130,7 +130,7 @@ func (s *Set) logCatalog(cat *Catalog, server string) {
 		}
 	}
 	for _, w := range cat.Warnings() {
-		s.log.Error("tool pins", "warning", w)
+		s.log.Error("tool catalog", "warning", w)
 	}
 }
 
