@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,9 +32,9 @@ const overridesYAML = `    tools:
 // Through a real mcp-go client on a gateway in front of the test upstream:
 // tools/list shows the renamed tool with the operator's description and
 // without the hidden parameter, and a narrowed one as allOf; a call gets
-// the operator's value to the upstream; a call that sets the hidden
-// parameter, or a narrowed one outside its narrowing, is invalid_arguments;
-// the old name is gone.
+// the operator's value to the upstream, even when the model sends its own;
+// a narrowed parameter outside its narrowing is invalid_arguments; the old
+// name is gone.
 func TestToolOverridesEndToEnd(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "ops", overridesYAML))
 	url, _ := httpGateway(t, cfg)
@@ -75,10 +76,13 @@ func TestToolOverridesEndToEnd(t *testing.T) {
 	if _, env := callE2E(t, c, "explain_failure", `{}`); env["error_code"] != "tool_failed" || !strings.Contains(fmt.Sprint(env["message"]), "set by the operator") {
 		t.Errorf("explain_failure: %v", env)
 	}
+	// A model that sends the hidden parameter anyway (fail's schema has additionalProperties: false)
+	// does not get its value through: the upstream receives the operator's.
+	if _, env := callE2E(t, c, "explain_failure", `{"message":"the model's"}`); env["error_code"] != "tool_failed" ||
+		!strings.Contains(fmt.Sprint(env["message"]), "set by the operator") || strings.Contains(fmt.Sprint(env["message"]), "the model's") {
+		t.Errorf("explain_failure with the model's message: %v", env)
+	}
 	for _, tc := range []struct{ name, args, code, msg string }{
-		// fail's schema has additionalProperties: false, so the client-facing schema refuses the hidden
-		// parameter itself; without it, validate does (pipeline.TestOverrideInjectsFixedArguments).
-		{"explain_failure", `{"message":"the model's"}`, "invalid_arguments", `"message"`},
 		{"ops__fail", `{}`, "tool_not_found", "ops__fail"},
 		{"ops__big", `{"bytes":4}`, "invalid_arguments", ""},
 	} {
@@ -119,5 +123,173 @@ func TestToolOverrideQuarantinesOneTool(t *testing.T) {
 	}
 	if _, env := callE2E(t, c, "ops__fail", `{}`); env["error_code"] != "tool_not_found" {
 		t.Errorf("ops__fail: %v", env)
+	}
+}
+
+// nestedOverridesYAML reshapes deploy (an echo whose parameters nest in
+// objects, one through a $ref) at depth: options.dry_run and target.region
+// are fixed, options.level is narrowed, and the tool is renamed ship.
+const nestedOverridesYAML = `    tools:
+      deploy:
+        override:
+          name: ship
+          description: "Ships a build. Dry runs only."
+          hide: {options.dry_run: true, target.region: eu}
+          narrow: {options.level: {enum: [low, mid]}}
+`
+
+// nestedPolicy allows ship only with the operator's values, which the
+// client never sends, and never for prod: if conditions saw the
+// arguments as sent, every call would be denied.
+const nestedPolicy = `p, caller, ops/echo, call, allow
+p, caller, ops/deploy, call, allow, options.dry_run == true && target.region == 'eu'
+p, caller, ops/deploy, call, deny, name == 'prod'
+g, alice, caller
+`
+
+// Through a real mcp-go client on a gateway in front of the test upstream,
+// overrides of nested parameters: tools/list shows ship without the hidden
+// nested parameters and with the narrowed one; the upstream (which echoes
+// what it receives) gets the operator's values at their depth, whatever
+// the model sends there; policy conditions on the nested fixed values
+// allow the call; toolgate tools --as --json shows the same view.
+func TestNestedToolOverridesEndToEnd(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "ops", nestedOverridesYAML, "-nested"))
+	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), nestedPolicy)
+	url, _ := httpGateway(t, cfg)
+	c := connectHTTP(t, url, aliceKey)
+
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ship *mcp.Tool
+	for i := range res.Tools {
+		if res.Tools[i].Name == "ship" {
+			ship = &res.Tools[i]
+		}
+		if res.Tools[i].Name == "ops__deploy" {
+			t.Error("tools/list still shows ops__deploy")
+		}
+	}
+	if ship == nil {
+		t.Fatalf("tools/list has no ship: %v", toolNames(t, c))
+	}
+	listed, _ := json.Marshal(ship.InputSchema)
+	assertNestedView(t, "tools/list", ship.Description, listed)
+
+	for _, tc := range []struct{ args, want string }{
+		{`{"name":"web"}`, `{"name":"web","options":{"dry_run":true},"target":{"region":"eu"}}`},
+		{`{"name":"web","options":{"dry_run":false,"level":"low"},"target":{"region":"us","zone":"b"}}`,
+			`{"name":"web","options":{"dry_run":true,"level":"low"},"target":{"region":"eu","zone":"b"}}`},
+	} {
+		if _, env := callE2E(t, c, "ship", tc.args); env["ok"] != true || !sameJSON(t, env["data"], tc.want) {
+			t.Errorf("ship %s: %v\nwant the upstream to get %s", tc.args, env, tc.want)
+		}
+	}
+	for _, tc := range []struct{ name, args, code string }{
+		{"ship", `{"name":"web","options":{"level":"high"}}`, "invalid_arguments"}, // outside the narrowing
+		{"ship", `{"name":"prod","options":{"level":"mid"}}`, "tool_not_allowed"},  // the deny line's condition
+		{"ship", `{"name":"web","options":"fast"}`, "invalid_arguments"},
+		{"ops__deploy", `{"name":"web"}`, "tool_not_found"},
+	} {
+		if _, env := callE2E(t, c, tc.name, tc.args); env["error_code"] != tc.code {
+			t.Errorf("%s %s: %v, want %s", tc.name, tc.args, env, tc.code)
+		}
+	}
+
+	var out bytes.Buffer
+	if code := tools([]string{"--config", cfg, "--as", "alice", "--json"}, &out); code != 0 {
+		t.Fatalf("tools --json: exit %d: %s", code, out.String())
+	}
+	var shown []struct {
+		Name, ID, Description string
+		InputSchema           json.RawMessage
+		Fixed                 []string
+	}
+	if err := json.Unmarshal(out.Bytes(), &shown); err != nil {
+		t.Fatalf("tools --json: %v\n%s", err, out.String())
+	}
+	var found bool
+	for _, s := range shown {
+		if s.Name == "ship" {
+			found = true
+			if s.ID != "ops/deploy" || strings.Join(s.Fixed, ",") != "options.dry_run,target.region" {
+				t.Errorf("tools --json: ship %+v", s)
+			}
+			assertNestedView(t, "toolgate tools --json", s.Description, s.InputSchema)
+		}
+	}
+	if !found {
+		t.Errorf("toolgate tools --as alice --json has no ship:\n%s", out.String())
+	}
+}
+
+// assertNestedView checks what a client is shown of ship: the operator's
+// description, no hidden nested parameter, the narrowing of options.level.
+func assertNestedView(t *testing.T, where, description string, schema json.RawMessage) {
+	t.Helper()
+	if description != "Ships a build. Dry runs only." {
+		t.Errorf("%s: description %q", where, description)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, schema); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	s := compact.String()
+	for _, hidden := range []string{"dry_run", "region"} {
+		if strings.Contains(s, hidden) {
+			t.Errorf("%s: the schema shows the hidden %s: %s", where, hidden, s)
+		}
+	}
+	if !strings.Contains(s, `{"allOf":[{"enum":["low","mid","high"],"type":"string"},{"enum":["low","mid"]}]}`) || !strings.Contains(s, `"zone"`) {
+		t.Errorf("%s: schema %s", where, s)
+	}
+}
+
+// sameJSON reports whether got (a decoded JSON value) is the JSON text want.
+func sameJSON(t *testing.T, got any, want string) bool {
+	t.Helper()
+	var w any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(w)
+	return string(a) == string(b)
+}
+
+// A rename onto another tool's client-facing name quarantines both, and
+// an override of a tool the upstream does not list is a warning; toolgate
+// tools and the gateway's log say so, and the other tools serve on.
+func TestToolOverrideNameProblemsAreReported(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "ops", `    tools:
+      fail: {override: {name: ops__echo}}
+      retired: {override: {name: old_tool}}
+`))
+	url, logs := httpGateway(t, cfg)
+	c := connectHTTP(t, url, aliceKey)
+	names := toolNames(t, c)
+	if contains(names, "ops__echo") || contains(names, "ops__fail") || !contains(names, "ops__sleep") {
+		t.Errorf("tools/list: %v", names)
+	}
+	if _, env := callE2E(t, c, "old_tool", `{}`); env["error_code"] != "tool_not_found" {
+		t.Errorf("old_tool: %v", env)
+	}
+	for _, want := range []string{`client-facing name \"ops__echo\" is claimed by`,
+		`mcpServers.ops.tools.retired.override: server ops lists no tool \"retired\", so the override applies to nothing and \"old_tool\" answers tool_not_found`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the gateway's log has no %s:\n%s", want, logs.String())
+		}
+	}
+	var out bytes.Buffer
+	if code := tools([]string{"--config", cfg, "--as", "alice"}, &out); code != 0 {
+		t.Fatalf("tools: exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{`(tool ops/fail is quarantined, not listed: client-facing name "ops__echo" is claimed by`,
+		`(warning: mcpServers.ops.tools.retired.override: server ops lists no tool "retired"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("toolgate tools has no %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/authz"
 	"github.com/toolgate/toolgate/config"
@@ -32,8 +35,9 @@ func tools(args []string, out io.Writer) int {
 	toolset := fs.String("toolset", "", "show only this toolset's tools (default: the one toolset_rules pick)")
 	client := fs.String("client", "", "the clientInfo name the client gives, for toolset_rules")
 	fs.Var(&headers, "header", "an HTTP request header NAME=VALUE the client sends, for toolset_rules; repeatable")
+	asJSON := fs.Bool("json", false, "print each tool as clients are given it (name, title, description, annotations, input schema), with its ID and the parameters the gateway fixes")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: toolgate tools [--config FILE] [--as PRINCIPAL] [--role R] [--toolset NAME | --client NAME --header K=V]")
+		fmt.Fprintln(os.Stderr, "usage: toolgate tools [--config FILE] [--as PRINCIPAL] [--role R] [--toolset NAME | --client NAME --header K=V] [--json]")
 		return 2
 	}
 	cfg, policy, code := loadOffline(*configPath)
@@ -65,10 +69,49 @@ func tools(args []string, out io.Writer) int {
 		fmt.Fprintln(os.Stderr, "toolgate tools:", err)
 		return 2
 	}
+	if *asJSON {
+		return printToolsJSON(out, set.Catalog(), policy, subject, view.set)
+	}
 	if view.line != "" {
 		fmt.Fprintln(out, view.line)
 	}
 	printTools(out, set.Catalog(), policy, subject, view.set)
+	return 0
+}
+
+// shownTool is one tool as `toolgate tools --json` prints it: what a
+// client's tools/list carries, and what only the operator needs.
+type shownTool struct {
+	Name        string             `json:"name"`
+	Title       string             `json:"title,omitempty"`
+	Description string             `json:"description"`
+	Annotations mcp.ToolAnnotation `json:"annotations"`
+	InputSchema json.RawMessage    `json:"inputSchema"`
+	ID          string             `json:"id"`
+	Fixed       []string           `json:"fixed,omitempty"`
+}
+
+// printToolsJSON prints the tools printTools would list, each as clients
+// see it after the operator's override: a script (or a person with jq)
+// checks the description and schema a model is given.
+func printToolsJSON(w io.Writer, cat *upstreams.Catalog, policy *authz.Policy, subject *authz.Subject, set *toolsets.Set) int {
+	shown := []shownTool{}
+	for _, t := range cat.Tools() {
+		if (subject != nil && !policy.Visible(*subject, t.ID)) || !set.Has(t.ID) {
+			continue
+		}
+		st := shownTool{Name: t.Name, Title: t.Title, Description: t.Description, Annotations: t.Annotations, InputSchema: t.InputSchema, ID: t.ID}
+		if t.Override != nil {
+			st.Fixed = t.Override.Hidden()
+		}
+		shown = append(shown, st)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(shown); err != nil {
+		fmt.Fprintln(os.Stderr, "toolgate tools:", err)
+		return 1
+	}
 	return 0
 }
 
@@ -131,6 +174,15 @@ func printTools(w io.Writer, cat *upstreams.Catalog, policy *authz.Policy, subje
 	}
 	for server, why := range cat.Down() {
 		fmt.Fprintf(w, "(server %s is unavailable: %s)\n", server, why)
+	}
+	// What an operator shaping the catalog needs beside the list: a tool its
+	// override (or a name claimed twice) keeps out, and an override that
+	// applies to nothing.
+	for _, q := range cat.Quarantined() {
+		fmt.Fprintf(w, "(tool %s/%s is quarantined, not listed: %s)\n", q.Server, q.Upstream, q.Reason)
+	}
+	for _, warning := range cat.Warnings() {
+		fmt.Fprintf(w, "(warning: %s)\n", warning)
 	}
 	fmt.Fprintf(w, "%d of %d tools\n", shown, len(cat.Tools()))
 }

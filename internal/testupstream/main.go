@@ -22,6 +22,7 @@ import (
 //	-addr HOST:PORT            listen address for http/sse (default 127.0.0.1:0)
 //	-name NAME                 server name reported in initialize (default testupstream)
 //	-hostile-schemas           also register remote_ref, file_ref, self_ref, deep_allof
+//	-nested                    also register deploy (echo with parameters nested in objects)
 //	-extra-tools N             register extra_0 .. extra_{N-1}
 //	-page-size N               tools/list page size (0: no pagination)
 //	-stderr-line TEXT          write TEXT and a newline to stderr first thing
@@ -76,6 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	addr := fs.String("addr", "127.0.0.1:0", "listen `address` for http and sse")
 	name := fs.String("name", "testupstream", "server `name` reported in initialize")
 	hostile := fs.Bool("hostile-schemas", false, "also register tools with hostile input schemas")
+	nested := fs.Bool("nested", false, "also register deploy, whose parameters nest in objects")
 	extra := fs.Int("extra-tools", 0, "register `N` extra tools extra_0..extra_{N-1}")
 	pageSize := fs.Int("page-size", 0, "tools/list page `size` (0: no pagination)")
 	stderrLine := fs.String("stderr-line", "", "write this `line` to stderr at startup")
@@ -145,7 +147,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 
-	o := Options{Name: *name, HostileSchemas: *hostile, ExtraTools: *extra, PageSize: *pageSize, CrashAfter: *crashAfter, Faults: faults}
+	o := Options{Name: *name, HostileSchemas: *hostile, Nested: *nested, ExtraTools: *extra, PageSize: *pageSize, CrashAfter: *crashAfter, Faults: faults}
 	o.rt = newRuntime(func(code int) {
 		fmt.Fprintf(stderr, "testupstream: answered %d calls, exiting with %d\n", *crashAfter, code)
 		os.Exit(code)

@@ -55,6 +55,7 @@
 //	flaky           (Options.Faults) echo, except on the fraction of its calls that get an injected fault:
 //	                crash, hang, garbage or (HTTP) 429 (see Faults)
 //	remote_ref, file_ref, self_ref, deep_allof   (Options.HostileSchemas) hostile input schemas
+//	deploy          (Options.Nested) echo, with parameters nested in objects (DeploySchema)
 //
 // garbage, unknown_content, wrong_id, stdout_noise, split_line, drip and endless need control of the raw bytes,
 // which an mcp-go handler does not have:
@@ -89,6 +90,9 @@ type Options struct {
 	Name string
 	// HostileSchemas also registers remote_ref, file_ref, self_ref and deep_allof.
 	HostileSchemas bool
+	// Nested also registers deploy, an echo whose input schema (DeploySchema) nests
+	// parameters in objects, inline and through a $ref: tool overrides reach into them.
+	Nested bool
 	// ExtraTools registers extra_0 .. extra_{N-1}, each taking {} and answering "extra N".
 	ExtraTools int
 	// PageSize is the server-side tools/list page size (0: everything in one page).
@@ -131,6 +135,13 @@ const OutputSchema = `{"type":"object","properties":{"value":{"type":"integer"}}
 
 // MaxBigBytes is the largest result the big tool produces.
 const MaxBigBytes = 64 << 20
+
+// DeploySchema is the input schema of deploy (Options.Nested).
+const DeploySchema = `{"type":"object","properties":{"name":{"type":"string"},` +
+	`"options":{"type":"object","properties":{"dry_run":{"type":"boolean"},"level":{"type":"string","enum":["low","mid","high"]}},` +
+	`"required":["dry_run"],"additionalProperties":false},"target":{"$ref":"#/$defs/place"}},` +
+	`"required":["name","options"],"additionalProperties":false,` +
+	`"$defs":{"place":{"type":"object","properties":{"region":{"type":"string","enum":["eu","us"]},"zone":{"type":"string"}},"additionalProperties":false}}}`
 
 // Hostile input schemas, compact so that a test can compare them byte for byte with the wire.
 const (
@@ -244,6 +255,9 @@ func NewServer(o Options) *server.MCPServer {
 				return mcp.NewToolResultText(text), nil
 			},
 		})
+	}
+	if o.Nested {
+		tools = append(tools, server.ServerTool{Tool: tool("deploy", "Returns its arguments exactly as sent.", DeploySchema, sideEffectFree), Handler: echo})
 	}
 	if o.HostileSchemas {
 		for _, h := range []struct{ name, schema string }{
