@@ -224,14 +224,14 @@ func TestCatalog(t *testing.T) {
 	e.Catalog = &Catalog{
 		Tools: map[string]Tool{
 			"orders/get_order": {Name: "orders__get_order"},
-			"orders/refund_order": {Name: "orders__refund_order", Check: func(args json.RawMessage) error {
+			"orders/refund_order": {Name: "orders__refund_order", Check: func(args json.RawMessage) (json.RawMessage, error) {
 				var v struct {
 					Amount *float64 `json:"amount"`
 				}
 				if json.Unmarshal(args, &v) != nil || v.Amount == nil {
-					return errors.New("amount: expected a number")
+					return nil, errors.New("amount: expected a number")
 				}
-				return nil
+				return args, nil
 			}},
 		},
 		Down:    map[string]string{"docs": "connection refused"},

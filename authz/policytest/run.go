@@ -61,8 +61,11 @@ type Catalog struct {
 // Tool is one catalog entry.
 type Tool struct {
 	Name string // client-facing
-	// Check validates arguments against the tool's input schema (nil: no schema to check).
-	Check func(args json.RawMessage) error
+	// Check validates arguments against the tool's input schema and returns the arguments the
+	// gateway's later links would see: with an operator's override, the hidden parameters set to
+	// their fixed values, so that conditions are decided on them as in a real call (nil: no schema
+	// to check, the arguments as written).
+	Check func(args json.RawMessage) (json.RawMessage, error)
 }
 
 // Result is how one case came out.
@@ -117,12 +120,14 @@ func (env Env) run(c *Case) Result {
 			r.Why = fmt.Sprintf("tool %s is not in the catalog (%s lists %s): a call would answer tool_not_found", obj, server, listed(env.Catalog, server))
 			return r
 		} else if t.Check != nil {
-			if err := t.Check(req.Args); err != nil {
+			final, err := t.Check(req.Args)
+			if err != nil {
 				r.Got = Deny
 				r.Why = "invalid_arguments: the tool's input schema refuses the arguments, so no condition is evaluated: " + err.Error()
 				r.Pass = c.Expect == Deny && (c.Rule == "" || c.Rule == NoRule)
 				return r
 			}
+			req.Args = final
 		}
 	}
 	x := explain.Explain(env.Policy, req)

@@ -99,6 +99,13 @@ func canonicalTool(cfg *config.Config, name string) (string, error) {
 		}
 		return server + "/" + tool, nil
 	}
+	for _, server := range cfg.ServerNames() {
+		for tool, t := range cfg.Servers[server].Tools {
+			if t != nil && t.Override != nil && t.Override.Name == name {
+				return server + "/" + tool, nil // an override's name is verbatim: no prefix to strip
+			}
+		}
+	}
 	best, bestPrefix := "", ""
 	for _, server := range cfg.ServerNames() {
 		prefix := cfg.Servers[server].ToolPrefix()
@@ -109,7 +116,11 @@ func canonicalTool(cfg *config.Config, name string) (string, error) {
 	if best == "" {
 		return "", fmt.Errorf("%q matches no server prefix; name the tool as <server>/<tool>", name)
 	}
-	return best + "/" + strings.TrimPrefix(name, bestPrefix), nil
+	tool := strings.TrimPrefix(name, bestPrefix)
+	if t := cfg.Servers[best].Tools[tool]; t != nil && t.Override != nil && t.Override.Name != "" {
+		return "", fmt.Errorf("%q is renamed %q (mcpServers.%s.tools.%s.override.name): a call by its old name answers tool_not_found", name, t.Override.Name, best, tool)
+	}
+	return best + "/" + tool, nil
 }
 
 // knownPrincipal reports whether the config names principal (an API key's, auth.stdio_principal,

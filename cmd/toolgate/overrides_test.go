@@ -223,6 +223,19 @@ func TestNestedToolOverridesEndToEnd(t *testing.T) {
 	if !found {
 		t.Errorf("toolgate tools --as alice --json has no ship:\n%s", out.String())
 	}
+
+	// toolgate policy test decides the conditions on the final arguments too, as the gateway does.
+	cases := filepath.Join(filepath.Dir(cfg), "cases.yaml")
+	write(t, cases, `cases:
+  - {name: fixed values, principal: alice, tool: ship, args: {name: web, options: {dry_run: false}}, expect: allow}
+  - {name: prod, principal: alice, tool: ship, args: {name: prod}, expect: deny}
+  - {name: old name, principal: alice, tool: ops__deploy, args: {name: web}, expect: allow}
+`)
+	code, report, errOut := runPolicyCmd("test", "--config", cfg, cases)
+	if code != 1 || !strings.Contains(report, "3 case(s): 2 passed, 1 failed") ||
+		!strings.Contains(report, `"ops__deploy" is renamed "ship" (mcpServers.ops.tools.deploy.override.name): a call by its old name answers tool_not_found`) {
+		t.Errorf("toolgate policy test: exit %d\n%s%s", code, report, errOut)
+	}
 }
 
 // assertNestedView checks what a client is shown of ship: the operator's

@@ -190,8 +190,12 @@ func startCatalog(cfg *config.Config) (*policytest.Catalog, func(), error) {
 	}
 	for _, t := range c.Tools() {
 		pt := policytest.Tool{Name: t.Name}
-		if t.Input != nil {
-			pt.Check = t.Input.ValidateArguments
+		switch {
+		case t.Override != nil:
+			pt.Check = t.Override.Check // conditions see the fixed values, as in a call
+		case t.Input != nil:
+			input := t.Input
+			pt.Check = func(args json.RawMessage) (json.RawMessage, error) { return args, input.ValidateArguments(args) }
 		}
 		cat.Tools[t.ID] = pt
 	}
