@@ -18,7 +18,7 @@ type Connect struct {
 	// ${VAR}. By default a random key per process: links then die with the process, and a callback
 	// must reach the replica that made its link.
 	Key string `yaml:"key"`
-	// LinkTTL is how long a link stays valid; 1h by default.
+	// LinkTTL is how long a link stays valid; 15m by default (a link is also used once only).
 	LinkTTL Duration `yaml:"link_ttl"`
 	// ClientMetadataURL is the https URL, under BaseURL, where the gateway serves its OAuth Client ID
 	// Metadata Document; authorization servers that support them then know toolgate by that URL and no
@@ -27,7 +27,7 @@ type Connect struct {
 }
 
 // DefaultConnectLinkTTL is connect.link_ttl's default.
-const DefaultConnectLinkTTL = time.Hour
+const DefaultConnectLinkTTL = 15 * time.Minute
 
 // minConnectKey is the shortest connect.key accepted: 256 bits of a random string's characters.
 const minConnectKey = 32

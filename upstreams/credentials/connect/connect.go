@@ -9,11 +9,16 @@
 // only authority, so its signing, the state of the authorization request and the replay guard live
 // here together (docs/design.md, "Per-user upstream authorization").
 //
-//   - A link is the principal, the upstream and an expiry, signed with HMAC-SHA256 under a key from
+//   - A link is the principal, the upstream, an expiry and a random nonce (so no two links are alike,
+//     and using one leaves the others good), signed with HMAC-SHA256 under a key from
 //     Options.Key (a random one per process when unset: links then die with the process and work on
 //     that replica only).
 //   - Opening a link shows a page naming the principal; nothing starts on GET (a link preview or a
 //     scanner following it does nothing). Its button starts the authorization request.
+//   - A link is used once: the authorization request it starts, or the secret it stores, takes it
+//     (Options.Once, the vault's used-token set, shared by the replicas), and a second use is
+//     refused, so a link read later in a shared transcript cannot replace the principal's upstream
+//     identity.
 //   - The request's state is sealed (AES-256-GCM under a key derived from Options.Key): the
 //     principal, the upstream, the PKCE verifier, a nonce and an expiry travel in it, so any replica
 //     can take the callback. A cookie holding the nonce binds the callback to the browser that
@@ -46,7 +51,7 @@ const Prefix = "/connect/"
 
 // The defaults of Options.
 const (
-	DefaultLinkTTL  = time.Hour        // a link in an authorization_required answer
+	DefaultLinkTTL  = 15 * time.Minute // a link in an authorization_required answer, opened soon after the call
 	DefaultStateTTL = 10 * time.Minute // between the button and the callback
 	maxSecretBytes  = 8 << 10          // what the secret form accepts
 )
@@ -75,6 +80,9 @@ type Options struct {
 	// stored in Vault as Kind Secret, Source "user", the bytes as pasted (surrounding space trimmed).
 	Secrets map[string]bool
 	Vault   vault.Store // required with Secrets
+	// Once remembers the links used, until they expire; nil: Vault when it is a vault.Once (every
+	// replica sharing the vault then refuses a second use), else this process's memory.
+	Once vault.Once
 
 	// ClientMetadataURL, when set, is the Client ID Metadata Document's URL; its path is served here.
 	ClientMetadataURL string
@@ -92,6 +100,8 @@ type Links struct {
 	stateKey []byte
 	now      func() time.Time
 	log      *slog.Logger
+
+	once vault.Once
 
 	mu   sync.Mutex
 	used map[string]time.Time // state nonces taken, until they expire
@@ -119,6 +129,13 @@ func New(o Options) (*Links, error) {
 	l := &Links{o: o, linkKey: derive(key, "link"), stateKey: derive(key, "state"), now: o.Now, log: o.Log,
 		used: map[string]time.Time{}}
 	l.base.Store(base)
+	l.once = o.Once
+	if vo, ok := o.Vault.(vault.Once); ok && l.once == nil {
+		l.once = vo
+	}
+	if l.once == nil {
+		l.once = &vault.Memory{}
+	}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -167,20 +184,20 @@ func RedirectURL(baseURL string) string {
 
 // URL is the link where principal connects upstream, valid for the link TTL.
 func (l *Links) URL(principal, upstream string) string {
-	exp := strconv.FormatInt(l.now().Add(l.o.LinkTTL).Unix(), 10)
-	q := url.Values{"p": {principal}, "u": {upstream}, "e": {exp}, "s": {l.sign(principal, upstream, exp)}}
+	exp, nonce := strconv.FormatInt(l.now().Add(l.o.LinkTTL).Unix(), 10), randomString(12)
+	q := url.Values{"p": {principal}, "u": {upstream}, "e": {exp}, "n": {nonce}, "s": {l.sign(principal, upstream, exp, nonce)}}
 	return l.base.Load().String() + Prefix + "?" + q.Encode()
 }
 
-func (l *Links) sign(principal, upstream, exp string) string {
+func (l *Links) sign(principal, upstream, exp, nonce string) string {
 	m := hmac.New(sha256.New, l.linkKey)
-	m.Write([]byte(principal + "\x00" + upstream + "\x00" + exp))
+	m.Write([]byte(principal + "\x00" + upstream + "\x00" + exp + "\x00" + nonce))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // link is a verified link's content.
 type link struct {
-	principal, upstream, exp, sig string
+	principal, upstream, exp, nonce, sig string
 }
 
 // errBadLink is every reason a link is not honoured; the page does not say which.
@@ -188,9 +205,9 @@ var errBadLink = errors.New("this link is not valid or has expired: repeat the c
 
 // verify checks the link in v (query or form): its signature, then its expiry.
 func (l *Links) verify(v url.Values) (link, error) {
-	k := link{principal: v.Get("p"), upstream: v.Get("u"), exp: v.Get("e"), sig: v.Get("s")}
-	want := l.sign(k.principal, k.upstream, k.exp)
-	if k.principal == "" || !hmac.Equal([]byte(want), []byte(k.sig)) {
+	k := link{principal: v.Get("p"), upstream: v.Get("u"), exp: v.Get("e"), nonce: v.Get("n"), sig: v.Get("s")}
+	want := l.sign(k.principal, k.upstream, k.exp, k.nonce)
+	if k.principal == "" || k.nonce == "" || !hmac.Equal([]byte(want), []byte(k.sig)) {
 		return link{}, errBadLink
 	}
 	exp, err := strconv.ParseInt(k.exp, 10, 64)
@@ -201,7 +218,16 @@ func (l *Links) verify(v url.Values) (link, error) {
 }
 
 func (k link) values() url.Values {
-	return url.Values{"p": {k.principal}, "u": {k.upstream}, "e": {k.exp}, "s": {k.sig}}
+	return url.Values{"p": {k.principal}, "u": {k.upstream}, "e": {k.exp}, "n": {k.nonce}, "s": {k.sig}}
+}
+
+// errUsedLink: the link already started an authorization or stored a secret.
+var errUsedLink = errors.New("this link was already used: repeat the call to get a new one")
+
+// takeLink marks k used until it expires; false when it already was.
+func (l *Links) takeLink(ctx context.Context, k link) (bool, error) {
+	exp, _ := strconv.ParseInt(k.exp, 10, 64) // verified
+	return l.once.TakeOnce(ctx, "connect-link:"+k.sig, time.Unix(exp, 0))
 }
 
 // take marks a state's nonce used; false when it already was.

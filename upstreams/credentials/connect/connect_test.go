@@ -130,6 +130,8 @@ func TestTamperedLinksRefused(t *testing.T) {
 		"another principal": func(v url.Values) { v.Set("p", "mallory") },
 		"another upstream":  func(v url.Values) { v.Set("u", "tracker") },
 		"a later expiry":    func(v url.Values) { v.Set("e", "9999999999") },
+		"another nonce":     func(v url.Values) { v.Set("n", "AAAAAAAAAAAAAAAA") },
+		"no nonce":          func(v url.Values) { v.Del("n") },
 		"no signature":      func(v url.Values) { v.Del("s") },
 		"a short signature": func(v url.Values) { v.Set("s", v.Get("s")[:10]) },
 	} {
@@ -247,4 +249,78 @@ func TestSecretForm(t *testing.T) {
 	if resp, _ := post(t, f.srv.URL+Prefix+"secret", oauth); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("a secret for an oauth upstream: %d, want 404", resp.StatusCode)
 	}
+}
+
+// TestConnectLinkReplayedFromATranscriptRefused: a link was good for an hour, as often as anyone
+// liked, so whoever read it later (a shared chat transcript, a pasted log) could replace that
+// principal's upstream identity: store their own secret as the principal's, or connect their own
+// account. A link now starts one authorization or stores one secret; its second use is refused,
+// also on another replica sharing the vault, and what the first stored stays.
+func TestConnectLinkReplayedFromATranscriptRefused(t *testing.T) {
+	f := newFixture(t)
+	v := linkValues(t, f.links.URL("alice", "tracker"))
+	v.Set("secret", "tk_alice_own")
+	if resp, _ := post(t, f.srv.URL+Prefix+"secret", v); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first use: %d", resp.StatusCode)
+	}
+	v.Set("secret", "tk_mallory")
+	if resp, page := post(t, f.srv.URL+Prefix+"secret", v); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "already used") {
+		t.Errorf("the same link again: %d\n%s", resp.StatusCode, page)
+	}
+	if data, _, err := f.vault.Get(context.Background(), vault.Key{Principal: "alice", Upstream: "tracker", Kind: vault.Secret}); err != nil || string(data) != "tk_alice_own" {
+		t.Errorf("alice's secret is now %q (%v), want her own", data, err)
+	}
+
+	link := linkValues(t, f.links.URL("alice", "crm"))
+	if resp, _ := post(t, f.srv.URL+Prefix+"authorize", link); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the first press: %d", resp.StatusCode)
+	}
+	if resp, _ := post(t, f.srv.URL+Prefix+"authorize", link); resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" ||
+		len(resp.Cookies()) != 0 {
+		t.Errorf("the same link pressed again: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	// Another replica (its own Links, the same key and vault) refuses it too.
+	other, err := New(Options{BaseURL: f.srv.URL, Key: []byte(strings.Repeat("k", 32)), OAuth: map[string]Flow{"crm": f.flow},
+		Vault: f.vault, Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := New(Options{BaseURL: f.srv.URL, Key: []byte(strings.Repeat("k", 32)), OAuth: map[string]Flow{"crm": f.flow},
+		Vault: f.vault, Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := mine.URL("bob", "crm")
+	for i, l := range []*Links{mine, other} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, Prefix+"authorize", strings.NewReader(linkValues(t, shared).Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		l.Handler().ServeHTTP(rec, req)
+		if want := []int{http.StatusSeeOther, http.StatusBadRequest}[i]; rec.Code != want {
+			t.Errorf("replica %d: %d, want %d", i, rec.Code, want)
+		}
+	}
+}
+
+// TestLinkStoreDownRefusesTheLink: when the used-link store fails, nothing is started or stored.
+func TestLinkStoreDownRefusesTheLink(t *testing.T) {
+	f := newFixture(t)
+	l, err := New(Options{BaseURL: f.srv.URL, OAuth: map[string]Flow{"crm": f.flow}, Once: failingOnce{}, Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, Prefix+"authorize", strings.NewReader(linkValues(t, l.URL("alice", "crm")).Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	l.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Location") != "" {
+		t.Errorf("with the store down: %d, Location %q", rec.Code, rec.Header().Get("Location"))
+	}
+}
+
+type failingOnce struct{}
+
+func (failingOnce) TakeOnce(context.Context, string, time.Time) (bool, error) {
+	return false, errors.New("redis: connection refused")
 }

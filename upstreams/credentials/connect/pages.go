@@ -132,6 +132,9 @@ func (l *Links) authorize(w http.ResponseWriter, r *http.Request) {
 			Message: "the upstream's authorization server could not be reached or used; the gateway's log says why"})
 		return
 	}
+	if !l.useLink(w, r, k) { // taken once Begin worked: a server that is down does not use up the link
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName(st.Nonce), Value: st.Nonce, Path: Prefix + "callback", Expires: expires,
 		HttpOnly: true, Secure: l.secure(), SameSite: http.SameSiteLaxMode})
 	http.Redirect(w, r, to, http.StatusSeeOther)
@@ -215,6 +218,9 @@ func (l *Links) secret(w http.ResponseWriter, r *http.Request) {
 		l.show(w, http.StatusBadRequest, view{Title: "Nothing stored", Message: "the secret holds characters a request header cannot carry"})
 		return
 	}
+	if !l.useLink(w, r, k) {
+		return
+	}
 	e := vault.Entry{Key: vault.Key{Principal: k.principal, Upstream: k.upstream, Kind: vault.Secret}, Updated: l.now(), Source: "user"}
 	if err := l.o.Vault.Put(r.Context(), e, []byte(secret)); err != nil {
 		l.log.Error("could not store a user's secret", "server", k.upstream, "principal", k.principal, "err", err.Error())
@@ -223,6 +229,22 @@ func (l *Links) secret(w http.ResponseWriter, r *http.Request) {
 	}
 	l.log.Info("a user stored their secret for an upstream", "server", k.upstream, "principal", k.principal)
 	l.show(w, http.StatusOK, view{Title: "Connected", Message: "your secret for " + k.upstream + " is stored. Go back and repeat the call."})
+}
+
+// useLink takes k for this request, or answers why it cannot: used before (400), or the store that
+// remembers used links failed (503).
+func (l *Links) useLink(w http.ResponseWriter, r *http.Request, k link) bool {
+	ok, err := l.takeLink(r.Context(), k)
+	switch {
+	case err != nil:
+		l.log.Error("could not record a connect link as used; nothing was started or stored", "server", k.upstream,
+			"principal", k.principal, "err", err.Error())
+		l.show(w, http.StatusServiceUnavailable, view{Title: "Not connected", Message: "the link could not be checked; try again shortly"})
+	case !ok:
+		l.log.Warn("refused a connect link used before", "server", k.upstream, "principal", k.principal, "remote", r.RemoteAddr)
+		l.show(w, http.StatusBadRequest, view{Title: "Link already used", Message: errUsedLink.Error()})
+	}
+	return ok && err == nil
 }
 
 // formValues is r's form, or nothing when it cannot be read (too large, not a form).

@@ -4,17 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Backend keeps sealed records: the file (File), Redis (package redisstore), memory (Memory). Its
 // data is ciphertext; Encrypted puts the cipher in front of it, so the cipher lives in one place.
 type Backend interface {
 	Store
+	Once
 	// CompareAndPut stores data under e.Key only while what is stored there is still old (ErrChanged
 	// otherwise; ErrNotFound when nothing is), so that re-sealing (Rekey) never overwrites a
 	// credential stored meanwhile with an older one.
 	CompareAndPut(ctx context.Context, e Entry, old, data []byte) error
 }
+
+// Once remembers single-use tokens (a connect link that stored a credential) until they expire, where
+// the credentials are, so that every replica sharing them refuses a second use.
+type Once interface {
+	// TakeOnce records id as used until until; false when it already was (and has not expired).
+	TakeOnce(ctx context.Context, id string, until time.Time) (bool, error)
+}
+
+// errAlreadyTaken stops a file update whose token was taken already.
+var errAlreadyTaken = errors.New("already taken")
 
 // ErrChanged: CompareAndPut found other data than expected.
 var ErrChanged = errors.New("the credential changed meanwhile")
@@ -53,6 +65,11 @@ func (s *Encrypted) Put(ctx context.Context, e Entry, data []byte) error {
 		return err
 	}
 	return s.b.Put(ctx, e, sealed)
+}
+
+// TakeOnce implements Once: ids are not secret, so the backend keeps them as they are.
+func (s *Encrypted) TakeOnce(ctx context.Context, id string, until time.Time) (bool, error) {
+	return s.b.TakeOnce(ctx, id, until)
 }
 
 // Delete implements Store.

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +33,13 @@ const fileVersion = 1
 type fileFormat struct {
 	Version     int          `json:"version"`
 	Credentials []fileRecord `json:"credentials"`
+	// Used are the single-use tokens taken (TakeOnce), until they expire: {"id": "…", "until": "…"}.
+	Used []fileUsed `json:"used,omitempty"`
+}
+
+type fileUsed struct {
+	ID    string    `json:"id"`
+	Until time.Time `json:"until"`
 }
 
 type fileRecord struct {
@@ -110,7 +119,7 @@ func (f *File) records() (map[Key]fileRecord, error) {
 	}
 	byKey := map[Key]fileRecord{}
 	if exists {
-		if byKey, err = readRecords(f.path); err != nil {
+		if byKey, _, err = readRecords(f.path); err != nil {
 			return nil, err
 		}
 	}
@@ -133,53 +142,62 @@ func stampOf(path string) (fileStamp, bool, error) {
 	return s, true, nil
 }
 
-func readRecords(path string) (map[Key]fileRecord, error) {
+// readRecords reads the file's records by key and its used single-use tokens.
+func readRecords(path string) (map[Key]fileRecord, map[string]time.Time, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[Key]fileRecord{}, nil
+		return map[Key]fileRecord{}, map[string]time.Time{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("credentials file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("credentials file %s: %w", path, err)
 	}
-	byKey, err := parseFile(data)
+	byKey, used, err := parseFile(data)
 	if err != nil {
-		return nil, fmt.Errorf("credentials file %s: %w (restore it from a backup or remove it; toolgate never treats a damaged credentials file as empty)", path, err)
+		return nil, nil, fmt.Errorf("credentials file %s: %w (restore it from a backup or remove it; toolgate never treats a damaged credentials file as empty)", path, err)
 	}
-	return byKey, nil
+	return byKey, used, nil
 }
 
-func parseFile(data []byte) (map[Key]fileRecord, error) {
+func parseFile(data []byte) (map[Key]fileRecord, map[string]time.Time, error) {
 	var ff fileFormat
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ff); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if dec.More() {
-		return nil, errors.New("data after the JSON object")
+		return nil, nil, errors.New("data after the JSON object")
 	}
 	if ff.Version != fileVersion {
-		return nil, fmt.Errorf("version %d, expected %d", ff.Version, fileVersion)
+		return nil, nil, fmt.Errorf("version %d, expected %d", ff.Version, fileVersion)
 	}
 	byKey := make(map[Key]fileRecord, len(ff.Credentials))
 	for i, r := range ff.Credentials {
 		k := r.entry().Key
 		switch {
 		case r.Upstream == "" || r.Kind == "":
-			return nil, fmt.Errorf("credentials[%d]: upstream and kind are required", i)
+			return nil, nil, fmt.Errorf("credentials[%d]: upstream and kind are required", i)
 		case len(r.Sealed) == 0:
-			return nil, fmt.Errorf("credentials[%d]: no sealed data", i)
+			return nil, nil, fmt.Errorf("credentials[%d]: no sealed data", i)
 		}
 		if _, dup := byKey[k]; dup {
-			return nil, fmt.Errorf("credentials[%d]: %s appears twice", i, k)
+			return nil, nil, fmt.Errorf("credentials[%d]: %s appears twice", i, k)
 		}
 		byKey[k] = r
 	}
-	return byKey, nil
+	used := make(map[string]time.Time, len(ff.Used))
+	for _, u := range ff.Used {
+		used[u.ID] = u.Until
+	}
+	return byKey, used, nil
 }
 
-func encodeFile(byKey map[Key]fileRecord) ([]byte, error) {
+func encodeFile(byKey map[Key]fileRecord, used map[string]time.Time) ([]byte, error) {
 	ff := fileFormat{Version: fileVersion, Credentials: make([]fileRecord, 0, len(byKey))}
+	for id, until := range used {
+		ff.Used = append(ff.Used, fileUsed{ID: id, Until: until})
+	}
+	slices.SortFunc(ff.Used, func(a, b fileUsed) int { return strings.Compare(a.ID, b.ID) })
 	entries := make([]Entry, 0, len(byKey))
 	for _, r := range byKey {
 		entries = append(entries, r.entry())
@@ -201,20 +219,27 @@ func encodeFile(byKey map[Key]fileRecord) ([]byte, error) {
 // update runs change on the file's records under the lock, re-read first, and writes them back when
 // change returns nil.
 func (f *File) update(change func(byKey map[Key]fileRecord) error) error {
+	return f.updateAll(func(byKey map[Key]fileRecord, _ map[string]time.Time) error { return change(byKey) })
+}
+
+// updateAll is update with the used single-use tokens too; expired ones are dropped.
+func (f *File) updateAll(change func(byKey map[Key]fileRecord, used map[string]time.Time) error) error {
 	unlock, err := statefile.Lock(f.path, FileMode)
 	if err != nil {
 		return fmt.Errorf("credentials file: %w", err)
 	}
 	defer unlock()
 	statefile.CleanStale(f.path)
-	byKey, err := readRecords(f.path)
+	byKey, used, err := readRecords(f.path)
 	if err != nil {
 		return err
 	}
-	if err := change(byKey); err != nil {
+	now := time.Now()
+	maps.DeleteFunc(used, func(_ string, until time.Time) bool { return !now.Before(until) })
+	if err := change(byKey, used); err != nil {
 		return err
 	}
-	data, err := encodeFile(byKey)
+	data, err := encodeFile(byKey, used)
 	if err != nil {
 		return err
 	}
@@ -273,6 +298,23 @@ func (f *File) Delete(_ context.Context, k Key) error {
 		delete(byKey, k)
 		return nil
 	})
+}
+
+// TakeOnce implements Once, under the file's lock: one writer at a time, so two replicas on one host
+// cannot both take id.
+func (f *File) TakeOnce(_ context.Context, id string, until time.Time) (bool, error) {
+	taken := false
+	err := f.updateAll(func(_ map[Key]fileRecord, used map[string]time.Time) error {
+		if _, ok := used[id]; ok {
+			return errAlreadyTaken
+		}
+		used[id], taken = until, true
+		return nil
+	})
+	if errors.Is(err, errAlreadyTaken) {
+		return false, nil
+	}
+	return taken, err
 }
 
 // List implements Store.

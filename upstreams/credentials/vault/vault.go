@@ -87,8 +87,24 @@ type Store interface {
 // Memory is a Store in this process's memory, for tests and for a gateway with nothing to share.
 // Its zero value is ready to use.
 type Memory struct {
-	mu sync.Mutex
-	m  map[Key]memoryItem
+	mu   sync.Mutex
+	m    map[Key]memoryItem
+	used map[string]time.Time
+}
+
+// TakeOnce implements Once.
+func (s *Memory) TakeOnce(_ context.Context, id string, until time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.used == nil {
+		s.used = map[string]time.Time{}
+	}
+	if t, ok := s.used[id]; ok && now.Before(t) {
+		return false, nil
+	}
+	s.used[id] = until
+	return true, nil
 }
 
 type memoryItem struct {

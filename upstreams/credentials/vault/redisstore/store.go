@@ -143,6 +143,26 @@ func (s *Store) CompareAndPut(ctx context.Context, e vault.Entry, old, data []by
 	return fmt.Errorf("vault in redis: compare-and-put script: unexpected reply %q", reply)
 }
 
+// usedPrefix is where TakeOnce keeps a used token: <prefix>cred:used:<id>, a key of its own expiring
+// with it (SET NX PXAT), so Redis drops it and no sweep is needed.
+const usedPrefix = "cred:used:"
+
+// TakeOnce implements vault.Once, in one SET NX: of two replicas taking id, one wins.
+func (s *Store) TakeOnce(ctx context.Context, id string, until time.Time) (bool, error) {
+	taken := false
+	if err := s.do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		err := rdb.SetArgs(ctx, s.c.Key(usedPrefix+id), "1", redis.SetArgs{Mode: "NX", ExpireAt: until}).Err()
+		if errors.Is(err, redis.Nil) { // NX: it was there, an answer and not a failure of the store
+			return nil
+		}
+		taken = err == nil
+		return err
+	}); err != nil {
+		return false, fmt.Errorf("vault in redis: %w", err)
+	}
+	return taken, nil
+}
+
 // Delete implements vault.Store.
 func (s *Store) Delete(ctx context.Context, k vault.Key) error {
 	var n int64

@@ -15,6 +15,7 @@ import (
 func Backend(t *testing.T, b vault.Backend) {
 	t.Helper()
 	ctx := context.Background()
+	takeOnce(t, b)
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	keys := []vault.Key{{Principal: "bob", Upstream: "orders", Kind: vault.Secret}, {Principal: "alice", Upstream: "orders", Kind: vault.OAuth},
 		{Principal: "alice", Upstream: "crm", Kind: vault.Secret}, {Upstream: "crm", Kind: vault.Registration}}
@@ -82,5 +83,24 @@ func Backend(t *testing.T, b vault.Backend) {
 	}
 	if l, err := b.List(ctx, vault.Filter{}); err != nil || len(l) != 0 {
 		t.Fatalf("List after deleting all: %+v, %v", l, err)
+	}
+}
+
+// takeOnce: a token is taken once until it expires; another token is not affected.
+func takeOnce(t *testing.T, b vault.Backend) {
+	t.Helper()
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	if ok, err := b.TakeOnce(ctx, "link-a", until); !ok || err != nil {
+		t.Fatalf("the first TakeOnce: %v, %v; want true", ok, err)
+	}
+	if ok, err := b.TakeOnce(ctx, "link-a", until); ok || err != nil {
+		t.Fatalf("a second TakeOnce of the same id: %v, %v; want false", ok, err)
+	}
+	if ok, err := b.TakeOnce(ctx, "link-b", until); !ok || err != nil {
+		t.Fatalf("TakeOnce of another id: %v, %v; want true", ok, err)
+	}
+	if es, err := b.List(ctx, vault.Filter{}); err != nil || len(es) != 0 {
+		t.Fatalf("used tokens appear among the credentials: %v, %v", es, err)
 	}
 }
