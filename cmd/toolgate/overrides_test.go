@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/discovery"
 )
 
 // overridesYAML reshapes two tools of the test upstream: fail (which
@@ -304,5 +307,43 @@ func TestToolOverrideNameProblemsAreReported(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("toolgate tools has no %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// A discovery client finds an overridden tool by its new name and
+// description, is shown its client-facing schema, and an inner call through
+// the call meta-tool gets the operator's nested values to the upstream and
+// answers exactly as a direct call does; the old name is not found either
+// way.
+func TestDiscoveryOfOverriddenTools(t *testing.T) {
+	cfg := writeConfig(t, stdioUpstream(t, "ops", nestedOverridesYAML, "-nested"))
+	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), nestedPolicy)
+	write(t, cfg, mustRead(t, cfg)+"toolsets:\n  agent: {tools: [\"ops/*\"], discovery: true}\ntoolset_rules:\n  - {client: \"agent*\", toolset: agent}\n")
+	url, _ := httpGateway(t, cfg)
+	agent := connectHTTPAs(t, url, aliceKey, "agent-1")
+
+	_, env := callE2E(t, agent, discovery.SearchTool, `{"query":"ship a build as a dry run"}`)
+	found, _ := env["data"].(map[string]any)["tools"].([]any)
+	if len(found) == 0 {
+		t.Fatalf("search: %v", env)
+	}
+	first := found[0].(map[string]any)
+	schema, _ := json.Marshal(first["input_schema"])
+	if first["name"] != "ship" {
+		t.Fatalf("search ranks %v first, want ship", first["name"])
+	}
+	assertNestedView(t, "search", fmt.Sprint(first["description"]), schema)
+
+	args := `{"name":"web","options":{"dry_run":false}}`
+	direct, directEnv := callE2E(t, agent, "ship", args)
+	inner, innerEnv := callE2E(t, agent, discovery.CallTool, `{"name":"ship","arguments":`+args+`}`)
+	if !sameJSON(t, innerEnv["data"], `{"name":"web","options":{"dry_run":true},"target":{"region":"eu"}}`) {
+		t.Errorf("inner call: %v", innerEnv)
+	}
+	if !reflect.DeepEqual(directEnv, innerEnv) || direct.IsError != inner.IsError {
+		t.Errorf("through %s %v, directly %v", discovery.CallTool, innerEnv, directEnv)
+	}
+	if _, env := callE2E(t, agent, discovery.CallTool, `{"name":"ops__deploy","arguments":{"name":"web"}}`); env["error_code"] != "tool_not_found" {
+		t.Errorf("old name through %s: %v", discovery.CallTool, env)
 	}
 }
