@@ -144,3 +144,32 @@ func TestApplyRefusesNestedPaths(t *testing.T) {
 		})
 	}
 }
+
+// A definition whose only $ref was copied in place (and the hidden
+// parameter removed from the copy) leaves the listed schema; one still
+// referenced stays; with a $ref the pruning cannot follow, every
+// definition stays.
+func TestApplyPrunesUnreachedDefinitions(t *testing.T) {
+	for _, c := range []struct{ name, schema, kept, gone string }{
+		{"only use copied", `{"type":"object","properties":{"target":{"$ref":"#/$defs/place"}},
+			"$defs":{"place":{"type":"object","properties":{"region":{"type":"string"},"zone":{"$ref":"#/$defs/zone"}}},"zone":{"type":"string"},"unused":{"type":"integer"}}}`,
+			`"zone":{"type":"string"}`, `"place"`},
+		{"another use", `{"type":"object","properties":{"target":{"$ref":"#/$defs/place"},"fallback":{"$ref":"#/$defs/place"}},
+			"$defs":{"place":{"type":"object","properties":{"region":{"type":"string"}}}}}`,
+			`"place":{`, ""},
+		{"a pointer the pruning cannot follow", `{"type":"object","properties":{"target":{"$ref":"#/$defs/place"},"other":{"$ref":"#/$defs/place/properties/region"}},
+			"$defs":{"place":{"type":"object","properties":{"region":{"type":"string"}}}}}`,
+			`"place":{`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := Apply(&Override{Hide: map[string]json.RawMessage{"target.region": raw(`"eu"`)}}, raw(c.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := string(a.Schema)
+			if !strings.Contains(s, c.kept) || (c.gone != "" && strings.Contains(s, c.gone)) || strings.Contains(s, "unused") {
+				t.Errorf("schema %s: want %s kept, %q gone", s, c.kept, c.gone)
+			}
+		})
+	}
+}
