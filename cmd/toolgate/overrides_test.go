@@ -308,6 +308,14 @@ func TestToolOverrideNameProblemsAreReported(t *testing.T) {
 			t.Errorf("toolgate tools has no %q:\n%s", want, out.String())
 		}
 	}
+	out.Reset()
+	check(cfg, false, &out)
+	for _, want := range []string{`mcpServers.ops: tool "fail" quarantined (not listed, not callable): client-facing name "ops__echo" is claimed by`,
+		`warning: mcpServers.ops.tools.retired.override: server ops lists no tool "retired"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("toolgate check has no %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // A discovery client finds an overridden tool by its new name and
