@@ -45,6 +45,10 @@ type UpstreamAuth struct {
 	// like a user's; without it they carry no credential. Written as ${VAR}.
 	ServiceSecret string `yaml:"service_secret"`
 
+	// Issuer (oauth) is the authorization server the upstream must name: another one is refused before
+	// anything is sent to it. Required with client_secret, which must never reach another server.
+	Issuer string `yaml:"issuer"`
+
 	// ListAs (oauth, required) is the principal whose token the gateway's own requests (initialize,
 	// listing, the listening stream) carry: what that principal sees upstream is listed to every caller
 	// the policy allows, so the operator names them; toolgate never picks a connected user.
@@ -100,6 +104,7 @@ func (l *loader) tokenAuthFields(x *UpstreamAuth) fields {
 		"subject_token_type": set(&x.SubjectTokenType, l.str),
 		"fallback":           set(&x.Fallback, l.str),
 		"list_as":            set(&x.ListAs, l.str),
+		"issuer":             set(&x.Issuer, l.str),
 	}
 }
 
@@ -143,6 +148,7 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 		}
 		l.perUserKeysOnlyFor(path, a, "mode static sends the configured headers only")
 		l.onlyFor(path, "list_as", a.ListAs != "", "auth mode oauth")
+		l.onlyFor(path, "issuer", a.Issuer != "", "auth mode oauth")
 		return
 	}
 	if l.bad[path+".mode"] || !slices.Contains(UpstreamAuthModes, mode) {
@@ -158,6 +164,7 @@ func (l *loader) checkUpstreamAuth(c *Config, server string, s *Server) {
 	}
 	if mode != AuthOAuth {
 		l.onlyFor(path, "list_as", a.ListAs != "", "auth mode oauth")
+		l.onlyFor(path, "issuer", a.Issuer != "", "auth mode oauth (the other modes name their token_url)")
 	}
 	if mode == AuthPerUser {
 		l.tokenKeysOnlyFor(path, a)
@@ -213,6 +220,13 @@ func (l *loader) checkOAuth(path string, a *UpstreamAuth) {
 	}
 	if a.Resource != "" {
 		l.checkIdentifierURL(path+".resource", a.Resource, "https://mcp.example.com/mcp")
+	}
+	if a.Issuer != "" {
+		l.checkTokenURL(path+".issuer", a.Issuer) // https but on loopback, no user information: codes and secrets go there
+	}
+	if a.ClientSecret != "" && a.ClientID != "" && a.Issuer == "" && !l.bad[path+".client_secret"] {
+		l.reportAt(path, "issuer is required with client_secret: the authorization server the secret belongs to, such as "+
+			"\"https://auth.example.com\" (an upstream can name any server in its metadata, and the secret must go to no other)")
 	}
 	l.checkScopes(path, a.Scopes)
 	// Whoever's token lists the upstream decides what every caller is shown: never left to chance.

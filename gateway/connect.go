@@ -81,7 +81,7 @@ func (g *Gateway) openUserAuth(network egress.Options) error {
 
 func (g *Gateway) oauthOptions(name string, s *config.Server, ua *userAuth, guard egress.Options) useroauth.Options {
 	a := s.Auth
-	return useroauth.Options{Server: name, URL: s.URL, Resource: a.Resource, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
+	return useroauth.Options{Server: name, URL: s.URL, Resource: a.Resource, ClientID: a.ClientID, ClientSecret: a.ClientSecret, Issuer: a.Issuer,
 		ClientMetadataURL: g.cfg.Connect.ClientMetadataURL, Scopes: a.Scopes, ListAs: a.ListAs, Vault: ua.vault,
 		RedirectURL: func() string { return ua.links.RedirectURL() },
 		Caller: func(ctx context.Context) (string, bool) {

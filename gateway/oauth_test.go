@@ -369,7 +369,7 @@ func TestOAuthAcrossReplicas(t *testing.T) {
 	var ups []func()
 	for range 2 {
 		extra := fmt.Sprintf("state: {redis: {url: %q, key_prefix: \"oa:\"}}\nconnect: {key: \"${TG_TEST_CONNECT_KEY}\"}\n", srv.URL())
-		path := writeOAuthGatewayWith(t, crm.URL, wiki.URL, extra, "{mode: oauth, list_as: alice, client_id: tg, client_secret: \"${TG_TEST_CRM_SECRET}\"}")
+		path := writeOAuthGatewayWith(t, crm.URL, wiki.URL, extra, fmt.Sprintf("{mode: oauth, list_as: alice, issuer: %q, client_id: tg, client_secret: \"${TG_TEST_CRM_SECRET}\"}", as.Issuer))
 		gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)

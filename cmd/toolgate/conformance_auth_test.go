@@ -143,7 +143,13 @@ func mockAuthUpstreamConfig(upstream, base, modelPath, scenarioContext string) (
 	auth := "{mode: oauth, list_as: conformance}"
 	if sc.ClientID != "" {
 		os.Setenv("TG_CONFORMANCE_SECRET", sc.ClientSecret)
-		auth = fmt.Sprintf("{mode: oauth, list_as: conformance, client_id: %q, client_secret: \"${TG_CONFORMANCE_SECRET}\"}", sc.ClientID)
+		// A client secret is bound to its authorization server (auth.issuer): the operator reads it
+		// once from the upstream's protected-resource metadata, as this does.
+		issuer, err := metadataIssuer(upstream)
+		if err != nil {
+			return "", err
+		}
+		auth = fmt.Sprintf("{mode: oauth, list_as: conformance, issuer: %q, client_id: %q, client_secret: \"${TG_CONFORMANCE_SECRET}\"}", issuer, sc.ClientID)
 		if sc.ClientSecret == "" {
 			auth = fmt.Sprintf("{mode: oauth, list_as: conformance, client_id: %q}", sc.ClientID)
 		}
@@ -297,4 +303,25 @@ func TestCheckSkipsOAuthUpstreams(t *testing.T) {
 	if code := check(cfg, false, &out); code != 0 || !strings.Contains(out.String(), "warning: mcpServers.crm: not checked: it acts as each user (auth mode oauth)") {
 		t.Errorf("toolgate check: exit %d\n%s", code, out.String())
 	}
+}
+
+// metadataIssuer is the first authorization server the upstream's protected-resource metadata (at
+// the path-aware well-known location) names.
+func metadataIssuer(upstream string) (string, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.Get(u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.Path, "/"))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var m struct {
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.AuthorizationServers) == 0 {
+		return "", fmt.Errorf("the upstream's protected-resource metadata names no authorization server (HTTP %d, %v)", resp.StatusCode, err)
+	}
+	return m.AuthorizationServers[0], nil
 }

@@ -58,11 +58,12 @@ const (
 
 // Flow is an upstream in auth mode oauth, as the pages drive it (useroauth.Source).
 type Flow interface {
-	// Begin is principal's authorization request's URL, carrying state and the S256 challenge of
-	// verifier.
-	Begin(ctx context.Context, principal, state, verifier string) (string, error)
-	// Complete exchanges code, with verifier, for principal's tokens and stores them.
-	Complete(ctx context.Context, principal, code, verifier string) error
+	// Begin is principal's authorization request's URL, carrying the S256 challenge of verifier and
+	// as its state what seal makes of the authorization server's issuer.
+	Begin(ctx context.Context, principal, verifier string, seal func(issuer string) string) (string, error)
+	// Complete exchanges code, with verifier, at issuer (the one Begin sealed) for principal's tokens
+	// and stores them; it refuses when the upstream names another authorization server now.
+	Complete(ctx context.Context, principal, issuer, code, verifier string) error
 }
 
 // Options configure the pages. BaseURL is required; the zero value of the rest works.

@@ -24,20 +24,22 @@ type recordingFlow struct {
 	mu        sync.Mutex
 	begun     []string // principals
 	completed []string // principal + " " + code
+	issuers   []string // the issuer each Complete was given
 	fail      error
 }
 
-func (f *recordingFlow) Begin(_ context.Context, principal, state, _ string) (string, error) {
+func (f *recordingFlow) Begin(_ context.Context, principal, _ string, seal func(string) string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.begun = append(f.begun, principal)
-	return "https://as.example.com/authorize?state=" + url.QueryEscape(state), f.fail
+	return "https://as.example.com/authorize?state=" + url.QueryEscape(seal("https://as.example.com")), f.fail
 }
 
-func (f *recordingFlow) Complete(_ context.Context, principal, code, _ string) error {
+func (f *recordingFlow) Complete(_ context.Context, principal, issuer, code, _ string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.completed = append(f.completed, principal+" "+code)
+	f.issuers = append(f.issuers, issuer)
 	return nil
 }
 
@@ -184,8 +186,8 @@ func TestCallbackChecksStateCookieAndExpiry(t *testing.T) {
 	if resp, _ := reqWithCookie(t, callback, cookie); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("the callback replayed: %d, want 400", resp.StatusCode)
 	}
-	if len(f.flow.completed) != 1 || f.flow.completed[0] != "alice c0de" {
-		t.Errorf("completed %v, want alice's code once", f.flow.completed)
+	if len(f.flow.completed) != 1 || f.flow.completed[0] != "alice c0de" || f.flow.issuers[0] != "https://as.example.com" {
+		t.Errorf("completed %v at %v, want alice's code once, at the issuer Begin sealed", f.flow.completed, f.flow.issuers)
 	}
 
 	resp, _ = post(t, f.srv.URL+Prefix+"authorize", linkValues(t, f.links.URL("bob", "crm")))

@@ -16,11 +16,13 @@ import (
 // flow counts the authorization requests begun; it never reaches a server.
 type flow struct{ begun int }
 
-func (f *flow) Begin(context.Context, string, string, string) (string, error) {
+func (f *flow) Begin(context.Context, string, string, func(string) string) (string, error) {
 	f.begun++
 	return "https://as.example/authorize?x=1", nil
 }
-func (f *flow) Complete(context.Context, string, string, string) error { return errors.New("not used") }
+func (f *flow) Complete(context.Context, string, string, string, string) error {
+	return errors.New("not used")
+}
 
 // TestCrossSiteConnectFormRefused: the connect forms post the link's fields, which whoever holds a
 // link knows. A page of another site could post mallory's link from a victim's browser: the

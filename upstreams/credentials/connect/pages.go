@@ -125,7 +125,10 @@ func (l *Links) authorize(w http.ResponseWriter, r *http.Request) {
 		Expires: expires.Unix()}
 	ctx, cancel := context.WithTimeout(r.Context(), beginTimeout)
 	defer cancel()
-	to, err := flow.Begin(ctx, k.principal, l.seal(st), st.Verifier)
+	to, err := flow.Begin(ctx, k.principal, st.Verifier, func(issuer string) string {
+		st.Issuer = issuer
+		return l.seal(st)
+	})
 	if err != nil {
 		l.log.Warn("could not start an authorization request", "server", k.upstream, "principal", k.principal, "err", err.Error())
 		l.show(w, http.StatusBadGateway, view{Title: "Cannot connect " + k.upstream,
@@ -166,7 +169,7 @@ func (l *Links) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), beginTimeout)
 	defer cancel()
-	if err := flow.Complete(ctx, st.Principal, q.Get("code"), st.Verifier); err != nil {
+	if err := flow.Complete(ctx, st.Principal, st.Issuer, q.Get("code"), st.Verifier); err != nil {
 		l.log.Warn("could not complete an authorization", "server", st.Upstream, "principal", st.Principal, "err", err.Error())
 		l.show(w, http.StatusBadGateway, view{Title: "Not connected", Message: "the authorization server did not issue a token; the gateway's log says why"})
 		return

@@ -16,6 +16,7 @@ type state struct {
 	Upstream  string `json:"u"`
 	Verifier  string `json:"v"` // PKCE: only the challenge goes to the authorization server
 	Nonce     string `json:"n"` // the cookie's value, and the replay guard's key
+	Issuer    string `json:"i"` // the authorization server the request went to: the code is exchanged there only
 	Expires   int64  `json:"e"`
 }
 

@@ -142,6 +142,11 @@ func (s *Source) discover(ctx context.Context) (*Discovery, error) {
 			d.Scope = strings.Join(rm.ScopesSupported, " ")
 		}
 	}
+	if s.o.Issuer != "" && !sameIssuer(issuer, s.o.Issuer) {
+		// Nothing is fetched from, or sent to, a server the operator did not name.
+		return nil, fmt.Errorf("it names authorization server %q, not the configured auth.issuer %q; nothing is sent there",
+			clip(issuer), clip(s.o.Issuer))
+	}
 	meta, err := s.serverMetadata(ctx, issuer, rm == nil)
 	if err != nil {
 		return nil, err

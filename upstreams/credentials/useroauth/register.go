@@ -47,8 +47,12 @@ func (s *Source) registration(ctx context.Context, d *Discovery) (*Registration,
 		method := authNone
 		if s.o.ClientSecret != "" {
 			method = pickSecretMethod(d.Server.TokenEndpointAuthMethodsSupported)
-			if err := s.pinConfiguredIssuer(ctx, d.Server.Issuer); err != nil {
-				return nil, err
+			// auth.issuer, when set, was enforced by discovery; and a pin must not outlive the
+			// operator's change of it.
+			if s.o.Issuer == "" {
+				if err := s.pinConfiguredIssuer(ctx, d.Server.Issuer); err != nil {
+					return nil, err
+				}
 			}
 		}
 		return &Registration{Issuer: d.Server.Issuer, ClientID: s.o.ClientID, ClientSecret: s.o.ClientSecret,
@@ -61,6 +65,11 @@ func (s *Source) registration(ctx context.Context, d *Discovery) (*Registration,
 	}
 	return nil, errNoRegistration
 }
+
+// errRegisteredElsewhere: the upstream names another authorization server than the one the gateway
+// registered at dynamically.
+var errRegisteredElsewhere = errors.New("the upstream now names another authorization server than the one the gateway " +
+	"registered at; nothing is sent there (if the move is intended, set auth.issuer to the new server)")
 
 // errIssuerMoved: the upstream names another authorization server than the one the configured client
 // was first used with, and the client's secret is not sent there.
@@ -121,6 +130,13 @@ func (s *Source) dynamicRegistration(ctx context.Context, d *Discovery) (*Regist
 		var r Registration
 		if json.Unmarshal(data, &r) == nil && r.Issuer == d.Server.Issuer && r.RedirectURI == s.o.RedirectURL() && r.ClientID != "" {
 			return &r, nil
+		}
+		if r.Via == "dynamic" && !sameIssuer(r.Issuer, d.Server.Issuer) && s.o.Issuer == "" {
+			// Pinned at the first registration: the users' codes and verifiers do not follow an
+			// upstream to a server it names later unless the operator says so (auth.issuer).
+			s.log.Warn("the upstream names another authorization server than the one the gateway registered at; "+
+				"nothing is sent there", "server", s.o.Server, "registered_at", clip(r.Issuer), "now_named", clip(d.Server.Issuer))
+			return nil, errRegisteredElsewhere
 		}
 	case !errors.Is(err, vault.ErrNotFound):
 		return nil, fmt.Errorf("the vault: %w", err)

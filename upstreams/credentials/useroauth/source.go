@@ -39,6 +39,9 @@ type Options struct {
 	// (the secret may be empty: a public client). "" to use a metadata document or dynamic
 	// registration.
 	ClientID, ClientSecret string
+	// Issuer is the authorization server the upstream must name (auth.issuer); "" for whichever it
+	// names (a configured client with a secret is then pinned to the first one it is used with).
+	Issuer string
 	// ClientMetadataURL is the https URL where the gateway serves its Client ID Metadata Document;
 	// used as client_id where the authorization server supports them.
 	ClientMetadataURL string
@@ -489,17 +492,18 @@ func tokenError(err error) error {
 	return urlErr(err)
 }
 
-// Begin is the authorization request's URL for principal: state and the PKCE verifier are the
-// caller's (package connect keeps them); resource names the upstream; the scope is the usual one,
-// with what the upstream last said principal lacked (step-up).
-func (s *Source) Begin(ctx context.Context, principal, state, verifier string) (string, error) {
+// Begin is the authorization request's URL for principal: the state is what seal makes of the
+// authorization server's issuer (package connect seals it, so the callback exchanges the code where
+// the request began), the PKCE verifier is the caller's; resource names the upstream; the scope is
+// the usual one, with what the upstream last said principal lacked (step-up).
+func (s *Source) Begin(ctx context.Context, principal, verifier string, seal func(issuer string) string) (string, error) {
 	d, r, err := s.client(ctx)
 	if err != nil {
 		return "", err
 	}
 	cfg := s.oauthConfig(d, r)
 	cfg.Scopes = unionScopes(cfg.Scopes, s.stepUpScope(principal))
-	return cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource)), nil
+	return cfg.AuthCodeURL(seal(d.Server.Issuer), oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource)), nil
 }
 
 // InsufficientScope is the upstream's 403 insufficient_scope to a request of the caller's
@@ -540,12 +544,24 @@ func unionScopes(a, b []string) []string {
 	return out
 }
 
-// Complete exchanges the code the authorization server sent back to the callback for principal's
-// tokens, and stores them.
-func (s *Source) Complete(ctx context.Context, principal, code, verifier string) error {
-	d, r, err := s.client(ctx)
+// Complete exchanges the code the authorization server issuer sent back to the callback for
+// principal's tokens, and stores them. When the upstream names another authorization server now than
+// when the request began, nothing is sent: the code and the verifier go only to the server that
+// issued the code.
+func (s *Source) Complete(ctx context.Context, principal, issuer, code, verifier string) error {
+	d, err := s.discovery(ctx)
 	if err != nil {
 		return err
+	}
+	if !sameIssuer(issuer, d.Server.Issuer) { // before registration too: nothing at all goes there
+		s.log.Warn("the upstream names another authorization server than the one a user's authorization began at; "+
+			"the code is not sent there and the user is asked to start again",
+			"server", s.o.Server, "principal", principal, "began_at", clip(issuer), "now_named", clip(d.Server.Issuer))
+		return fmt.Errorf("upstream %q: the authorization began at another authorization server than the upstream names now", s.o.Server)
+	}
+	r, err := s.registration(ctx, d)
+	if err != nil {
+		return fmt.Errorf("upstream %q: %w", s.o.Server, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()

@@ -323,7 +323,7 @@ func TestListAsIsRequired(t *testing.T) {
 // anywhere).
 func TestEgressGuardCoversDiscovery(t *testing.T) {
 	h := newHarness(t, func(o *useroauth.Options) { o.Egress = egress.Options{} })
-	_, err := h.src.Begin(context.Background(), "alice", "state", "verifier-verifier-verifier-verifier-verifier")
+	_, err := h.src.Begin(context.Background(), "alice", "verifier-verifier-verifier-verifier-verifier", func(string) string { return "state" })
 	if _, refused := egress.IsRefused(err); !refused {
 		t.Errorf("discovery toward loopback without egress.allow: %v, want the guard's refusal", err)
 	}
@@ -336,8 +336,9 @@ func TestEgressGuardCoversDiscovery(t *testing.T) {
 // in its protected-resource metadata, which it can change at any time. When it named another one,
 // every connected user's refresh token (issued by the first) was sent to the new one's token endpoint
 // at their next refresh: an upstream, or whoever took it over, collected refresh tokens of an
-// authorization server it does not run. A token is refreshed only where it was issued; elsewhere the
-// user is asked to connect again.
+// authorization server it does not run. A token is refreshed only where it was issued; and since the
+// gateway registered at the first server, the move is refused altogether until the operator accepts
+// it with auth.issuer (a configured issuer's move then asks the user to connect again).
 func TestRefreshTokenNeverGoesToAnotherAuthorizationServer(t *testing.T) {
 	evil := testauthserver.Start(t)
 	var mu sync.Mutex
@@ -369,12 +370,12 @@ func TestRefreshTokenNeverGoesToAnotherAuthorizationServer(t *testing.T) {
 	current = evil.Issuer // the upstream now names another authorization server
 	mu.Unlock()
 	h.clock.Advance(2 * time.Hour) // past the token's hour and discovery's
-	_, err := h.src.Authorization(as("alice"))
-	var ar *credentials.AuthorizationRequiredError
-	if !errors.As(err, &ar) {
-		t.Errorf("alice after the switch: %v, want AuthorizationRequiredError (connect again at the new server)", err)
+	// The gateway registered at the first server: the move itself is refused until the operator
+	// accepts it (auth.issuer), so alice is not even sent to connect there.
+	if _, err := h.src.Authorization(as("alice")); err == nil || !strings.Contains(err.Error(), "than the one the gateway registered at") {
+		t.Errorf("alice after the switch: %v, want the move refused", err)
 	}
-	if n := evil.Count("refresh_token") + evil.Count("invalid_grant"); n != 0 {
+	if n := evil.Count("refresh_token") + evil.Count("invalid_grant") + evil.Count("register"); n != 0 {
 		t.Fatalf("the other authorization server got %d refresh requests: alice's refresh token %q went to it", n, issued.RefreshToken[:4]+"…")
 	}
 	if n := h.as.Count("refresh_token"); n != 0 {
@@ -462,7 +463,7 @@ func TestConfiguredClientSecretStaysWithItsServer(t *testing.T) {
 	current = other.Issuer
 	mu.Unlock()
 	h.clock.Advance(2 * time.Hour) // discovery is asked again
-	if _, err := h.src.Begin(context.Background(), "bob", "state", "verifier-verifier-verifier-verifier-verifier"); err == nil ||
+	if _, err := h.src.Begin(context.Background(), "bob", "verifier-verifier-verifier-verifier-verifier", func(string) string { return "state" }); err == nil ||
 		!strings.Contains(err.Error(), "client secret is not sent there") {
 		t.Errorf("Begin after the upstream named another server: %v", err)
 	}
