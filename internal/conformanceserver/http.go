@@ -60,7 +60,7 @@ func newHTTPHandler(s *server.MCPServer, logger *slog.Logger) *HTTPHandler {
 		server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
 			return listenstream.With(ctx, streams)
 		}))
-	return &HTTPHandler{mcp: orderedPOSTs(streams.Track(srv)), srv: srv, polls: newPolls(), streams: streams}
+	return &HTTPHandler{mcp: capabilityGate(orderedPOSTs(streams.Track(srv))), srv: srv, polls: newPolls(), streams: streams}
 }
 
 // ServeHTTP implements http.Handler.

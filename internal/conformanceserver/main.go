@@ -59,7 +59,7 @@ func serveStdio(ctx context.Context, s *server.MCPServer, stdin io.Reader, stdou
 	out := &lockedWriter{w: stdout} // a tool's notifications go out before its answer (ordered.go)
 	ss.SetContextFunc(func(ctx context.Context) context.Context { return withNotifier(ctx, out.notify) })
 	ss.SetErrorLogger(log.New(stderr, "conformance-upstream: ", log.LstdFlags))
-	if err := ss.Listen(ctx, stdin, out); err != nil && ctx.Err() == nil {
+	if err := ss.Listen(ctx, newCapabilityGateReader(stdin, out), out); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "conformance-upstream: %v\n", err)
 		return 1
 	}

@@ -18,7 +18,8 @@ const (
 //	           test_tool_with_progress, test_sampling, test_elicitation,
 //	           test_elicitation_sep1034_defaults, test_elicitation_sep1330_enums,
 //	           json_schema_2020_12_tool, test_reconnection, test_update_resource,
-//	           test_input_required_result_elicitation
+//	           test_input_required_result_elicitation, test_logging_tool,
+//	           test_streaming_elicitation, test_missing_capability
 //	resources: test://static-text, test://static-binary, test://watched-resource,
 //	           template test://template/{id}/data (subscribe/unsubscribe supported)
 //	prompts:   test_simple_prompt, test_prompt_with_arguments,
@@ -60,6 +61,7 @@ func newServer(logger *slog.Logger) *server.MCPServer {
 	addContentTools(s)
 	addNotifyingTools(s)
 	addInteractiveTools(s)
+	addProbeTools(s)
 	addResources(s, subs)
 	addPrompts(s)
 	return s

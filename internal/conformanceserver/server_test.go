@@ -21,9 +21,9 @@ func TestLists(t *testing.T) {
 		"json_schema_2020_12_tool", "test_audio_content", "test_elicitation",
 		"test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "test_embedded_resource",
 		"test_error_handling", "test_image_content", "test_input_required_result_elicitation",
-		"test_multiple_content_types", "test_reconnection",
-		"test_sampling", "test_simple_text", "test_tool_with_logging", "test_tool_with_progress",
-		"test_update_resource",
+		"test_logging_tool", "test_missing_capability", "test_multiple_content_types", "test_reconnection",
+		"test_sampling", "test_simple_text", "test_streaming_elicitation", "test_tool_with_logging",
+		"test_tool_with_progress", "test_update_resource",
 	}
 	wantResources := []string{staticBinaryURI, staticTextURI, watchedURI}
 	wantPrompts := []string{"test_prompt_with_arguments", "test_prompt_with_embedded_resource", "test_prompt_with_image", "test_simple_prompt"}
