@@ -645,7 +645,17 @@ func waitDeadline(ctx context.Context) {
 // cancelUpstream tells the upstream the gateway no longer waits for id, so
 // a tool that is still running can stop before it causes side effects no
 // one will hear about.
+//
+// Not on a 2026-07-28 Streamable HTTP connection: that era has no
+// notifications/cancelled over HTTP, closing the request's stream is the
+// cancellation (the caller's context ending aborted the POST already), and
+// an upstream keyed by request id alone could take the notice for another
+// replica's request that happens to carry the same id. Over stdio, and in
+// the 2025 eras, the notice is how a cancellation is said.
 func (c *Conn) cancelUpstream(id mcp.RequestId, why error) {
+	if c.modern && c.http != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelNoticeTimeout)
 	defer cancel()
 	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
