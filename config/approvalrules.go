@@ -1,12 +1,15 @@
 package config
 
 import (
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // approvalRules decodes approvals.rules.
@@ -21,11 +24,13 @@ func (l *loader) approvalRules(n ast.Node, path string) []ApprovalRule {
 }
 
 func (l *loader) webhooks(n ast.Node, path string) []Webhook {
-	return objectList(l, n, path, "{url, secret, format}", func(x *Webhook) fields {
+	return objectList(l, n, path, "{url, secret, format, egress, proxy}", func(x *Webhook) fields {
 		return fields{
 			"url":    set(&x.URL, l.str),
 			"secret": set(&x.Secret, l.secretRef),
 			"format": set(&x.Format, l.str),
+			"egress": set(&x.Egress, l.egress),
+			"proxy":  set(&x.Proxy, l.str),
 		}
 	})
 }
@@ -70,6 +75,7 @@ func (l *loader) checkWebhook(path string, w Webhook) {
 	default:
 		l.reportAt(path+".format", "expected json or slack, got %q", w.Format)
 	}
+	urlOK := false
 	if w.URL == "" {
 		if !l.bad[path+".url"] {
 			l.reportAt(path, "url is required: where the new request is posted")
@@ -78,9 +84,39 @@ func (l *loader) checkWebhook(path string, w Webhook) {
 		l.reportAt(path+".url", "expected an http:// or https:// URL with a host (the value is not repeated here: it may be a credential)")
 	} else if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
 		l.reportAt(path+".url", "expected an https:// URL: plain http is accepted for loopback hosts only (the body carries the call's arguments), got host %q", u.Hostname())
+	} else {
+		urlOK = !l.bad[path+".url"]
 	}
 	if w.Secret == "" && (w.Format == "" || w.Format == WebhookJSON) && !l.bad[path+".secret"] {
 		l.reportAt(path, "secret is required for format json: write secret: ${VAR} (the receiver checks the X-Toolgate-Signature header with it)")
+	}
+	l.checkWebhookEgress(path, w, urlOK)
+}
+
+// anyButMetadata is a guard that refuses the cloud metadata addresses only (every other address is
+// in one of its prefixes).
+var anyButMetadata = egress.New(egress.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}})
+
+// checkWebhookEgress checks a webhook's egress.allow and proxy, and fails fast on a url (or proxy)
+// whose host is an address the egress guard would refuse at every delivery, naming the line to add.
+// Through a proxy the guard checks the proxy's address, not the receiver's: the url is then checked
+// only for a metadata address, which a mistaken url names and no proxy should be asked for.
+func (l *loader) checkWebhookEgress(path string, w Webhook, urlOK bool) {
+	if w.Egress != nil {
+		l.checkEgressAllow(path, w.Egress)
+	}
+	classes, prefixes := w.EgressAllow()
+	guard := egress.New(egress.Options{Allow: classes, AllowPrefixes: prefixes})
+	if w.Proxy != "" {
+		if u, err := url.Parse(w.Proxy); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			l.reportAt(path+".proxy", "expected an http:// or https:// proxy URL with a host (the value is not repeated here: it may hold a password)")
+			return
+		}
+		l.checkEgressURL(path+".proxy", w.Proxy, guard, "webhook")
+		guard = anyButMetadata
+	}
+	if urlOK {
+		l.checkEgressURL(path+".url", w.URL, guard, "webhook")
 	}
 }
 

@@ -27,13 +27,18 @@ func (l *loader) egress(n ast.Node, path string) *Egress {
 
 // EgressAllow is the server's egress.allow parsed: the classes and the prefixes it allows besides
 // public addresses. Load has checked every entry; one that does not parse is skipped.
-func (s *Server) EgressAllow() ([]egress.Class, []netip.Prefix) {
-	if s.Egress == nil {
+func (s *Server) EgressAllow() ([]egress.Class, []netip.Prefix) { return s.Egress.allowed() }
+
+// EgressAllow is the webhook's egress.allow parsed, as Server.EgressAllow.
+func (w Webhook) EgressAllow() ([]egress.Class, []netip.Prefix) { return w.Egress.allowed() }
+
+func (e *Egress) allowed() ([]egress.Class, []netip.Prefix) {
+	if e == nil {
 		return nil, nil
 	}
 	var classes []egress.Class
 	var prefixes []netip.Prefix
-	for _, a := range s.Egress.Allow {
+	for _, a := range e.Allow {
 		c, p, err := egress.ParseAllow(a)
 		switch {
 		case err != nil:
@@ -52,25 +57,33 @@ func (s *Server) EgressAllow() ([]egress.Class, []netip.Prefix) {
 func (l *loader) checkEgress(path string, s *Server) {
 	if s.Egress != nil {
 		l.onlyFor(path, "egress", s.Transport == TransportStdio, "http and sse servers (url); a stdio server's network is its own")
-		for i, a := range s.Egress.Allow {
-			p := index(path+".egress.allow", i)
-			if _, _, err := egress.ParseAllow(a); err != nil && !l.bad[p] {
-				l.reportAt(p, "%s", err.Error())
-			}
-		}
+		l.checkEgressAllow(path, s.Egress)
 	}
 	if s.Transport != TransportHTTP && s.Transport != TransportSSE {
 		return
 	}
 	classes, prefixes := s.EgressAllow()
 	guard := egress.New(egress.Options{Allow: classes, AllowPrefixes: prefixes})
-	l.checkEgressURL(path+".url", s.URL, guard)
+	l.checkEgressURL(path+".url", s.URL, guard, "server")
 	if s.Auth != nil && s.Auth.TokenURL != "" {
-		l.checkEgressURL(path+".auth.token_url", s.Auth.TokenURL, guard)
+		l.checkEgressURL(path+".auth.token_url", s.Auth.TokenURL, guard, "server")
 	}
 }
 
-func (l *loader) checkEgressURL(path, raw string, guard *egress.Guard) {
+// checkEgressAllow checks each entry of <path>.egress.allow.
+func (l *loader) checkEgressAllow(path string, e *Egress) {
+	for i, a := range e.Allow {
+		p := index(path+".egress.allow", i)
+		if _, _, err := egress.ParseAllow(a); err != nil && !l.bad[p] {
+			l.reportAt(p, "%s", err.Error())
+		}
+	}
+}
+
+// checkEgressURL fails fast on a URL whose host is an address (or localhost) guard refuses; owner
+// ("server", "webhook") names whose egress.allow would open it. The URL itself is never quoted: a
+// webhook's may be a credential.
+func (l *loader) checkEgressURL(path, raw string, guard *egress.Guard, owner string) {
 	u, err := url.Parse(raw)
 	if err != nil || l.bad[path] {
 		return
@@ -89,10 +102,10 @@ func (l *loader) checkEgressURL(path, raw string, guard *egress.Guard) {
 	case class == egress.Metadata:
 		l.reportAt(path, "%s is a cloud metadata address, which toolgate never connects to", host)
 	case class == egress.Loopback || class == egress.Private || class == egress.LinkLocal:
-		l.reportAt(path, "%s is a %s address, which the egress guard refuses unless the server allows it: add egress: {allow: [%s]}",
-			host, class, class)
+		l.reportAt(path, "%s is a %s address, which the egress guard refuses unless the %s allows it: add egress: {allow: [%s]}",
+			host, class, owner, class)
 	default:
-		l.reportAt(path, "%s is a %s address, which the egress guard refuses unless the server allows it: add its prefix to egress.allow",
-			host, class)
+		l.reportAt(path, "%s is a %s address, which the egress guard refuses unless the %s allows it: add its prefix to egress.allow",
+			host, class, owner)
 	}
 }

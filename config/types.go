@@ -134,6 +134,12 @@ type Webhook struct {
 	// Required for format json; optional for slack (Slack does not check it).
 	Secret string `yaml:"secret"`
 	Format string `yaml:"format"` // json (default) or slack; WebhookJSON, WebhookSlack
+	// Egress opens addresses beyond public ones to deliveries, as a server's egress does
+	// (docs/configuration.md, "Egress"): a receiver on loopback or the internal network.
+	Egress *Egress `yaml:"egress"`
+	// Proxy, optional, is the HTTP proxy deliveries go through (http:// or https://; ${VAR} to take
+	// HTTPS_PROXY). Without it they connect directly: the proxy environment variables are ignored.
+	Proxy string `yaml:"proxy"`
 }
 
 // The formats of a webhook's body.

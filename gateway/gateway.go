@@ -36,8 +36,9 @@ type Options struct {
 	// Tracing builds the tracer; default tracing.Setup, which reads the
 	// standard OTEL_* variables. Tests pass an in-memory exporter.
 	Tracing func(ctx context.Context, version string) (*tracing.Tracing, error)
-	// Egress supplies the Resolver and Dial of every upstream's egress
-	// guard (its other fields are ignored: egress.allow is the config's);
+	// Egress supplies the Resolver and Dial of every upstream's and
+	// approval webhook's egress guard (its other fields are ignored:
+	// egress.allow is the config's);
 	// zero: the system resolver and dialer. Tests give host names the
 	// addresses they need without DNS.
 	Egress egress.Options
@@ -186,7 +187,7 @@ func (g *Gateway) steps(o Options) []step {
 			g.approvals, err = openApprovals(g.cfg, g.state)
 			if err == nil {
 				g.approvals = approvals.Bound(g.approvals, func() approvals.RuleFinder { return g.policy.Current() })
-				g.notify = webhook.New(WebhookOptions(g.cfg, g.log, g.metrics, g.redact))
+				g.notify = webhook.New(WebhookOptions(g.cfg, g.log, g.metrics, g.redact, o.Egress))
 				g.cleanup.add(g.notify.Close)
 			}
 			return err

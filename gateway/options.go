@@ -241,8 +241,10 @@ func ApprovalRules(cfg *config.Config) approvals.Rules {
 
 // WebhookOptions are the webhooks of approvals.rules, by rule, the console's public URL they link
 // to, and what they carry of a held call's arguments (webhookArguments, redacted by the audit
-// settings and r); each delivery's end is counted in m (toolgate_approval_webhooks_total).
-func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, r *redact.Redactor) webhook.Options {
+// settings and r); each delivery's end is counted in m (toolgate_approval_webhooks_total). Each
+// webhook dials through an egress guard of its own (its egress.allow, network's resolver and
+// dialer), as upstreams do (serverEgress), and through its proxy only.
+func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, r *redact.Redactor, network egress.Options) webhook.Options {
 	o := webhook.Options{ConsoleURL: cfg.ConsolePublicURL(), Log: log.With("component", "webhook"),
 		Arguments: webhookArguments(cfg, r),
 		Delivered: func(r webhook.Result) {
@@ -258,8 +260,10 @@ func WebhookOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, r 
 	for i, r := range cfg.ApprovalRules() {
 		var hooks []webhook.Hook
 		for j, w := range r.Webhooks {
-			hooks = append(hooks, webhook.Hook{Name: fmt.Sprintf("approvals.rules[%d].webhooks[%d]", i, j),
-				URL: w.URL, Secret: w.Secret, Payload: w.Format})
+			name := fmt.Sprintf("approvals.rules[%d].webhooks[%d]", i, j)
+			guard := egress.Options{Resolver: network.Resolver, Dial: network.Dial, Log: log.With("webhook", name)}
+			guard.Allow, guard.AllowPrefixes = w.EgressAllow()
+			hooks = append(hooks, webhook.Hook{Name: name, URL: w.URL, Secret: w.Secret, Payload: w.Format, Egress: guard, Proxy: w.Proxy})
 		}
 		o.Rules = append(o.Rules, hooks)
 	}

@@ -5,6 +5,8 @@
 // errors, 5xx, 408 and 429, a bounded number of times; the body is toolgate's own JSON event or a
 // Slack incoming-webhook message, each with a link to the request in the console. A receiver is a
 // third party: of the call's arguments it gets only what Options.Arguments lets out (redacted).
+// Deliveries connect through an egress guard per hook (package upstreams/egress), as upstreams do,
+// and never through a proxy the environment names.
 //
 // It is a package of its own beside approvals because it is the only part of approvals that talks to
 // the network on its own, with goroutines, queues and a client to close.
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 // Formats of a Hook's body.
@@ -40,6 +43,15 @@ type Hook struct {
 	URL     string // never logged (a Slack URL is its credential): logs name the host
 	Secret  string // signs each delivery; never logged
 	Payload string // its body: FormatJSON ("" too) or FormatSlack (approvals.rules[].webhooks[].format)
+	// Egress is what its deliveries may connect to: every connection is dialled through an egress
+	// guard with these settings, so a URL that leads to the cloud metadata service, or to loopback
+	// or the internal network unless Allow opens it, is refused as an upstream's would be. The zero
+	// value allows public addresses only.
+	Egress egress.Options
+	// Proxy, optional, is the HTTP proxy its deliveries go through; the guard then checks the
+	// proxy's address. "": they connect directly, whatever HTTP_PROXY and HTTPS_PROXY say. Never
+	// logged (it may hold a password).
+	Proxy string
 }
 
 // Format prints a Hook as its name and host, whatever the verb (%v, %+v, %#v, %s): its URL may be a
@@ -68,8 +80,10 @@ type Options struct {
 	// (Slack), so the gateway gives what the audit trail would write (docs/console.md,
 	// "Notifications"). It runs once per request, in the background. nil, or a nil result: no
 	// arguments, only their digest and the link to the console, where approvers see them whole.
-	Arguments  func(json.RawMessage) json.RawMessage
-	Client     *http.Client // nil: a client with Timeout per attempt
+	Arguments func(json.RawMessage) json.RawMessage
+	// Client, when set, makes every delivery (tests); nil: each Hook gets a client of its own that
+	// dials through its egress guard (Hook.Egress, Hook.Proxy), with Timeout per attempt.
+	Client     *http.Client
 	Log        *slog.Logger
 	Attempts   int
 	Backoff    time.Duration
@@ -101,6 +115,8 @@ type Notifier struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	slots  chan struct{} // one per delivery queued or running: bounds them at MaxPending
+	// clients are each hook's, by rule and hook as in Options.Rules.
+	clients [][]*http.Client
 
 	mu     sync.Mutex // orders Created's wg.Add before Close's wg.Wait
 	closed bool
@@ -119,15 +135,35 @@ func New(o Options) *Notifier {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Client == nil {
-		// Redirects are not followed: the receiver is the URL the operator configured, and a redirect
-		// would carry the body (the call's arguments) and its signature to wherever it points. A 3xx
-		// is a failure that is not retried.
-		o.Client = &http.Client{Timeout: o.Timeout, Transport: http.DefaultTransport.(*http.Transport).Clone(),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Notifier{o: o, ctx: ctx, cancel: cancel, slots: make(chan struct{}, o.MaxPending)}
+	n := &Notifier{o: o, ctx: ctx, cancel: cancel, slots: make(chan struct{}, o.MaxPending)}
+	for _, hooks := range o.Rules {
+		clients := make([]*http.Client, len(hooks))
+		for i, h := range hooks {
+			clients[i] = o.Client
+			if clients[i] == nil {
+				clients[i] = hookClient(h, o.Timeout)
+			}
+		}
+		n.clients = append(n.clients, clients)
+	}
+	return n
+}
+
+// hookClient is h's client: every connection dialled through h's egress guard, to the receiver or
+// to h.Proxy, never through a proxy of the environment's (through one, the guard could not check
+// where the connection ends). Redirects are not followed: the receiver is the URL the operator
+// configured, and a redirect would carry the body and its signature to wherever it points. A 3xx is
+// a failure that is not retried.
+func hookClient(h Hook, timeout time.Duration) *http.Client {
+	t := egress.New(h.Egress).Transport()
+	if h.Proxy != "" {
+		if u, err := url.Parse(h.Proxy); err == nil {
+			t.Proxy = http.ProxyURL(u)
+		}
+	}
+	return &http.Client{Timeout: timeout, Transport: t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Created queues the deliveries of req to the hooks of rule (its index in Options.Rules; -1 or a rule
@@ -152,7 +188,7 @@ func (n *Notifier) Created(req approvals.Request, rule int) {
 		go func() {
 			defer n.wg.Done()
 			defer func() { <-n.slots }()
-			n.deliver(h, req, args(), req.ID+"."+strconv.Itoa(rule)+"."+strconv.Itoa(i))
+			n.deliver(h, n.clients[rule][i], req, args(), req.ID+"."+strconv.Itoa(rule)+"."+strconv.Itoa(i))
 		}()
 	}
 }
@@ -179,7 +215,11 @@ func (n *Notifier) Close() {
 	n.mu.Unlock()
 	n.cancel()
 	n.wg.Wait()
-	n.o.Client.CloseIdleConnections() // no keep-alive connection outlives the gateway
+	for _, clients := range n.clients {
+		for _, c := range clients {
+			c.CloseIdleConnections() // no keep-alive connection outlives the gateway
+		}
+	}
 }
 
 // start counts one more delivery goroutine, unless the Notifier is closed: a delivery begun after
@@ -196,7 +236,7 @@ func (n *Notifier) start() bool {
 
 // deliver posts req to h until it is accepted (2xx), refused for good (another 4xx), or Attempts run
 // out. Every attempt is signed afresh, so the timestamp is the attempt's.
-func (n *Notifier) deliver(h Hook, req approvals.Request, args json.RawMessage, delivery string) {
+func (n *Notifier) deliver(h Hook, client *http.Client, req approvals.Request, args json.RawMessage, delivery string) {
 	body, err := n.body(h, req, args, delivery)
 	if err != nil {
 		n.o.Log.Error("approval webhook not sent: body not built", "webhook", h.Name, "approval", req.ID, "err", err)
@@ -207,7 +247,7 @@ func (n *Notifier) deliver(h Hook, req approvals.Request, args json.RawMessage, 
 	wait := n.o.Backoff
 	for res.Attempts < n.o.Attempts {
 		res.Attempts++
-		status, err := n.post(h, body, delivery)
+		status, err := n.post(h, client, body, delivery)
 		res.Status, res.Err = status, ""
 		switch {
 		case err == nil && status/100 == 2:
@@ -222,6 +262,9 @@ func (n *Notifier) deliver(h Hook, req approvals.Request, args json.RawMessage, 
 		}
 		if err == nil && !retryable(status) {
 			break
+		}
+		if _, refused := egress.IsRefused(err); refused {
+			break // the address is not allowed: a retry would be refused the same way
 		}
 		if res.Attempts == n.o.Attempts {
 			break
@@ -245,7 +288,7 @@ func retryable(status int) bool {
 	return status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests
 }
 
-func (n *Notifier) post(h Hook, body []byte, delivery string) (int, error) {
+func (n *Notifier) post(h Hook, client *http.Client, body []byte, delivery string) (int, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.o.Timeout)
 	defer cancel()
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
@@ -259,7 +302,7 @@ func (n *Notifier) post(h Hook, body []byte, delivery string) (int, error) {
 	if h.Secret != "" {
 		r.Header.Set(HeaderSignature, Sign([]byte(h.Secret), n.o.Now(), body))
 	}
-	resp, err := n.o.Client.Do(r)
+	resp, err := client.Do(r)
 	if err != nil {
 		return 0, scrub(err)
 	}

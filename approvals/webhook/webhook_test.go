@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/upstreams/egress"
 )
 
 var secret = []byte("s3cret-for-tests")
@@ -61,9 +62,16 @@ func receiver(t *testing.T, statuses ...int) (*httptest.Server, <-chan delivery)
 }
 
 // notifier delivers to hooks with millisecond backoffs and reports each end on the returned channel.
+// The receivers of these tests are on loopback, which a hook must allow, as the config says
+// egress: {allow: [loopback]}: a hook without egress settings gets that.
 func notifier(t *testing.T, o Options, hooks ...Hook) (*Notifier, <-chan Result) {
 	t.Helper()
 	done := make(chan Result, 16)
+	for i, h := range hooks {
+		if h.Egress.Allow == nil && h.Egress.AllowPrefixes == nil && h.Egress.Resolver == nil && h.Egress.Dial == nil {
+			hooks[i].Egress.Allow = []egress.Class{egress.Loopback}
+		}
+	}
 	o.Rules = [][]Hook{hooks}
 	o.Backoff = cmp.Or(o.Backoff, time.Millisecond)
 	o.Delivered = func(r Result) { done <- r }
@@ -315,9 +323,11 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 }
 
-// A Hook printed or logged by mistake shows its name and host, never its URL's path or its secret.
+// A Hook printed or logged by mistake shows its name and host, never its URL's path, its secret or
+// its proxy's password.
 func TestHookNeverPrintsItsSecrets(t *testing.T) {
-	h := Hook{Name: "approvals.rules[0].webhooks[0]", URL: "https://hooks.slack.com/services/T0/B0/XXXXSECRET", Secret: "whsec_YYYY"}
+	h := Hook{Name: "approvals.rules[0].webhooks[0]", URL: "https://hooks.slack.com/services/T0/B0/XXXXSECRET", Secret: "whsec_YYYY",
+		Proxy: "http://gw:XXXXSECRET@10.1.2.3:3128"}
 	var logged bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("x", "hook", h)
 	for _, out := range []string{fmt.Sprintf("%v", h), fmt.Sprintf("%+v", h), fmt.Sprintf("%#v", h), fmt.Sprint(h),

@@ -63,7 +63,7 @@ approvals:
   rules:
     - tools: ["hostile/tick"]
       ttl: 10m
-      webhooks: [{url: %q, secret: "${TOOLGATE_TEST_HOOK_SECRET}"}]
+      webhooks: [{url: %q, secret: "${TOOLGATE_TEST_HOOK_SECRET}", egress: {allow: [loopback]}}]
 `, authn.HashKey(adminKey), receiver.URL+"/hook"))
 	policyFile := filepath.Join(filepath.Dir(cfg), "policy.csv")
 	write(t, policyFile, testPolicy(servers)+"a, caller, hostile/tick, call, label == 'refund'\n")
@@ -155,8 +155,8 @@ approvals:
   rules:
     - tools: ["hostile/tick"]
       webhooks:
-        - {url: %q, secret: "${TOOLGATE_TEST_HOOK_SECRET}"}
-        - {url: %q, format: slack}
+        - {url: %q, secret: "${TOOLGATE_TEST_HOOK_SECRET}", egress: {allow: [loopback]}}
+        - {url: %q, format: slack, egress: {allow: [loopback]}}
 `, authn.HashKey(adminKey), receiver.URL+"/json", receiver.URL+"/slack"))
 	write(t, filepath.Join(filepath.Dir(cfg), "policy.csv"), testPolicy(servers)+"a, caller, hostile/tick, call, label != ''\n")
 	url, logs, gw := httpGatewayFull(t, cfg)
