@@ -88,10 +88,10 @@ func describeKeySource(cfg *config.Config) string {
 	return "environment variable " + cfg.CredentialsKeySource().Env
 }
 
-// credentialDeps are what the upstreams' credential sources use: the log, the vault (when open), and
-// the page where a user connects.
+// credentialDeps are what the upstreams' credential sources use: the log, the vault (when open), the
+// page where a user connects, and the clock.
 func (g *Gateway) credentialDeps() CredentialDeps {
-	d := CredentialDeps{Log: g.log, ConnectURL: g.connectURL}
+	d := CredentialDeps{Log: g.log, ConnectURL: g.connectURL, Now: g.credClock}
 	if g.vault != nil {
 		d.Vault = g.vault // (a nil *vault.Encrypted in the interface would not be nil)
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,8 +82,9 @@ const (
 )
 
 // writeCredentialsGateway is a gateway with JWT callers (the test authorization server's), an API key
-// for carol, the stdio upstream echoes and the protected upstream orders behind token_exchange.
-func writeCredentialsGateway(t *testing.T, as *credentialstest.AuthServer, orders string) string {
+// for carol, the stdio upstream echoes and the protected upstream orders behind auth mode mode
+// (token_exchange or client_credentials).
+func writeCredentialsGateway(t *testing.T, as *credentialstest.AuthServer, orders string, mode credentials.Mode) string {
 	t.Helper()
 	t.Setenv("TG_TEST_ORDERS_SECRET", credentialstest.GatewaySecret)
 	dir := t.TempDir()
@@ -112,7 +114,7 @@ mcpServers:
     egress: {allow: [loopback]}   # the test upstream listens on loopback
     retry_safe: true   # whoami reads: no duplicate suppression replaying an earlier caller's answer
     auth:
-      mode: token_exchange
+      mode: %s
       token_url: %q
       client_id: %s
       client_secret: ${TG_TEST_ORDERS_SECRET}
@@ -120,7 +122,7 @@ mcpServers:
       resource: %q
       scopes: [orders:read]
 `, filepath.Join(dir, "audit.jsonl"), gwResource, authn.HashKey(carolKey), as.Issuer(), as.JWKSURL(), self, upstreamRole,
-		orders, as.TokenURL(), credentialstest.GatewayID, orders)
+		orders, mode, as.TokenURL(), credentialstest.GatewayID, orders)
 	for name, content := range map[string]string{
 		"model.conf":    string(model),
 		"policy.csv":    "p, caller, echoes/*, call, allow\np, caller, orders/*, call, allow\ng, alice, caller\ng, bob, caller\ng, carol, caller\n",
@@ -132,6 +134,13 @@ mcpServers:
 	}
 	return filepath.Join(dir, "toolgate.yaml")
 }
+
+// offsetClock is the real clock moved forward by advance: the credential sources' clock, so that a
+// test passes their failure holdoff without sleeping through it.
+type offsetClock struct{ ahead atomic.Int64 }
+
+func (c *offsetClock) now() time.Time           { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *offsetClock) advance(by time.Duration) { c.ahead.Add(int64(by)) }
 
 type envelopeAnswer struct {
 	OK        bool   `json:"ok"`
@@ -182,8 +191,9 @@ func TestTokenExchangeThroughTheGateway(t *testing.T) {
 	as := credentialstest.Start(t)
 	orders := startProtectedUpstream(t)
 	logs := &testkit.LogBuffer{}
-	path := writeCredentialsGateway(t, as, orders.url)
-	gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	path := writeCredentialsGateway(t, as, orders.url, credentials.TokenExchange)
+	clock := &offsetClock{}
+	gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil)), CredentialClock: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +252,7 @@ func TestTokenExchangeThroughTheGateway(t *testing.T) {
 		t.Errorf("bob's cached exchanged token should still serve: %+v", env)
 	}
 	as.SetDown(false)
-	time.Sleep(1100 * time.Millisecond) // the credential source holds a failure back for a second
+	clock.advance(1100 * time.Millisecond) // past the second the credential source holds a failure back
 	if env := callAs(t, ctx, gw, alice2, "orders__whoami"); !env.OK || env.Data != "alice" {
 		t.Errorf("after the authorization server came back (the breaker must not have opened): %+v", env)
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	// zero: the system resolver and dialer. Tests give host names the
 	// addresses they need without DNS.
 	Egress egress.Options
+	// CredentialClock is the clock of the upstreams' token sources (token
+	// lifetimes, the holdoff after a failed token request); nil: time.Now.
+	// Tests move it past a holdoff instead of sleeping through it.
+	CredentialClock func() time.Time
 }
 
 // Gateway is one toolgate: its configuration loaded and checked, its
@@ -75,7 +79,8 @@ type Gateway struct {
 	// connectURL is the page where a user connects to an upstream that acts as them; nil: none, the
 	// operator sets credentials (toolgate credentials set).
 	connectURL func(principal, upstream string) string
-	userAuth   *userAuth // the connect pages and the auth mode oauth upstreams' sources (connect.go)
+	credClock  func() time.Time // Options.CredentialClock
+	userAuth   *userAuth        // the connect pages and the auth mode oauth upstreams' sources (connect.go)
 
 	// For the console's upstreams page (console.go): the in-flight limits, the upstreams' status
 	// history, and the lock that makes pin approvals one at a time.
@@ -105,7 +110,7 @@ func (e *StartError) Unwrap() error { return e.Err }
 // then connects the upstreams. On failure it has released whatever it had
 // opened, and the error is a *StartError.
 func New(ctx context.Context, o Options) (*Gateway, error) {
-	g := &Gateway{log: o.Log, version: o.Version, replica: replicaID(), health: &metrics.Health{}}
+	g := &Gateway{log: o.Log, version: o.Version, replica: replicaID(), health: &metrics.Health{}, credClock: o.CredentialClock}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -388,6 +388,7 @@ type CredentialDeps struct {
 	// ConnectURL is the gateway page where principal connects to upstream;
 	// nil when there is none (the message then asks for an operator).
 	ConnectURL func(principal, upstream string) string
+	Now        func() time.Time // the sources' clock; nil: time.Now
 }
 
 // UpstreamServersWith is UpstreamServers whose credential sources use deps.
@@ -500,7 +501,7 @@ func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Opt
 		Server: name, Mode: credentials.Mode(a.Mode), TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
 		Scopes: a.Scopes, Audience: a.Audience, Resource: a.Resource,
 		FallbackClientCredentials: a.Fallback == config.AuthClientCredentials,
-		Caller:                    callerOf, Log: log, Egress: network,
+		Caller:                    callerOf, Log: log, Egress: network, Now: deps.Now,
 	}
 	if a.SubjectTokenType == "jwt" {
 		o.SubjectTokenType = credentials.TokenTypeJWT
@@ -517,7 +518,7 @@ func upstreamCredentials(name string, a *config.UpstreamAuth, network egress.Opt
 func perUserCredentials(name string, a *config.UpstreamAuth, deps CredentialDeps) upstreams.Credentials {
 	src, err := credentials.NewPerUser(credentials.PerUserOptions{
 		Server: name, Vault: deps.Vault, Header: a.Header, Format: a.Format, ServiceSecret: a.ServiceSecret,
-		Caller: callerOf, ConnectURL: deps.ConnectURL, Log: deps.Log,
+		Caller: callerOf, ConnectURL: deps.ConnectURL, Log: deps.Log, Now: deps.Now,
 	})
 	if err != nil { // config.Load refuses what NewPerUser would: not reached
 		return refusedCredentials{err}
