@@ -276,3 +276,72 @@ func TestTokenExchangeThroughTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCredentialsThroughTheGateway: through a real MCP client and the whole gateway, a
+// client_credentials upstream sees the gateway's own service identity whoever calls (two JWT callers
+// and an API-key caller alike), never a caller's JWT, on one token request for the connection and
+// every call; no token or secret reaches the log or the audit trail.
+func TestClientCredentialsThroughTheGateway(t *testing.T) {
+	as := credentialstest.Start(t)
+	orders := startProtectedUpstream(t)
+	logs := &testkit.LogBuffer{}
+	path := writeCredentialsGateway(t, as, orders.url, credentials.ClientCredentials)
+	gw, err := New(context.Background(), Options{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	defer func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := gw.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := as.UserToken("alice", gwResource), as.UserToken("bob", gwResource)
+
+	for _, who := range []struct{ name, bearer string }{{"alice", alice}, {"bob", bob}, {"carol", carolKey}, {"alice", alice}} {
+		env := callAs(t, ctx, gw, who.bearer, "orders__whoami")
+		if !env.OK || env.Data != credentialstest.GatewayID {
+			t.Fatalf("%s called orders__whoami: %+v; want the upstream to see the gateway's client %s", who.name, env, credentialstest.GatewayID)
+		}
+	}
+	const minted = 2 // alice's and bob's JWTs are client-credentials tokens of their own clients
+	if n := as.Grants("client_credentials") - minted; n != 1 {
+		t.Errorf("the gateway made %d client_credentials requests for the connection and four calls, want 1", n)
+	}
+	if n := as.Grants(credentials.GrantTypeTokenExchange); n != 0 {
+		t.Errorf("%d token exchanges for a client_credentials upstream, want 0", n)
+	}
+	authorizations := orders.authorizations()
+	if len(authorizations) == 0 {
+		t.Fatal("the upstream saw no request")
+	}
+	for _, a := range authorizations {
+		if tok := strings.TrimPrefix(a, "Bearer "); tok == alice || tok == bob || tok == carolKey {
+			t.Fatal("the upstream saw a caller's own credential")
+		}
+	}
+
+	gw.Close()
+	logged := logs.String()
+	audit, _ := os.ReadFile(filepath.Join(filepath.Dir(path), "audit.jsonl"))
+	if !strings.Contains(string(audit), "orders__whoami") && !strings.Contains(string(audit), "orders/whoami") {
+		t.Error("the calls are not in the audit trail: the secret check below would prove nothing")
+	}
+	secrets := []string{alice, bob, credentialstest.GatewaySecret, carolKey}
+	for _, a := range authorizations {
+		if tok := strings.TrimPrefix(a, "Bearer "); tok != "" {
+			secrets = append(secrets, tok)
+		}
+	}
+	for _, s := range secrets {
+		sig := s[strings.LastIndex(s, ".")+1:]
+		if strings.Contains(logged, sig) || strings.Contains(string(audit), sig) {
+			t.Errorf("a token or secret is in the log or the audit trail (%.8s...)", sig)
+		}
+	}
+}
