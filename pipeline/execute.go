@@ -139,6 +139,12 @@ func (e *Executor) attempt(ctx context.Context, x *Exchange, out outbound) (json
 	actx, span := e.Tracing.StartUpstream(ctx, out.server, "tools/call", x.Attempts)
 	raw, err := e.Upstreams.CallToolProgress(actx, out.server, out.tool, out.args, x.Call.Progress)
 	x.Outcome = breaker.Classify(ctx, err)
+	if r := refusalOf(err); r != nil {
+		if e.Redact != nil { // counted where the envelope's message is (redactError)
+			r.Message, _ = e.Redact.Uncounted().String(r.Message)
+		}
+		NoteProtocolRefusal(ctx, r) // the transport answers the client with it (RefusalSlot)
+	}
 	done(e.Resilience.Breakers.OncePerFault(out.server, breakerOutcome(x.Outcome, err), err))
 	e.Metrics.UpstreamAttempt(out.server, x.Outcome.String(), e.now().Sub(start))
 	if err != nil {
@@ -190,6 +196,12 @@ func attemptError(x *Exchange, err error) *envelope.Error {
 		msg := "the tool reported an error"
 		if errors.As(err, &ce) && ce.RPC != nil {
 			msg = sanitize.Clip(sanitize.Text(ce.RPC.Message), maxToolMessage)
+		}
+		if r := refusalOf(err); r != nil {
+			// Not the tool's failure: the upstream refused the request (a
+			// transport that can relays the JSON-RPC error itself). The
+			// audit record and log carry this message and the detail.
+			msg = "the server refused the call: " + r.Message
 		}
 		return (&envelope.Error{Code: envelope.ToolFailed, Message: msg}).WithDetail(detail)
 	case breaker.NeverSent:

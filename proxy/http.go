@@ -99,6 +99,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) *HTTPEndpoint {
 		h = inner
 	}
 	h = answerScopeChallenges(h, o.ScopeChallenge)
+	h = relayRefusals(h)
 	h = sessions.Guard(h)
 	h = limitBody(h, o.MaxBodyBytes)
 	h = s.bindSession(h, sessions, o.Log)
