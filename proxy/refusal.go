@@ -112,7 +112,7 @@ type refusalError struct {
 	Error   struct {
 		Code    int          `json:"code"`
 		Message string       `json:"message"`
-		Data    *refusalData `json:"data,omitempty"`
+		Data    *refusalData `json:"data"`
 	} `json:"error"`
 }
 
@@ -123,8 +123,12 @@ type refusalData struct {
 func refusalAnswer(id json.RawMessage, r *pipeline.ProtocolRefusal) refusalError {
 	e := refusalError{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
 	e.Error.Code, e.Error.Message = r.Code, r.Message
-	if r.RequiredCapabilities != nil {
-		e.Error.Data = &refusalData{RequiredCapabilities: r.RequiredCapabilities}
+	// The schema requires data.requiredCapabilities: an upstream that named
+	// none gets an empty ClientCapabilities object rather than none.
+	caps := r.RequiredCapabilities
+	if caps == nil {
+		caps = &mcp.ClientCapabilities{}
 	}
+	e.Error.Data = &refusalData{RequiredCapabilities: caps}
 	return e
 }

@@ -68,3 +68,13 @@ func TestRelayUpstreamCapabilityRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalAnswerAlwaysNamesRequiredCapabilities: the schema requires
+// data.requiredCapabilities, so an upstream's -32021 that named none is
+// relayed with an empty ClientCapabilities object.
+func TestRefusalAnswerAlwaysNamesRequiredCapabilities(t *testing.T) {
+	data, err := json.Marshal(refusalAnswer(json.RawMessage(`3`), &pipeline.ProtocolRefusal{Code: -32021, Message: "m"}))
+	if err != nil || string(data) != `{"jsonrpc":"2.0","id":3,"error":{"code":-32021,"message":"m","data":{"requiredCapabilities":{}}}}` {
+		t.Fatalf("%s %v", data, err)
+	}
+}
