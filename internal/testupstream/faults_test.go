@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFaultPicker: about the fraction asked for gets a fault, the kinds drawn evenly, and the same
@@ -136,7 +137,7 @@ func TestFaultsOverStdio(t *testing.T) {
 	if m, _ := s.until("6"); !strings.Contains(m.text(), `"m":2`) {
 		t.Errorf("echo after a hang: %q", m.text())
 	}
-	if b, err := os.ReadFile(log); err != nil || string(b) != "hang\n" {
+	if b, err := awaitFaultLog(log, "hang\n"); err != nil || string(b) != "hang\n" {
 		t.Errorf("fault log: %q %v", b, err)
 	}
 
@@ -146,3 +147,30 @@ func TestFaultsOverStdio(t *testing.T) {
 		t.Errorf("flaky without -fault-rate: %q", line)
 	}
 }
+
+// awaitFaultLog reads the fault log until it holds want, for at most
+// faultLogLimit. The hanging call's handler writes its line, and mcp-go's
+// stdio server runs each call on a worker of its own: the echo sent after
+// it can be answered before that handler has run at all (seen in CI: an
+// empty log after the echo's answer), and nothing the upstream sends says
+// when it has. So the test waits for the line itself.
+func awaitFaultLog(path, want string) ([]byte, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.After(faultLogLimit)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil || string(b) == want {
+			return b, err
+		}
+		select {
+		case <-tick.C:
+		case <-limit:
+			return b, nil
+		}
+	}
+}
+
+// faultLogLimit is far more than a worker takes to start, even on a loaded
+// machine.
+const faultLogLimit = 10 * time.Second
