@@ -51,7 +51,8 @@ type Options struct {
 	// (see stdioFast): listen.fast_path: false.
 	NoStdioFastPath bool
 	// Redact replaces secrets in what upstreams send outside tools/call
-	// (resource contents, prompts, log notifications, their errors); nil
-	// redacts nothing. (tools/call is redacted in the chain.)
+	// results (resource contents, prompts, their errors, and the log
+	// notifications and progress messages relayed during a call); nil
+	// redacts nothing. (A tools/call's result is redacted in the chain.)
 	Redact *redact.Redactor
 }

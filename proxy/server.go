@@ -262,7 +262,8 @@ func (s *Server) PolicyChanged(old, new Policy) {
 }
 
 // progressRelay forwards an upstream's progress to the client under the
-// client's own token, or is nil when the client asked for no progress. It
+// client's own token, its message redacted, or is nil when the client
+// asked for no progress. It
 // goes through the context's session: on the fast path, the call's
 // callSession, so it travels on the call's own response.
 func (s *Server) progressRelay(ctx context.Context, meta *mcp.Meta) func(upstreams.Progress) {
@@ -275,8 +276,8 @@ func (s *Server) progressRelay(ctx context.Context, meta *mcp.Meta) func(upstrea
 		if p.Total != nil {
 			params["total"] = *p.Total
 		}
-		if p.Message != "" {
-			params["message"] = p.Message
+		if p.Message != "" { // sanitised by the connection; its secrets are ours to hide
+			params["message"] = s.opts.Redact.Text(p.Message)
 		}
 		_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), params)
 	}

@@ -14,7 +14,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -287,6 +289,16 @@ type clientWithNotes struct {
 	*client.Client
 	progress, foreign, listChanged atomic.Int32
 	changed                        chan struct{}
+
+	mu       sync.Mutex
+	messages []string // the messages of the progress notifications under the client's token
+}
+
+// progressMessages is what the client's progress notifications said so far.
+func (n *clientWithNotes) progressMessages() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.messages)
 }
 
 func notesOf(c *client.Client) *clientWithNotes {
@@ -295,6 +307,11 @@ func notesOf(c *client.Client) *clientWithNotes {
 		switch note.Method {
 		case string(mcp.MethodNotificationProgress):
 			if note.Params.AdditionalFields["progressToken"] == "client-token-7" {
+				if m, ok := note.Params.AdditionalFields["message"].(string); ok {
+					n.mu.Lock()
+					n.messages = append(n.messages, m)
+					n.mu.Unlock()
+				}
 				n.progress.Add(1)
 			} else {
 				n.foreign.Add(1)

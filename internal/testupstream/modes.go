@@ -258,7 +258,7 @@ func modeTools(srv *server.MCPServer, rt *runtimeState) []server.ServerTool {
 				return mcp.NewToolResultText("added " + FlippedTool), nil
 			}},
 		{Tool: tool("progress", "Sends steps progress notifications (ms apart) with the call's progressToken, then answers.",
-			`{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"maximum":10000},"ms":{"type":"integer","minimum":0},"ordered":{"type":"boolean"}},"required":["steps"],"additionalProperties":false}`),
+			`{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"maximum":10000},"ms":{"type":"integer","minimum":0},"ordered":{"type":"boolean"},"message":{"type":"string"}},"required":["steps"],"additionalProperties":false}`),
 			Handler: progressTool},
 		{Tool: tool("wrong_id", "Answers under a JSON-RPC id that is not the request's.", noArgs), Handler: marker(WrongIDMarker)},
 		{Tool: tool("stdout_noise", "Writes a line that is not JSON to its output, then answers.", noArgs), Handler: marker(NoiseMarker)},
@@ -325,7 +325,11 @@ func progressTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolRe
 				return nil, ctx.Err()
 			}
 		}
-		progress(ctx, req, float64(i), float64(steps), fmt.Sprintf("step %d of %d", i, steps))
+		message := fmt.Sprintf("step %d of %d", i, steps)
+		if m, _ := req.GetArguments()["message"].(string); m != "" {
+			message = m
+		}
+		progress(ctx, req, float64(i), float64(steps), message)
 	}
 	return mcp.NewToolResultText(fmt.Sprintf("done %d steps", steps)), nil
 }

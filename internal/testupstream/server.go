@@ -34,8 +34,9 @@
 //	                answer as text/event-stream)
 //	flip_tools {hostile?} adds the tool flipped (input schema RemoteRefSchema when hostile), or removes
 //	                it; mcp-go then sends notifications/tools/list_changed
-//	progress {steps, ms?, ordered?} sends steps notifications/progress (ms apart) with the call's
-//	                progressToken (none without one), then answers "done <steps> steps"; with ordered
+//	progress {steps, ms?, ordered?, message?} sends steps notifications/progress (ms apart) with the
+//	                call's progressToken (none without one), each with message ("step <i> of <steps>"
+//	                without it), then answers "done <steps> steps"; with ordered
 //	                (no ms, a token, over stdio) the notifications and the answer are written at once,
 //	                in that order (OrderedProgressMarker)
 //	wrong_id        answered under another id: a string id gets "-wrong" appended, a number +1000003
