@@ -301,12 +301,12 @@ func TestFileMovedNoticedWithinStatEvery(t *testing.T) {
 	h.clock = func() time.Time { return now }
 	path := filepath.Join(t.TempDir(), "audit.log")
 	l := openWith(t, Options{Path: path, Fsync: FsyncNever, OnError: errs.add, Now: fixedClock}, h)
-	appendN(t, l, 1, 1) // checks, and sets the next check a millisecond on
+	appendN(t, l, 1, 1) // checks, and sets the next check replacedCheckEvery on
 	moved := path + ".moved"
 	if err := os.Rename(path, moved); err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, l, 2, 2) // within the millisecond: not looked at
+	appendN(t, l, 2, 2) // within replacedCheckEvery: not looked at
 	if got := errs.list(); len(got) != 0 {
 		t.Fatalf("OnError before the next check: %v", got)
 	}
@@ -320,6 +320,33 @@ func TestFileMovedNoticedWithinStatEvery(t *testing.T) {
 		t.Fatalf("moved file: %+v", rep)
 	}
 	if rep := mustVerify(t, moved, path); rep.Records != 4 || rep.MidChain {
+		t.Fatalf("both files: %+v", rep)
+	}
+}
+
+// With FailClosed every record checks the path, however recent the last
+// check: the first record after a move goes to a new file at the path,
+// none to the moved file.
+func TestFailClosedChecksThePathOnEveryRecord(t *testing.T) {
+	var errs errorLog
+	h := realHooks
+	h.clock = func() time.Time { return time.Unix(1000, 0) } // never past the pacing
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l := openWith(t, Options{Path: path, Fsync: FsyncNever, FailClosed: true, OnError: errs.add, Now: fixedClock}, h)
+	appendN(t, l, 1, 1)
+	moved := path + ".moved"
+	if err := os.Rename(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 2, 1)
+	if got := errs.list(); len(got) != 1 || !strings.Contains(got[0].Error(), "moved, removed or replaced") {
+		t.Fatalf("OnError got %v", got)
+	}
+	l.Close()
+	if rep := mustVerify(t, moved); rep.Records != 1 {
+		t.Fatalf("moved file: %+v", rep)
+	}
+	if rep := mustVerify(t, moved, path); rep.Records != 2 || rep.MidChain {
 		t.Fatalf("both files: %+v", rep)
 	}
 }
@@ -504,7 +531,7 @@ func TestIntervalFlushFailure(t *testing.T) {
 // A move the paced check has seen is not forgotten while the Append waits
 // for an fsync running outside the lock: the record goes to a new file at
 // the path, however long ago the move was (here, before the last check's
-// millisecond was up), not to the moved file.
+// pacing was up), not to the moved file.
 func TestFileMovedNoticedWhileAnFsyncRuns(t *testing.T) {
 	fs := newFakeFS()
 	var errs errorLog
