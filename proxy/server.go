@@ -263,9 +263,9 @@ func (s *Server) PolicyChanged(old, new Policy) {
 
 // progressRelay forwards an upstream's progress to the client under the
 // client's own token, its message redacted, or is nil when the client
-// asked for no progress. It
-// goes through the context's session: on the fast path, the call's
-// callSession, so it travels on the call's own response.
+// asked for no progress. It goes through the context's session: on the
+// fast path, the call's callSession, so it travels on the call's own
+// response.
 func (s *Server) progressRelay(ctx context.Context, meta *mcp.Meta) func(upstreams.Progress) {
 	if meta == nil || meta.ProgressToken == nil {
 		return nil
