@@ -2,6 +2,7 @@ package upstreams
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -116,18 +117,56 @@ func spawn(command string, args []string, dir string, env []string, log *slog.Lo
 // maxStderrLine bounds one logged stderr line.
 const maxStderrLine = 4 << 10
 
+// logLines logs each line of a child's stderr, redacted, and keeps the last
+// ones for when it exits. A line longer than maxStderrLine is logged up to
+// its last separator within the limit (cutLongLine) and the rest of it is
+// dropped: logged in pieces, a secret that straddled a cut would reach the
+// log as two halves no pattern matches.
 func logLines(r io.ReadCloser, log *slog.Logger, tail *tailRing, lines *redact.Lines) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, maxStderrLine)
 	for {
 		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			clean := lines.Line(sanitizeLine(line))
+		long := errors.Is(err, bufio.ErrBufferFull)
+		if long {
+			line = cutLongLine(line)
+		}
+		text := sanitizeLine(line) // a copy: the next read reuses line's bytes
+		if long {
+			text = strings.TrimSpace(text + longLineMark)
+			err = skipRestOfLine(br)
+		}
+		if text != "" {
+			clean := lines.Line(text)
 			log.Info("upstream stderr", "line", clean)
 			tail.add(clean)
 		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		if err != nil {
 			return
+		}
+	}
+}
+
+// longLineMark ends a stderr line that was cut.
+const longLineMark = " [line cut at 4 KiB]"
+
+// cutLongLine is the part of an over-long line before its last separator
+// (space, tab, comma, semicolon, quote or equals sign), so the cut never
+// falls inside a token such as a key; none: nothing of it.
+func cutLongLine(line []byte) []byte {
+	if i := bytes.LastIndexAny(line, " \t,;\"'="); i >= 0 {
+		return line[:i]
+	}
+	return nil
+}
+
+// skipRestOfLine reads up to and including the next newline; its error is
+// the reader's (nil once the newline is read).
+func skipRestOfLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
 		}
 	}
 }
