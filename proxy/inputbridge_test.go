@@ -159,26 +159,25 @@ type callsFunc func(ctx context.Context, call Call) *mcp.CallToolResult
 
 func (f callsFunc) Handle(ctx context.Context, call Call) *mcp.CallToolResult { return f(ctx, call) }
 
-// runningRelay is the relay of the one 2026-07-28 call s runs.
-func runningRelay(t *testing.T, s *Server) *parkedRelay {
-	s.parked.mu.Lock()
-	defer s.parked.mu.Unlock()
-	if len(s.parked.live) != 1 {
-		t.Errorf("%d calls running, want 1", len(s.parked.live))
+// callRelay is the relay of the 2026-07-28 call whose pipeline runs with
+// ctx, as an upstream connection finds it. (Not "the one call s runs": a
+// call that has answered leaves s's running set a moment after its
+// client got the answer, so the next call can find two there.)
+func callRelay(t *testing.T, ctx context.Context) *parkedRelay {
+	r, ok := upstreams.RelayFrom(ctx).(*parkedRelay)
+	if !ok {
+		t.Errorf("the call's relay is %T, want *parkedRelay", upstreams.RelayFrom(ctx))
 	}
-	for p := range s.parked.live {
-		return p.relay
-	}
-	return nil
+	return r
 }
 
 var elicitingCaps = capsOf(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}})
 
 // askName is an upstream that asks its client for user_name (its own key)
 // and greets whatever the answer holds.
-func askName(t *testing.T, s **Server, ended chan<- error) callsFunc {
+func askName(t *testing.T, ended chan<- error) callsFunc {
 	return func(ctx context.Context, _ Call) *mcp.CallToolResult {
-		answers, err := runningRelay(t, *s).RequestInputs(ctx, map[string]upstreams.InputRequest{
+		answers, err := callRelay(t, ctx).RequestInputs(ctx, map[string]upstreams.InputRequest{
 			"user_name": {Method: "elicitation/create", Params: json.RawMessage(`{"message":"What is your name?"}`)}})
 		if ended != nil {
 			ended <- ctx.Err()
@@ -196,9 +195,8 @@ func askName(t *testing.T, s **Server, ended chan<- error) callsFunc {
 // pipeline has, rather than leaving it to its deadline (issue 17: goleak,
 // and the conformance test's wait). A call after Shutdown does not run.
 func TestShutdownEndsParkedCalls(t *testing.T) {
-	var s *Server
 	ended := make(chan error, 1)
-	s = &Server{opts: Options{Calls: askName(t, &s, ended)}}
+	s := &Server{opts: Options{Calls: askName(t, ended)}}
 	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
 	req := mcp.CallToolRequest{}
 	req.Params.Name = alice.Name
@@ -238,8 +236,7 @@ func TestShutdownEndsParkedCalls(t *testing.T) {
 // ignored, and the client gets the complete result, not input_required
 // (issue 17). Answers without the upstream's key park the call as before.
 func TestGivenInputResponsesAnswerTheUpstream(t *testing.T) {
-	var s *Server
-	s = &Server{opts: Options{Calls: askName(t, &s, nil)}}
+	s := &Server{opts: Options{Calls: askName(t, nil)}}
 	defer func() { // ends the call parked below
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
