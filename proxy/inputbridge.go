@@ -294,9 +294,10 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	}
 	go func() {
 		defer cancel()
-		p.done <- s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
+		res := s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
+		s.parked.forget(p) // first: whoever gets the answer, or sees finished (Shutdown), finds the call gone
+		p.done <- res
 		close(p.finished)
-		s.parked.forget(p)
 	}()
 	defer stop()
 	return s.await(ctx, p), nil
