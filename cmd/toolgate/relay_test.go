@@ -17,33 +17,12 @@ import (
 func TestProgressReachesTheClient(t *testing.T) {
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
 	url, _ := httpGateway(t, cfg)
-	clients := map[string]func() *clientWithNotes{
-		"http":  func() *clientWithNotes { return notesOf(connectHTTP(t, url, aliceKey)) },
-		"stdio": func() *clientWithNotes { return notesOf(connectStdio(t, cfg)) },
-	}
-	for name, connect := range clients {
+	for name, connect := range progressClients(t, cfg, url) {
 		t.Run(name, func(t *testing.T) {
 			c := connect()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			req := mcp.CallToolRequest{}
-			req.Params.Name = "hostile__progress"
-			req.Params.Arguments = map[string]any{"steps": 10, "ms": 5}
-			req.Params.Meta = &mcp.Meta{ProgressToken: "client-token-7"}
-			res, err := c.CallTool(ctx, req)
-			if err != nil || res.IsError {
-				t.Fatalf("call: %v %v", err, res)
-			}
 			// Notifications may trail the answer (mcp-go sends them on
 			// another goroutine); wait for most of them.
-			deadline := time.After(10 * time.Second)
-			for c.progress.Load() < 5 {
-				select {
-				case <-c.changed:
-				case <-deadline:
-					t.Fatalf("%d of 10 progress notifications arrived", c.progress.Load())
-				}
-			}
+			callWithProgress(t, c, map[string]any{"steps": 10, "ms": 5}, 5)
 			if c.foreign.Load() != 0 {
 				t.Fatalf("%d notifications carried a token other than the client's", c.foreign.Load())
 			}
@@ -59,35 +38,15 @@ func TestProgressMessagesAreRedacted(t *testing.T) {
 	sample := redacttest.Samples()[2] // an AWS access key
 	cfg := writeConfig(t, stdioUpstream(t, "hostile", ""))
 	url, logs := httpGateway(t, cfg)
-	clients := map[string]func() *clientWithNotes{
-		"http":  func() *clientWithNotes { return notesOf(connectHTTP(t, url, aliceKey)) },
-		"stdio": func() *clientWithNotes { return notesOf(connectStdio(t, cfg)) },
-	}
-	for name, connect := range clients {
+	for name, connect := range progressClients(t, cfg, url) {
 		t.Run(name, func(t *testing.T) {
 			c := connect()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			req := mcp.CallToolRequest{}
-			req.Params.Name = "hostile__progress"
 			// mcp-go's stdio server writes a notification from another
 			// goroutine than the answer, so the last, sent just before the
 			// answer, may reach the gateway after it, when the call has ended
 			// and its progress has nowhere to go: the earlier ones, 5 ms
 			// apart, are what the test waits for.
-			req.Params.Arguments = map[string]any{"steps": 3, "ms": 5, "message": "uploading with " + sample.Text}
-			req.Params.Meta = &mcp.Meta{ProgressToken: "client-token-7"}
-			if res, err := c.CallTool(ctx, req); err != nil || res.IsError {
-				t.Fatalf("call: %v %v", err, res)
-			}
-			deadline := time.After(10 * time.Second)
-			for c.progress.Load() < 2 {
-				select {
-				case <-c.changed:
-				case <-deadline:
-					t.Fatalf("%d of 3 progress notifications arrived (foreign %d)", c.progress.Load(), c.foreign.Load())
-				}
-			}
+			callWithProgress(t, c, map[string]any{"steps": 3, "ms": 5, "message": "uploading with " + sample.Text}, 2)
 			for _, m := range c.progressMessages() {
 				if strings.Contains(m, sample.Secret) || !strings.Contains(m, "[redacted:"+sample.Pattern+"]") || !strings.Contains(m, sample.Kept) {
 					t.Errorf("progress message %q, want the key redacted and %q kept", m, sample.Kept)
@@ -97,6 +56,39 @@ func TestProgressMessagesAreRedacted(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), sample.Secret) {
 		t.Error("the key reached the gateway's log")
+	}
+}
+
+// progressClients connect a client that records its progress notifications
+// to the gateway at url (Streamable HTTP) or to one on cfg over stdio.
+func progressClients(t *testing.T, cfg, url string) map[string]func() *clientWithNotes {
+	return map[string]func() *clientWithNotes{
+		"http":  func() *clientWithNotes { return notesOf(connectHTTP(t, url, aliceKey)) },
+		"stdio": func() *clientWithNotes { return notesOf(connectStdio(t, cfg)) },
+	}
+}
+
+// callWithProgress calls hostile__progress with args under the token
+// notesOf counts, and waits until at least atLeast of its progress
+// notifications have arrived.
+func callWithProgress(t *testing.T, c *clientWithNotes, args map[string]any, atLeast int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "hostile__progress"
+	req.Params.Arguments = args
+	req.Params.Meta = &mcp.Meta{ProgressToken: "client-token-7"}
+	if res, err := c.CallTool(ctx, req); err != nil || res.IsError {
+		t.Fatalf("call: %v %v", err, res)
+	}
+	deadline := time.After(10 * time.Second)
+	for c.progress.Load() < atLeast {
+		select {
+		case <-c.changed:
+		case <-deadline:
+			t.Fatalf("%d of %v progress notifications arrived (foreign %d)", c.progress.Load(), args["steps"], c.foreign.Load())
+		}
 	}
 }
 
