@@ -8,21 +8,25 @@ import (
 	"strings"
 
 	"github.com/lmittmann/tint"
+	"github.com/toolgate/toolgate/internal/logsink"
 )
 
 // newLogger logs to stderr only (stdout carries the protocol in stdio
 // mode): coloured, human-readable lines on a terminal, JSON otherwise so
-// collectors can parse them.
-func newLogger(level string) (*slog.Logger, error) {
+// collectors can parse them. Lines reach stderr through a logsink.Writer,
+// a few milliseconds late and several in one write (why: the package's
+// comment); close it before the process exits.
+func newLogger(level string) (*slog.Logger, *logsink.Writer, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
+		return nil, nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
 	}
-	return slog.New(handlerFor(os.Stderr, lvl)), nil
+	sink := logsink.New(os.Stderr, logsink.Options{})
+	return slog.New(logsink.Handler(handlerFor(sink, isTerminal(os.Stderr), lvl), sink)), sink, nil
 }
 
-func handlerFor(w *os.File, lvl slog.Level) slog.Handler {
-	if isTerminal(w) {
+func handlerFor(w io.Writer, terminal bool, lvl slog.Level) slog.Handler {
+	if terminal {
 		return tint.NewHandler(w, &tint.Options{Level: lvl})
 	}
 	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})

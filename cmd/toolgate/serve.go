@@ -27,12 +27,14 @@ func runServe(args []string) int {
 	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log, err := newLogger(*level)
+	log, sink, err := newLogger(*level)
 	if err != nil {
 		return startFailed(ctx, *stdio, fmt.Sprintf("toolgate: %v\n", err))
 	}
+	defer sink.Close() // deferred first, so it runs last: after gw.Close's lines
 	gw, problem := newGateway(ctx, *configPath, log)
 	if gw == nil {
+		_ = sink.Flush() // what was logged before the problem is printed comes before it
 		return startFailed(ctx, *stdio, problem)
 	}
 	defer gw.Close()

@@ -64,7 +64,8 @@ func TestShadowPolicyEndToEnd(t *testing.T) {
 	if n := strings.Count(body.String(), "\ntoolgate_policy_shadow_disagreements_total{"); n != 2 {
 		t.Errorf("%d disagreement series, want 2:\n%s", n, body.String())
 	}
-	if n := len(p.stderr.Records("shadow policy disagrees")); n != 5 {
+	// the gateway's log lines reach stderr a few ms late (internal/logsink): wait for them
+	if n := len(waitLog(t, p, "shadow policy disagrees", 5)); n != 5 {
 		t.Errorf("%d disagreements logged, want 5", n)
 	}
 
