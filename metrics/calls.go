@@ -56,13 +56,21 @@ func (m *Metrics) CallFinished(tool, outcome, errorCode string, d time.Duration)
 
 // StageDuration observes how long one pipeline stage ("resolve", "authorize", ..., "normalize") took.
 func (m *Metrics) StageDuration(stage string, d time.Duration) {
+	m.StageTimer(stage)(d)
+}
+
+// StageTimer is StageDuration for one stage, its series looked up once: the
+// chain takes one per link when it is built, so the dozen observations of
+// each call skip the lookup (a sync.Map load each, ~40% of StageDuration's
+// CPU samples under load). It observes nothing on a nil *Metrics.
+func (m *Metrics) StageTimer(stage string) func(time.Duration) {
 	if m == nil {
-		return
+		return func(time.Duration) {}
 	}
 	h := m.stageCache.get(stage, func() prometheus.Observer {
 		return m.stageDuration.WithLabelValues(labels(stage)...)
 	})
-	h.Observe(d.Seconds())
+	return func(d time.Duration) { h.Observe(d.Seconds()) }
 }
 
 // UpstreamAttempt observes one upstream tools/call attempt (a retried call makes several): server is

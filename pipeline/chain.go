@@ -31,6 +31,8 @@ type Link struct {
 	// Outer marks a link that wraps the whole call (record): it gets no
 	// span of its own, since the call's span covers exactly it.
 	Outer bool
+
+	observe func(time.Duration) // its stage timer, set by New
 }
 
 // Step is a check: when check returns nil, the call goes on.
@@ -74,6 +76,10 @@ func New(opts Options, links ...Link) *Chain {
 	}
 	if opts.Policy == nil {
 		opts.Policy = func() Policy { return DenyAll{} }
+	}
+	links = append([]Link(nil), links...) // New sets each one's timer: the caller's slice stays as it was
+	for i := range links {
+		links[i].observe = opts.Metrics.StageTimer(links[i].Name)
 	}
 	c := &Chain{links: links, opts: opts}
 	c.next = c.handOver
@@ -133,7 +139,7 @@ func (c *Chain) check(ctx context.Context, x *Exchange, l *Link) (err *envelope.
 	defer func() {
 		err = c.settle(x, l, recover(), err)
 		end := c.opts.Now()
-		c.opts.Metrics.StageDuration(l.Name, end.Sub(start))
+		l.observe(end.Sub(start))
 		x.mark = end
 		tracing.End(span, errorCode(err))
 	}()
@@ -153,7 +159,7 @@ func (c *Chain) wrap(ctx context.Context, x *Exchange, l *Link) (err *envelope.E
 	defer func() {
 		err = c.settle(x, l, recover(), err)
 		end := c.opts.Now()
-		c.opts.Metrics.StageDuration(l.Name, end.Sub(start)-x.inner)
+		l.observe(end.Sub(start) - x.inner)
 		x.mark = end
 		if span != nil {
 			// The span's status is the link's own refusal, not the

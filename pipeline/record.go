@@ -121,7 +121,21 @@ func (r *Recorder) logCall(x *Exchange, d time.Duration) {
 			level = slog.LevelError
 		}
 	}
-	r.Log.LogAttrs(context.Background(), level, "tools/call", attrs...)
+	r.writeLine(level, "tools/call", attrs)
+}
+
+// writeLine hands the line to the logger's handler itself: Logger.LogAttrs
+// would also walk the stack for the caller's PC (runtime.Callers, 16% of
+// logCall's CPU samples), which no handler of ours prints.
+func (r *Recorder) writeLine(level slog.Level, msg string, attrs []slog.Attr) {
+	ctx := context.Background()
+	h := r.Log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), level, msg, 0)
+	rec.AddAttrs(attrs...)
+	_ = h.Handle(ctx, rec) // as Logger does: a line that cannot be written is not the call's failure
 }
 
 // auditCall appends the call's record: who, what (canonical tool and the
