@@ -95,7 +95,8 @@ func (g *Gateway) Addr() string      { return g.serving.addr(g.serving.http) }
 func (g *Gateway) AdminAddr() string { return g.serving.addr(g.serving.admin) }
 
 func (g *Gateway) serve(ln net.Listener, h http.Handler) *listening {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // net/http's complaints among our lines, not raw stderr
 	l := &listening{srv: srv, addr: ln.Addr().String()}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

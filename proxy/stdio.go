@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"log/slog"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -26,6 +27,9 @@ func (s *Server) ServeStdio(ctx context.Context, subject authz.Subject, in io.Re
 	stdio := server.NewStdioServer(s.mcp)
 	for _, opt := range []server.StdioOption{server.WithWorkerPoolSize(stdioWorkers), server.WithQueueSize(stdioQueue)} {
 		opt(stdio)
+	}
+	if s.log != nil { // mcp-go's own errors (a worker's panic, a full queue) as our log lines, not raw stderr
+		stdio.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
 	}
 	// The session registers with Listen's context: carry the subject there
 	// too, so policy changes reach this client; the requests' context is

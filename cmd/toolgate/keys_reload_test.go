@@ -81,6 +81,29 @@ func waitLog(t *testing.T, p *gatewayProcess, msg string, n int) []map[string]an
 	}
 }
 
+// waitCallLine waits until the gateway has logged the tools/call line of
+// principal's call of tool: lines reach stderr a few ms after the answer
+// (internal/logsink), so a scan of the log for what must not be there
+// waits for the last call's line first.
+func waitCallLine(t *testing.T, p *gatewayProcess, principal, tool string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		for _, rec := range p.stderr.Records("tools/call") {
+			if rec["principal"] == principal && rec["tool"] == tool {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the gateway exited (%v) before logging %s's call of %s", p.err, principal, tool)
+		case <-deadline:
+			t.Fatalf("the gateway did not log %s's call of %s in 30s", principal, tool)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // loggedURL is the "url" of the gateway's first log record msg.
 func loggedURL(t *testing.T, p *gatewayProcess, msg string) string {
 	t.Helper()
@@ -149,6 +172,7 @@ func TestNewAPIKeyWithoutRestart(t *testing.T) {
 		if _, env := callE2E(t, erin, "hostile__sleep", `{"ms":1}`); env["error_code"] != "tool_not_found" && env["error_code"] != "tool_not_allowed" {
 			t.Fatalf("erin's call of a tool her line does not grant: %v", env)
 		}
+		waitCallLine(t, p, "erin", "hostile__sleep") // the last call's line: every line before it is out too
 		for _, secret := range []string{daveKey, authn.HashKey(daveKey), erinKey, authn.HashKey(erinKey)} {
 			if strings.Contains(p.stderr.String(), secret) {
 				t.Fatal("the gateway logged a key or a key's hash")
@@ -347,6 +371,7 @@ func TestAdminKeyReload(t *testing.T) {
 	if _, env := callE2E(t, connectHTTP(t, url, aliceKey), "hostile__echo", `{}`); env["ok"] != true {
 		t.Errorf("alice after the admin key reload: %v", env)
 	}
+	waitCallLine(t, p, "alice", "hostile__echo")
 	for _, secret := range []string{oldAdmin, newAdmin, authn.HashKey(oldAdmin), authn.HashKey(newAdmin)} {
 		if strings.Contains(p.stderr.String(), secret) {
 			t.Error("the gateway logged an admin key or its hash")

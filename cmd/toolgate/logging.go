@@ -22,7 +22,11 @@ func newLogger(level string) (*slog.Logger, *logsink.Writer, error) {
 		return nil, nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
 	}
 	sink := logsink.New(os.Stderr, logsink.Options{})
-	return slog.New(logsink.Handler(handlerFor(sink, isTerminal(os.Stderr), lvl), sink)), sink, nil
+	log := slog.New(logsink.Handler(handlerFor(sink, isTerminal(os.Stderr), lvl), sink))
+	// Libraries that print with the standard log package (OpenTelemetry's
+	// exporter errors) become lines of this log too, in order with the rest.
+	slog.SetDefault(log)
+	return log, sink, nil
 }
 
 func handlerFor(w io.Writer, terminal bool, lvl slog.Level) slog.Handler {

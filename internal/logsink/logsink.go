@@ -15,7 +15,8 @@
 // (a reader that stops reading stalls the logging goroutines then, as
 // before, rather than growing the buffer or losing lines). Lines at error
 // level and above are written at once (Handler), and Close writes what is
-// held. What a process killed outright (SIGKILL, OOM) loses is the lines
+// held. What a process killed outright (SIGKILL, OOM) or ended by an unrecovered
+// panic loses is the lines
 // of its last FlushDelay; the audit trail, which is written before every
 // answer, is the record that survives that.
 package logsink
@@ -77,7 +78,7 @@ func New(out io.Writer, o Options) *Writer {
 // before it returns. After Close it writes p through.
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	if w.closed {
+	if w.closed { // Close held writing until it had written what it held: this comes after
 		w.mu.Unlock()
 		w.writing.Lock()
 		defer w.writing.Unlock()
@@ -91,9 +92,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	w.mu.Unlock()
 	if full {
-		if err := w.Flush(); err != nil {
-			return 0, err
-		}
+		return len(p), w.Flush() // p is taken either way: a retry would write it twice
 	}
 	return len(p), nil
 }
@@ -102,7 +101,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (w *Writer) Flush() error {
 	w.writing.Lock()
 	defer w.writing.Unlock()
+	return w.flushLocked(false)
+}
+
+// flushLocked is Flush with writing held; close also marks the Writer
+// closed, in the same step as it takes what is held.
+func (w *Writer) flushLocked(close bool) error {
 	w.mu.Lock()
+	w.closed = w.closed || close
 	batch := w.pending
 	w.pending, w.spare = w.spare[:0], nil
 	w.armed = false
@@ -128,12 +134,11 @@ func (w *Writer) keep(batch []byte) {
 	w.mu.Unlock()
 }
 
-// Close writes what is held; later writes go straight through.
+// Close writes what is held; later writes go straight through, after it.
 func (w *Writer) Close() error {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	return w.Flush()
+	w.writing.Lock()
+	defer w.writing.Unlock()
+	return w.flushLocked(true)
 }
 
 // Handler wraps h so that a record at error level or above, and everything

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -160,6 +163,43 @@ func TestCloseWritesWhatIsHeld(t *testing.T) {
 			t.Fatalf("after a write after Close: %q, want it written through", got)
 		}
 	})
+}
+
+// A line written while Close runs comes after every line held before it:
+// Close marks the Writer closed only once it holds the destination.
+func TestLinesStayInOrderAcrossClose(t *testing.T) {
+	for iter := range 1000 {
+		out := &recorder{}
+		w := New(out, Options{FlushDelay: time.Hour})
+		var written atomic.Int64
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; ; i++ {
+				fmt.Fprintf(w, "%d\n", i)
+				written.Add(1)
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+		for written.Load() < 10 { // Close while the writer is mid-stream
+			runtime.Gosched()
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		<-done
+		all := strings.Split(strings.TrimSuffix(strings.Join(out.got(), ""), "\n"), "\n")
+		for i, s := range all {
+			if n, _ := strconv.Atoi(s); n != i {
+				t.Fatalf("iteration %d: line %d is %q: a line overtook the ones Close was writing", iter, i, s)
+			}
+		}
+	}
 }
 
 // An error line is written before Handle returns, with the lines held
