@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -18,6 +19,13 @@ import (
 
 // Tool is the name of the echo tool.
 const Tool = "echo"
+
+// Blob is the name of the tool that answers a text of "bytes" bytes (at
+// most MaxBlob), for the memory figure with large results.
+const Blob = "blob"
+
+// MaxBlob is the largest text blob answers.
+const MaxBlob = 64 << 20
 
 // ExtraName is the name of the i-th extra tool: tool_00000, tool_00001, ...
 // Fixed width keeps the names sortable and the policy generator simple.
@@ -59,6 +67,9 @@ func New(name string, extra int) *server.MCPServer {
 		mcp.WithDescription("Answers its message as text."),
 		mcp.WithString("message", mcp.Required(), mcp.Description("the text to answer")),
 	), handleEcho)
+	s.AddTool(mcp.NewTool(Blob,
+		mcp.WithDescription("Answers a text of the given number of bytes."),
+		mcp.WithNumber("bytes", mcp.Required(), mcp.Description("the text's length"))), handleBlob)
 	tools := make([]server.ServerTool, 0, extra)
 	for i := range extra {
 		tools = append(tools, server.ServerTool{
@@ -80,6 +91,14 @@ func handleEcho(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	return mcp.NewToolResultText(msg), nil
+}
+
+func handleBlob(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	n, err := req.RequireInt("bytes")
+	if err != nil || n < 0 || n > MaxBlob {
+		return mcp.NewToolResultError(fmt.Sprintf("bytes: expected 0 to %d", MaxBlob)), nil
+	}
+	return mcp.NewToolResultText(strings.Repeat("x", n)), nil
 }
 
 func handleExtra(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -55,6 +55,7 @@ func Run(ctx context.Context, e Env) *report.Scaling {
 	policyFigures(ctx, e, s)
 	catalogFigures(ctx, e, s)
 	sessionFigures(ctx, e, s)
+	bigResultFigures(ctx, e, s)
 	return s
 }
 

@@ -32,6 +32,8 @@ type Gateway struct {
 	Extra string
 	// NoFastPath sets listen.fast_path: false.
 	NoFastPath bool
+	// MaxResultBytes sets limits.max_result_bytes (zero: toolgate's default).
+	MaxResultBytes int
 }
 
 // Write writes toolgate.yaml, model.conf (the text given) and policy.csv
@@ -50,7 +52,11 @@ func (g Gateway) Write(dir, model string) (string, error) {
 	for _, p := range sortedKeys(g.Keys) {
 		fmt.Fprintf(&b, "    - {principal: %s, sha256: %q}\n", p, HashKey(g.Keys[p]))
 	}
-	b.WriteString("limits: {max_in_flight: 256, init_timeout: 2m}\n")
+	b.WriteString("limits: {max_in_flight: 256, init_timeout: 2m")
+	if g.MaxResultBytes > 0 {
+		fmt.Fprintf(&b, ", max_result_bytes: %d", g.MaxResultBytes)
+	}
+	b.WriteString("}\n")
 	b.WriteString(g.Extra)
 	b.WriteString("mcpServers:\n")
 	for _, s := range g.Servers {
