@@ -73,6 +73,9 @@ const (
 	DefaultDedupKeyWindow = 24 * time.Hour
 	// DefaultDedupMaxEntries bounds the finished answers kept for replay.
 	DefaultDedupMaxEntries = 10000
+	// DefaultDedupMaxBytes bounds the bytes of those answers: 64 MiB. 10,000
+	// answers of the default 1 MiB result limit would be 10 GB.
+	DefaultDedupMaxBytes int64 = 64 << 20
 	// DefaultPinningMode records each tool's definition on first sight and blocks a later change until an
 	// admin approves it.
 	DefaultPinningMode = PinningTOFU
@@ -147,6 +150,7 @@ var (
 	dedupWindowRange    = durRange{min: 0, max: 24 * time.Hour}                  // limits.dedup.window (0 is allowed)
 	dedupKeyWindowRange = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // limits.dedup.key_window
 	dedupEntriesRange   = countRange{min: 1, max: 1000000}                       // limits.dedup.max_entries
+	dedupBytesRange     = byteRange{min: 1 << 20, max: 16 << 30}                 // limits.dedup.max_bytes
 	approvalTTLRange    = durRange{min: time.Minute, max: 30 * 24 * time.Hour}   // approvals.ttl
 
 	auditFsyncIntervalRange = durRange{min: 10 * time.Millisecond, max: time.Minute} // audit.fsync_interval
@@ -472,6 +476,11 @@ func (c *Config) DedupKeyWindow() time.Duration {
 // DedupMaxEntries bounds the finished answers kept: limits.dedup.max_entries, else 10000.
 func (c *Config) DedupMaxEntries() int {
 	return cmp.Or(c.Limits.Dedup.MaxEntries, DefaultDedupMaxEntries)
+}
+
+// DedupMaxBytes bounds the bytes of the finished answers kept: limits.dedup.max_bytes, else 64 MiB.
+func (c *Config) DedupMaxBytes() int64 {
+	return cmp.Or(c.Limits.Dedup.MaxBytes, DefaultDedupMaxBytes)
 }
 
 // DedupIncludeRetrySafe says whether retry-safe tools are deduplicated too (default false: repeating

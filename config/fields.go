@@ -187,6 +187,7 @@ func (l *loader) dedupFields(x *Dedup) fields {
 		"window":             set(&x.Window, l.optDuration),
 		"key_window":         set(&x.KeyWindow, l.duration),
 		"max_entries":        set(&x.MaxEntries, l.count),
+		"max_bytes":          set(&x.MaxBytes, l.bytes),
 		"include_retry_safe": set(&x.IncludeRetrySafe, l.boolean),
 	}
 }

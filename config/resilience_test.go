@@ -49,6 +49,8 @@ var resilienceProblems = func() []problemCase {
 		{"dedup window over a day", "limits: {dedup: {window: 48h}}\n", nil, 1, "limits.dedup.window", "expected a duration from 0s to 24h, got 48h"},
 		{"dedup key_window too short", "limits: {dedup: {key_window: 10s}}\n", nil, 1, "limits.dedup.key_window", "expected a duration from 1m to 720h, got 10s"},
 		{"dedup max_entries negative", "limits: {dedup: {max_entries: -1}}\n", nil, 1, "limits.dedup.max_entries", "expected a whole number from 1 to 1000000, got -1"},
+		{"dedup max_bytes too small", "limits: {dedup: {max_bytes: 1000}}\n", nil, 1, "limits.dedup.max_bytes", "(1 MiB)"},
+		{"dedup max_bytes a string", "limits: {dedup: {max_bytes: 64MiB}}\n", nil, 1, "limits.dedup.max_bytes", `expected an integer number of bytes such as 1048576, got the string "64MiB"`},
 		{"dedup unknown key", "limits: {dedup: {windw: 1m}}\n", nil, 1, "limits.dedup.windw", "unknown key"},
 		{"ratio infinite", "limits: {retry_budget: {ratio: .inf}}\n", nil, 1, "limits.retry_budget.ratio", "expected a number such as 0.5, got the number .inf"},
 		{"retry_budget on a server", stdio + "    retry_budget: {ratio: 0.1}\n", nil, 4, "mcpServers.orders.retry_budget", `unknown key; allowed keys here: args, auth, breaker`},
@@ -208,14 +210,14 @@ func TestRetryDelaysInRange(t *testing.T) {
 func TestDedupAccessors(t *testing.T) {
 	var zero Config
 	if zero.DedupWindow() != DefaultDedupWindow || zero.DedupKeyWindow() != DefaultDedupKeyWindow ||
-		zero.DedupMaxEntries() != DefaultDedupMaxEntries || zero.DedupIncludeRetrySafe() {
+		zero.DedupMaxEntries() != DefaultDedupMaxEntries || zero.DedupMaxBytes() != DefaultDedupMaxBytes || zero.DedupIncludeRetrySafe() {
 		t.Fatal("zero config does not give the dedup defaults")
 	}
-	cfg, err := Parse("toolgate.yaml", []byte("limits: {dedup: {window: 0s, key_window: 2h, max_entries: 5, include_retry_safe: true}}\n"), nil)
+	cfg, err := Parse("toolgate.yaml", []byte("limits: {dedup: {window: 0s, key_window: 2h, max_entries: 5, max_bytes: 2097152, include_retry_safe: true}}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DedupWindow() != 0 || cfg.DedupKeyWindow() != 2*time.Hour || cfg.DedupMaxEntries() != 5 || !cfg.DedupIncludeRetrySafe() {
+	if cfg.DedupWindow() != 0 || cfg.DedupKeyWindow() != 2*time.Hour || cfg.DedupMaxEntries() != 5 || cfg.DedupMaxBytes() != 2<<20 || !cfg.DedupIncludeRetrySafe() {
 		t.Fatalf("dedup settings: %v %v %v %v", cfg.DedupWindow(), cfg.DedupKeyWindow(), cfg.DedupMaxEntries(), cfg.DedupIncludeRetrySafe())
 	}
 }

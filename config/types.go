@@ -248,11 +248,12 @@ type Limits struct {
 }
 
 // Dedup configures duplicate suppression of calls to tools that are not retry-safe; read it through
-// DedupWindow, DedupKeyWindow, DedupMaxEntries and DedupIncludeRetrySafe.
+// DedupWindow, DedupKeyWindow, DedupMaxEntries, DedupMaxBytes and DedupIncludeRetrySafe.
 type Dedup struct {
 	Window           *Duration `yaml:"window"`             // how long a finished call's answer is replayed; 0s: only join calls in flight
 	KeyWindow        Duration  `yaml:"key_window"`         // the same for a client idempotency key
 	MaxEntries       int       `yaml:"max_entries"`        // finished answers kept at most
+	MaxBytes         int64     `yaml:"max_bytes"`          // and their bytes at most
 	IncludeRetrySafe bool      `yaml:"include_retry_safe"` // deduplicate retry-safe tools too
 }
 

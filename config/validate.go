@@ -138,6 +138,7 @@ func (l *loader) checkDedup(path string, x Dedup) {
 	}
 	l.checkDuration(child(path, "key_window"), x.KeyWindow, dedupKeyWindowRange)
 	l.checkCount(child(path, "max_entries"), x.MaxEntries, dedupEntriesRange)
+	l.checkBytes(child(path, "max_bytes"), x.MaxBytes, dedupBytesRange)
 }
 
 func (l *loader) checkListen(x *Listen) {

@@ -20,6 +20,10 @@ import (
 type Options struct {
 	// MaxEntries bounds the calls this replica remembers (default 10000).
 	MaxEntries int
+	// MaxBytes bounds the bytes of the answers it keeps for replay
+	// (default 64 MiB); an answer over a quarter of it is joined while in
+	// flight but not kept (see Table.LimitBytes).
+	MaxBytes int64
 	// Window is how long a finished call's answer is replayed for an
 	// identical call (0: calls in flight are still joined).
 	Window time.Duration
@@ -54,8 +58,11 @@ type Guard struct {
 	encode func(recorded) ([]byte, error) // encodeRecorded; tests make it fail
 }
 
-// defaultMaxEntries is the bound when Options.MaxEntries is 0.
-const defaultMaxEntries = 10000
+// The bounds when Options.MaxEntries and MaxBytes are 0.
+const (
+	defaultMaxEntries       = 10000
+	defaultMaxBytes   int64 = 64 << 20
+)
 
 // NewGuard builds duplicate suppression with its own table.
 func NewGuard(o Options) *Guard {
@@ -65,7 +72,55 @@ func NewGuard(o Options) *Guard {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = defaultMaxEntries
 	}
-	return &Guard{Options: o, table: NewTable[recorded](o.MaxEntries, o.Now), encode: encodeRecorded}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = defaultMaxBytes
+	}
+	table := NewTable[recorded](o.MaxEntries, o.Now)
+	table.LimitBytes(o.MaxBytes, recordedBytes)
+	return &Guard{Options: o, table: table, encode: encodeRecorded}
+}
+
+// recordedBytes is about what a kept answer holds in memory: its texts,
+// blobs and structured content, and a little for the rest.
+func recordedBytes(r recorded) int64 {
+	const overhead = 512 // the entry, the envelope's fields, the notes' headers
+	n := int64(overhead)
+	if r.result != nil {
+		n += resultBytes(r.result)
+	}
+	for _, note := range r.notes {
+		n += int64(len(note.Log))
+	}
+	return n
+}
+
+// resultBytes sums the sizes of a result's content and structured content.
+func resultBytes(res *mcp.CallToolResult) int64 {
+	var n int64
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case mcp.TextContent:
+			n += int64(len(c.Text))
+		case mcp.ImageContent:
+			n += int64(len(c.Data))
+		case mcp.AudioContent:
+			n += int64(len(c.Data))
+		case mcp.EmbeddedResource:
+			switch r := c.Resource.(type) {
+			case mcp.TextResourceContents:
+				n += int64(len(r.Text))
+			case mcp.BlobResourceContents:
+				n += int64(len(r.Blob))
+			}
+		}
+	}
+	switch s := res.StructuredContent.(type) {
+	case json.RawMessage:
+		n += int64(len(s))
+	case []byte:
+		n += int64(len(s))
+	}
+	return n
 }
 
 // recorded is what an executed call leaves for the calls that join or
@@ -141,12 +196,27 @@ func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next
 		}
 		run(ctx, x, next)
 		return answerOf(ctx, x, argsKey, g.Now())
-	}, func(a recorded) bool { return a.reached && a.remote == 0 && a.shareable() })
+	}, func(a recorded) bool { return a.reached && a.remote == 0 && a.shareable() && g.keepable(x, a) })
 	if sharing == Joined && (errors.Is(err, ErrLeft) || (err == nil && !a.shareable())) {
 		next(ctx, x)
 		return answerOf(ctx, x, argsKey, g.Now()), Executed, nil
 	}
 	return a, sharing, err
+}
+
+// keepable reports whether the answer is small enough to keep for replay
+// (a quarter of MaxBytes, as Table.LimitBytes decides), and says so in the
+// log when it is not: an identical call within the window runs again.
+func (g *Guard) keepable(x *pipeline.Exchange, a recorded) bool {
+	size := recordedBytes(a)
+	if size <= g.MaxBytes/4 {
+		return true
+	}
+	if g.Log != nil {
+		g.Log.Info("answer too large to keep for replay: an identical call within the window runs again",
+			"tool", x.Tool.ID, "principal", x.Call.Subject.Principal, "bytes", size, "limit", g.MaxBytes/4)
+	}
+	return false
 }
 
 // leaveWhenAsked is the channel that lets calls joining this one stop

@@ -1,9 +1,11 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +101,40 @@ func TestIdempotencyKey(t *testing.T) {
 		reused.Args = []byte(`{"order_id":2}`)
 		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), reused)); pipelinetest.Code(env) != "invalid_arguments" || up.Calls.Load() != 1 {
 			t.Fatalf("key reused with other arguments: %s, executions %d", pipelinetest.Code(env), up.Calls.Load())
+		}
+	})
+}
+
+// An answer over a quarter of MaxBytes reaches its caller whole but is not
+// kept for replay: its repeat runs again, and the log says why. A smaller
+// one is replayed as usual.
+func TestAnswersTooLargeToKeepAreNotReplayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := strings.Repeat("z", 300<<10)
+		up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+			if n > 2 {
+				return json.RawMessage(pipelinetest.OKText), nil
+			}
+			return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": big}}})
+		}}
+		var logs bytes.Buffer
+		p := &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20,
+			Log: slog.New(slog.NewJSONHandler(&logs, nil))})}
+		p.Guards = []pipeline.Link{p.dedup.Link()}
+		call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
+		for i := range 2 {
+			res := p.Handle(context.Background(), call)
+			if env := pipelinetest.Envelope(t, res); env.Replayed || len(res.Content) != 1 || len(res.Content[0].(mcp.TextContent).Text) != len(big) {
+				t.Fatalf("call %d: replayed=%v, want the whole %d-byte answer, executed", i+1, env.Replayed, len(big))
+			}
+		}
+		if up.Calls.Load() != 2 || !strings.Contains(logs.String(), "answer too large to keep for replay") {
+			t.Fatalf("%d executions, want 2; log:\n%s", up.Calls.Load(), logs.String())
+		}
+		small := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)}
+		p.Handle(context.Background(), small)
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), small)); !env.Replayed || up.Calls.Load() != 3 {
+			t.Fatalf("a small answer: replayed=%v executions=%d, want replayed after 3", env.Replayed, up.Calls.Load())
 		}
 	})
 }

@@ -57,11 +57,15 @@ func (e *PanicError) Error() string {
 // immutable once fn returned it (use a value type or never modify what a
 // pointer points to).
 //
-// Memory: at most maxEntries finished results, plus one entry per call in
-// flight (bounded by the callers themselves).
+// Memory: at most maxEntries finished results (and, with LimitBytes, at
+// most that many of their bytes), plus one entry per call in flight
+// (bounded by the callers themselves).
 type Table[R any] struct {
-	now func() time.Time
-	max int
+	now      func() time.Time
+	max      int
+	maxBytes int64         // LimitBytes; 0: no bound
+	sizeOf   func(R) int64 // LimitBytes
+	bytes    int64         // the finished entries' sizeOf, summed
 
 	mu       sync.Mutex
 	entries  map[Key]*entry[R] // in flight and finished
@@ -88,6 +92,7 @@ type entry[R any] struct {
 
 	// Set when the entry is kept as finished.
 	kept       bool
+	size       int64 // sizeOf(result), with LimitBytes
 	finishedAt time.Time
 	expires    time.Time
 	prev, next *entry[R]
@@ -102,6 +107,15 @@ func NewTable[R any](maxEntries int, now func() time.Time) *Table[R] {
 		now = time.Now
 	}
 	return &Table[R]{now: now, max: maxEntries, entries: make(map[Key]*entry[R])}
+}
+
+// LimitBytes bounds the finished results kept by their size as sizeOf
+// measures it: at most max bytes in all (the oldest go first), and a result
+// over a quarter of max is not kept at all, so that one large answer cannot
+// push out every other (calls in flight are still joined). Call it before
+// the table is used.
+func (t *Table[R]) LimitBytes(max int64, sizeOf func(R) int64) {
+	t.maxBytes, t.sizeOf = max, sizeOf
 }
 
 // Do runs fn at most once for key at a time. A caller arriving while an identical call is in flight waits for it (or for
@@ -231,6 +245,10 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	defer t.mu.Unlock()
 	e.result, e.err = r, err
 	close(e.done)
+	if t.sizeOf != nil && keep && err == nil {
+		e.size = t.sizeOf(r)
+		keep = e.size <= t.maxBytes/4
+	}
 	if !keep || err != nil || window <= 0 || t.max <= 0 {
 		delete(t.entries, e.key)
 		return
@@ -247,7 +265,8 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	t.newest = e
 	heap.Push(&t.expiry, e)
 	t.finished++
-	for t.finished > t.max {
+	t.bytes += e.size
+	for t.finished > t.max || (t.maxBytes > 0 && t.bytes > t.maxBytes) {
 		t.drop(t.oldest)
 	}
 }
@@ -275,6 +294,14 @@ func (t *Table[R]) drop(e *entry[R]) {
 	e.prev, e.next = nil, nil
 	heap.Remove(&t.expiry, e.heapIndex)
 	t.finished--
+	t.bytes -= e.size
+}
+
+// Bytes is the size of the finished results kept (with LimitBytes).
+func (t *Table[R]) Bytes() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bytes
 }
 
 // Len reports the calls in flight and the finished results kept (including

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,6 +395,65 @@ func TestDoEviction(t *testing.T) {
 		if _, s, _ := tb.Do(t.Context(), k(st.key), time.Hour, fn, nil); s != st.want {
 			t.Fatalf("key %d: %v, want %v", st.key, s, st.want)
 		}
+	}
+}
+
+// With LimitBytes, the finished results kept stay within the bytes given:
+// the oldest go first, and a result over a quarter of the bound is given
+// to its caller (and to calls that joined it) but not kept for replay.
+func TestDoEvictionByBytes(t *testing.T) {
+	tb, clk, _ := newTestTable(100)
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) })
+	k := func(i int) Key { return ArgsKey("alice", "t", fmt.Appendf(nil, "%d", i)) }
+	sized := func(n int) func(context.Context) string {
+		return func(context.Context) string { return strings.Repeat("x", n) }
+	}
+	for i := 1; i <= 5; i++ { // 5 × 25 bytes: the first is dropped for the fifth
+		tb.Do(t.Context(), k(i), time.Hour, sized(25), nil)
+		clk.Advance(time.Second)
+	}
+	if _, fin := tb.Len(); fin != 4 || tb.Bytes() != 100 {
+		t.Fatalf("kept %d results of %d bytes, want 4 of 100", fin, tb.Bytes())
+	}
+	if _, s, _ := tb.Do(t.Context(), k(2), time.Hour, sized(25), nil); s != Replayed {
+		t.Fatalf("the second result: %v, want Replayed", s)
+	}
+	if _, s, _ := tb.Do(t.Context(), k(1), time.Hour, sized(25), nil); s != Executed { // and now 2 is the oldest, dropped
+		t.Fatalf("the first result, over the bound: %v, want Executed", s)
+	}
+	if r, s, _ := tb.Do(t.Context(), k(9), time.Hour, sized(26), nil); s != Executed || len(r) != 26 {
+		t.Fatalf("a result over a quarter of the bound: (%d bytes, %v), want its 26 bytes, Executed", len(r), s)
+	}
+	if _, s, _ := tb.Do(t.Context(), k(9), time.Hour, sized(26), nil); s != Executed {
+		t.Fatalf("its repeat: %v, want Executed (it was not kept)", s)
+	}
+	if _, fin := tb.Len(); fin != 4 || tb.Bytes() != 100 {
+		t.Fatalf("kept %d results of %d bytes, want 4 of 100 (the large one never counted)", fin, tb.Bytes())
+	}
+	tb.purge(clk.Now().Add(2 * time.Hour))
+	if _, fin := tb.Len(); fin != 0 || tb.Bytes() != 0 {
+		t.Fatalf("after every window: kept %d results of %d bytes, want none", fin, tb.Bytes())
+	}
+}
+
+// A result too large to keep still reaches every call that joined it.
+func TestJoinersGetAResultTooLargeToKeep(t *testing.T) {
+	tb, _, joined := newTestTable(100)
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) })
+	big := strings.Repeat("y", 60)
+	fn, started, release, runs := gated(big)
+	first := goDo(t.Context(), tb, keyA, time.Hour, fn, nil)
+	<-started
+	second := goDo(t.Context(), tb, keyA, time.Hour, fn, nil)
+	<-joined
+	close(release)
+	expect(t, <-first, big, Executed)
+	expect(t, <-second, big, Joined)
+	if runs.Load() != 1 {
+		t.Fatalf("%d runs, want 1", runs.Load())
+	}
+	if _, fin := tb.Len(); fin != 0 {
+		t.Fatalf("%d results kept, want none", fin)
 	}
 }
 

@@ -124,6 +124,7 @@ func resilienceFrom(cfg *config.Config, breakers *breaker.Set) pipeline.Resilien
 func dedupFrom(cfg *config.Config, store *state.Client, m *metrics.Metrics, log *slog.Logger) *dedup.Guard {
 	o := dedup.Options{
 		MaxEntries:   cfg.DedupMaxEntries(),
+		MaxBytes:     cfg.DedupMaxBytes(),
 		Window:       cfg.DedupWindow(),
 		KeyWindow:    cfg.DedupKeyWindow(),
 		RetrySafeToo: cfg.DedupIncludeRetrySafe(),
