@@ -69,7 +69,8 @@ func New(name string, extra int) *server.MCPServer {
 	), handleEcho)
 	s.AddTool(mcp.NewTool(Blob,
 		mcp.WithDescription("Answers a text of the given number of bytes."),
-		mcp.WithNumber("bytes", mcp.Required(), mcp.Description("the text's length"))), handleBlob)
+		mcp.WithNumber("bytes", mcp.Required(), mcp.Description("the text's length")),
+		mcp.WithString("tag", mcp.Description("ignored: makes calls distinct"))), handleBlob)
 	tools := make([]server.ServerTool, 0, extra)
 	for i := range extra {
 		tools = append(tools, server.ServerTool{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -19,18 +20,23 @@ import (
 const (
 	bigCallers   = 50
 	bigResult    = 5 << 20 // 5 MiB of text
-	bigCallsEach = 4
+	bigCallsEach = 2
 )
 
 // bigResultFigures starts a gateway whose result limit lets 5 MiB through,
 // opens 50 sessions, resets the gateway's peak RSS, has every session call
-// echo's blob tool for 5 MiB four times at once, and reports the peak.
+// echo's blob tool for 5 MiB twice, all at once, and reports the peak. Each
+// call has arguments of its own (a tag), so that every one runs: identical
+// ones would be joined and replayed by duplicate suppression. The 100
+// answers (500 MiB) all come through the one upstream's pipe, so the calls
+// get a minute, not the default 8 s.
 func bigResultFigures(ctx context.Context, e Env, s *report.Scaling) {
 	up := e.Echo
 	up.Name = "go"
 	g := targets.Gateway{Servers: []targets.Upstream{up}, Keys: map[string]string{principal: key}, Stdio: principal,
 		Policy:         fmt.Sprintf("p, benchers, %s/%s, call, allow\ng, %s, benchers\n", up.Name, echo.Blob, principal),
 		MaxResultBytes: bigResult + 64<<10, // the text and its envelope
+		Timeout:        time.Minute,
 	}
 	gw := start(ctx, e, s, "big-results", "1 upstream, results up to 5 MiB allowed", g, up.Name+"__"+up.Tool)
 	if gw == nil {
@@ -71,12 +77,12 @@ func bigResultFigures(ctx context.Context, e Env, s *report.Scaling) {
 func pullBlobs(ctx context.Context, clients []*client.Client, tool string, n int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(clients))
-	for _, c := range clients {
+	for ci, c := range clients {
 		wg.Go(func() {
-			for range n {
+			for i := range n {
 				req := mcp.CallToolRequest{}
 				req.Params.Name = tool
-				req.Params.Arguments = map[string]any{"bytes": bigResult}
+				req.Params.Arguments = map[string]any{"bytes": bigResult, "tag": fmt.Sprintf("%d-%d", ci, i)}
 				res, err := c.CallTool(ctx, req)
 				if err == nil && (res.IsError || len(res.Content) != 1) {
 					err = fmt.Errorf("answer is not one text: %+v", res.Content)

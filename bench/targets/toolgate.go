@@ -34,6 +34,8 @@ type Gateway struct {
 	NoFastPath bool
 	// MaxResultBytes sets limits.max_result_bytes (zero: toolgate's default).
 	MaxResultBytes int
+	// Timeout sets limits.timeout (zero: toolgate's default).
+	Timeout time.Duration
 }
 
 // Write writes toolgate.yaml, model.conf (the text given) and policy.csv
@@ -55,6 +57,9 @@ func (g Gateway) Write(dir, model string) (string, error) {
 	b.WriteString("limits: {max_in_flight: 256, init_timeout: 2m")
 	if g.MaxResultBytes > 0 {
 		fmt.Fprintf(&b, ", max_result_bytes: %d", g.MaxResultBytes)
+	}
+	if g.Timeout > 0 {
+		fmt.Fprintf(&b, ", timeout: %s", g.Timeout)
 	}
 	b.WriteString("}\n")
 	b.WriteString(g.Extra)
