@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,15 +73,25 @@ func BenchmarkFastTake(b *testing.B) {
 	}
 }
 
-// BenchmarkFastAnswer is the fast path's encoding of the usual answer.
+// BenchmarkFastAnswer is the fast path's encoding of the usual answer, as
+// a 2025-11-25 and as a 2026-07-28 call gets it, and of a 1 MiB text.
+//
+//	go test ./proxy -run XXX -bench FastAnswer -benchmem
 func BenchmarkFastAnswer(b *testing.B) {
-	res := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(`{"found":true}`)},
+	plain := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(`{"found":true}`)},
 		StructuredContent: json.RawMessage(`{"ok":true,"data":{"found":true},"error_code":null,"message":null,"retryable":false}`)}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := encodeAnswer(json.RawMessage(`17`), res, nil); err != nil {
-			b.Fatal(err)
-		}
+	modern := (&Server{identity: mcp.Implementation{Name: "toolgate", Version: "dev"}}).decorateModern(plain)
+	big := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(strings.Repeat("x", 1<<20))},
+		StructuredContent: json.RawMessage(`{"ok":true,"data":"` + strings.Repeat("x", 1<<20) + `"}`)}
+	for name, res := range map[string]*mcp.CallToolResult{"2025-11-25": plain, "2026-07-28": modern, "1MiB-text": big} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeAnswer(json.RawMessage(`17`), res, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

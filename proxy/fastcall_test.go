@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,14 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 		"image and resource": {Content: []mcp.Content{mcp.NewImageContent("AAAA", "image/png"),
 			mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "file:///a", Text: "t"})},
 			StructuredContent: json.RawMessage(`{"ok":true}`)},
+		"2026-07-28: resultType and _meta": {Result: mcp.Result{Meta: resultMeta(), ResultType: mcp.ResultTypeComplete},
+			Content: []mcp.Content{mcp.NewTextContent("a\tb\x01\xff\u2029")}, StructuredContent: json.RawMessage(` {"ok" : true} `)},
+		"2026-07-28 tool error": {Result: mcp.Result{Meta: resultMeta(), ResultType: mcp.ResultTypeComplete}, IsError: true,
+			Content: []mcp.Content{mcp.NewTextContent("tool_failed: <boom>")}, StructuredContent: json.RawMessage(`{"ok":false}`)},
+		"annotated text": {Content: []mcp.Content{mcp.TextContent{Type: "text", Text: "x",
+			Annotated: mcp.Annotated{Annotations: &mcp.Annotations{Priority: ptrTo(0.5)}}}}, StructuredContent: json.RawMessage(`{}`)},
+		"a large text": {Content: []mcp.Content{mcp.NewTextContent(strings.Repeat("0123456789<>&\"", 100_000))},
+			StructuredContent: json.RawMessage(`{"ok":true,"data":"` + strings.Repeat("x", 1_000_000) + `"}`)},
 	}
 	for name, res := range results {
 		got, ok := appendResponse(nil, json.RawMessage(`7`), res)
@@ -82,7 +91,6 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 		}
 	}
 	for name, res := range map[string]*mcp.CallToolResult{
-		"_meta":               {Result: mcp.Result{Meta: &mcp.Meta{}}, StructuredContent: json.RawMessage(`{}`)},
 		"not raw JSON":        {StructuredContent: map[string]any{"ok": true}},
 		"invalid JSON":        {StructuredContent: json.RawMessage(`{"ok":`)},
 		"raw structured copy": {RawStructuredContent: json.RawMessage(`{}`)},
@@ -91,6 +99,32 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 			t.Errorf("%s: written by hand", name)
 		}
 	}
+}
+
+// resultMeta is the _meta decorateModern gives a 2026-07-28 result.
+func resultMeta() *mcp.Meta {
+	m := &mcp.Meta{AdditionalFields: map[string]any{"io.example/x": "<y>"}}
+	m.SetServerInfo(mcp.Implementation{Name: "toolgate", Version: "dev"})
+	return m
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// appendJSONString quotes as encoding/json does, byte for byte.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\"b\\c/", "\b\f\n\r\t\x00\x1f\x7f", "<a href='x'>&amp;</a>",
+		"\u2028\u2029", "\xff\xfe", "\xe2\x80", "é日本🙂", "\xed\xa0\x80", "x\u2028y\xc0z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString([]byte("prefix"), s); string(got) != "prefix"+string(want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got[len("prefix"):], want)
+		}
+	})
 }
 
 // What initialize learnt of a client's capabilities waits for mcp-go to

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -168,41 +170,150 @@ func encodeAnswer(id json.RawMessage, res *mcp.CallToolResult, failed error) ([]
 }
 
 // appendResponse writes the response for the results the chain makes
-// (content, an envelope as structuredContent, isError) with the bytes
-// mcp-go's encoder gives them: CallToolResult.MarshalJSON builds a map, so
-// its keys come sorted, and every level is compacted again. Anything else
-// is left to encoding/json (ok false).
+// (content, an envelope as structuredContent, isError, and for a 2026-07-28
+// call resultType and _meta) with the bytes mcp-go's encoder gives them:
+// CallToolResult.MarshalJSON builds a map, so its keys come sorted, and
+// every level is compacted again. Anything else is left to encoding/json
+// (ok false). Besides the instructions, it saves memory on large results:
+// through the map, a 5 MiB text became ~35 MB of buffers, each level
+// copying and growing the one below; here the buffer is sized once.
 func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, bool) {
-	if res == nil || res.Meta != nil || res.ResultType != "" || len(res.RawStructuredContent) > 0 ||
-		len(res.InputRequests) > 0 || res.RequestState != "" {
+	if res == nil || len(res.RawStructuredContent) > 0 || len(res.InputRequests) > 0 || res.RequestState != "" {
 		return buf, false
 	}
 	envelope, isRaw := res.StructuredContent.(json.RawMessage)
-	var compact bytes.Buffer
-	if !isRaw || json.Compact(&compact, envelope) != nil {
+	if !isRaw || !json.Valid(envelope) {
 		return buf, false
 	}
+	buf = slices.Grow(buf, 256+len(id)+2*len(envelope)+contentSize(res.Content))
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
-	buf = append(buf, `,"result":{"content":[`...)
-	for i, c := range res.Content {
-		block, err := json.Marshal(c)
+	buf = append(buf, `,"result":{`...)
+	if res.Meta != nil {
+		meta, err := json.Marshal(res.Meta)
 		if err != nil {
 			return buf, false
 		}
+		buf = append(append(buf, `"_meta":`...), meta...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"content":[`...)
+	for i, c := range res.Content {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, block...)
+		if text, plain := c.(mcp.TextContent); plain && text.Annotations == nil && text.Meta == nil && text.Type == mcp.ContentTypeText {
+			buf = appendJSONString(append(buf, `{"type":"text","text":`...), text.Text)
+			buf = append(buf, '}')
+			continue
+		}
+		var ok bool
+		if buf, ok = appendJSON(buf, c); !ok {
+			return buf, false
+		}
 	}
 	buf = append(buf, ']')
 	if res.IsError {
 		buf = append(buf, `,"isError":true`...)
 	}
+	if res.ResultType != "" {
+		var ok bool
+		if buf, ok = appendJSON(append(buf, `,"resultType":`...), res.ResultType); !ok {
+			return buf, false
+		}
+	}
 	buf = append(buf, `,"structuredContent":`...)
 	escaped := bytes.NewBuffer(buf)
-	json.HTMLEscape(escaped, compact.Bytes()) // as encoding/json compacts a RawMessage
-	return append(escaped.Bytes(), "}}"...), true
+	if json.Compact(escaped, envelope) != nil { // as encoding/json compacts a RawMessage
+		return buf, false
+	}
+	compacted := escaped.Bytes()
+	start := len(buf)
+	htmlSafe := bytes.NewBuffer(make([]byte, 0, len(compacted)-start+16))
+	json.HTMLEscape(htmlSafe, compacted[start:]) // and escapes it for HTML
+	return append(append(compacted[:start], htmlSafe.Bytes()...), "}}"...), true
+}
+
+// appendJSON appends v as encoding/json writes it, encoded straight into
+// buf's spare room (json.Encoder appends a newline, cut here).
+func appendJSON(buf []byte, v any) ([]byte, bool) {
+	w := bytes.NewBuffer(buf)
+	if json.NewEncoder(w).Encode(v) != nil {
+		return buf, false
+	}
+	out := w.Bytes()
+	return out[:len(out)-1], true
+}
+
+// appendJSONString appends s quoted as encoding/json quotes a string with
+// HTML escaping on (json.Marshal's default): \" \\ \b \f \n \r \t, other
+// control characters and < > & as \u00XX, U+2028 and U+2029 escaped, and
+// invalid UTF-8 as \ufffd. FuzzAppendJSONString holds it to that.
+func appendJSONString(buf []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= ' ' && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				buf = append(buf, '\\', b)
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(append(buf, s[start:i]...), `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			buf = append(append(buf, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(buf, s[start:]...), '"')
+}
+
+// contentSize is about how many bytes the content blocks take encoded: the
+// room appendResponse reserves, so that a large text is not copied at each
+// doubling of the buffer.
+func contentSize(content []mcp.Content) int {
+	n := 0
+	for _, c := range content {
+		switch c := c.(type) {
+		case mcp.TextContent:
+			n += len(c.Text) + len(c.Text)/16 + 64 // a little for escapes
+		case mcp.ImageContent:
+			n += len(c.Data) + 128
+		default:
+			n += 256
+		}
+	}
+	return n
 }
 
 // fastResponse is mcp.JSONRPCResponse with the client's id bytes.
