@@ -35,9 +35,9 @@ type capReader struct {
 	framing    framing
 	onOversize func(id []byte)
 
-	out       bytes.Buffer // bytes ready for the consumer
-	buf       []byte       // read buffer in whole-stream mode
-	lineStart bool         // the next chunk starts a line (line and event framing)
+	out       msgBuffer // bytes ready for the consumer
+	buf       []byte    // read buffer in whole-stream mode
+	lineStart bool      // the next chunk starts a line (line and event framing)
 	eof       bool
 	err       error // sticky failure
 
@@ -88,25 +88,78 @@ func (r *capReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	return r.out.Read(p)
+	return r.out.Read(p), nil
 }
 
-// fill reads one message (or what remains of the stream) into out.
+// maxKeptMessage is the most room out keeps between messages: a 5 MiB
+// result would otherwise stay allocated for the connection's life.
+const maxKeptMessage = 1 << 20
+
+// msgBuffer holds the bytes of the message being read, read from the front.
+// It grows by doubling (appendDoubling) and, once read, keeps its room only
+// up to maxKeptMessage.
+type msgBuffer struct {
+	b   []byte
+	off int
+}
+
+func (m *msgBuffer) Len() int      { return len(m.b) - m.off }
+func (m *msgBuffer) Bytes() []byte { return m.b[m.off:] }
+
+func (m *msgBuffer) Write(p []byte) (int, error) {
+	m.b = appendDoubling(m.b, p)
+	return len(p), nil
+}
+
+func (m *msgBuffer) Read(p []byte) int {
+	n := copy(p, m.b[m.off:])
+	m.off += n
+	if m.off == len(m.b) {
+		m.Reset()
+	}
+	return n
+}
+
+func (m *msgBuffer) Reset() {
+	m.off = 0
+	if cap(m.b) > maxKeptMessage {
+		m.b = nil // a large message was read: do not keep its room
+		return
+	}
+	m.b = m.b[:0]
+}
+
+// appendDoubling is append(dst, src...) that doubles dst's room when it
+// must grow. append grows a large slice by about a quarter at a time:
+// gathering a 5 MiB line that way allocated 25 MB; doubling, 10.
+func appendDoubling(dst, src []byte) []byte {
+	if need := len(dst) + len(src); need > cap(dst) {
+		grown := make([]byte, len(dst), max(need, 2*cap(dst), 4<<10))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, src...)
+}
+
+// fill reads one message (or what remains of the stream) into out, which
+// is empty when it starts: a message is written there as it is read, once,
+// rather than gathered first and copied (for a 5 MiB result that was 10 MB
+// of garbage from the gathering buffer's growth).
 func (r *capReader) fill() error {
 	if r.skipping {
 		return r.skipRest()
 	}
-	var msg []byte
 	for {
 		startsLine := r.lineStart
 		chunk, err := r.readChunk()
-		msg = append(msg, chunk...)
+		r.out.Write(chunk)
 		done := r.ends(chunk, startsLine)
-		if len(msg) > r.max {
-			return r.replaceOversize(msg, done, err)
+		if r.out.Len() > r.max {
+			head := bytes.Clone(r.out.Bytes())
+			r.out.Reset()
+			return r.replaceOversize(head, done, err)
 		}
 		if err != nil {
-			r.out.Write(msg)
 			r.eof = true
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -114,7 +167,6 @@ func (r *capReader) fill() error {
 			return err
 		}
 		if done {
-			r.out.Write(msg)
 			return nil
 		}
 	}

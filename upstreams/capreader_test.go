@@ -80,6 +80,37 @@ func (e *endless) Read(p []byte) (int, error) {
 	return k, nil
 }
 
+// A 5 MiB message under the cap is gathered with its buffer doubling, not
+// growing a quarter at a time (which allocated five times the message), and
+// the buffer is not kept once the message is read.
+func TestCapReaderGathersALargeMessageCheaply(t *testing.T) {
+	const size = 5 << 20
+	line := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":{"t":"`), strings.Repeat("x", size)...), "\"}}\n"...)
+	r := newCapReader(bytes.NewReader(line), 8<<20, frameLine, nil)
+	p := make([]byte, 64<<10)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	read := 0
+	for {
+		n, err := r.Read(p)
+		read += n
+		if err != nil {
+			break
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if read != len(line) {
+		t.Fatalf("read %d bytes, want %d", read, len(line))
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4*size {
+		t.Errorf("allocated %d bytes gathering a %d-byte message, want under four times it", grew, len(line))
+	}
+	if cap(r.out.b) > maxKeptMessage {
+		t.Errorf("kept %d bytes of room after the message was read", cap(r.out.b))
+	}
+}
+
 // A 10 MiB message is refused while it is read: the reader allocates about
 // the cap, not the message.
 func TestCapReaderDoesNotBufferWholeMessage(t *testing.T) {
