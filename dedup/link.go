@@ -76,25 +76,31 @@ func NewGuard(o Options) *Guard {
 		o.MaxBytes = defaultMaxBytes
 	}
 	table := NewTable[recorded](o.MaxEntries, o.Now)
-	table.LimitBytes(o.MaxBytes, recordedBytes)
+	table.LimitBytes(o.MaxBytes, recordedBytes, func(r recorded) bool { return r.keyed })
 	return &Guard{Options: o, table: table, encode: encodeRecorded}
 }
 
-// recordedBytes is about what a kept answer holds in memory: its texts,
-// blobs and structured content, and a little for the rest.
+// recordedBytes is about what a kept answer holds in memory: its strings,
+// blobs and structured content, and for every block and note what holding
+// it costs besides (a block of an empty text still takes ~100 bytes once
+// decoded, so 40,000 of them in a 1 MiB result hold 1.3 MB).
 func recordedBytes(r recorded) int64 {
-	const overhead = 512 // the entry, the envelope's fields, the notes' headers
+	const overhead, perBlock, perNote = 512, 128, 96
 	n := int64(overhead)
 	if r.result != nil {
-		n += resultBytes(r.result)
+		n += resultBytes(r.result) + perBlock*int64(len(r.result.Content))
 	}
 	for _, note := range r.notes {
-		n += int64(len(note.Log))
+		n += perNote + int64(len(note.Log))
+		if note.Progress != nil {
+			n += int64(len(note.Progress.Message))
+		}
 	}
 	return n
 }
 
-// resultBytes sums the sizes of a result's content and structured content.
+// resultBytes sums the sizes of a result's strings: content of every kind
+// and structured content.
 func resultBytes(res *mcp.CallToolResult) int64 {
 	var n int64
 	for _, c := range res.Content {
@@ -102,23 +108,34 @@ func resultBytes(res *mcp.CallToolResult) int64 {
 		case mcp.TextContent:
 			n += int64(len(c.Text))
 		case mcp.ImageContent:
-			n += int64(len(c.Data))
+			n += int64(len(c.Data) + len(c.MIMEType))
 		case mcp.AudioContent:
-			n += int64(len(c.Data))
+			n += int64(len(c.Data) + len(c.MIMEType))
+		case mcp.ResourceLink:
+			n += int64(len(c.URI) + len(c.Name) + len(c.Title) + len(c.Description) + len(c.MIMEType))
 		case mcp.EmbeddedResource:
 			switch r := c.Resource.(type) {
 			case mcp.TextResourceContents:
-				n += int64(len(r.Text))
+				n += int64(len(r.URI) + len(r.MIMEType) + len(r.Text))
 			case mcp.BlobResourceContents:
-				n += int64(len(r.Blob))
+				n += int64(len(r.URI) + len(r.MIMEType) + len(r.Blob))
+			}
+		default: // a kind this list does not know: its encoding is about its size
+			if b, err := json.Marshal(c); err == nil {
+				n += int64(len(b))
 			}
 		}
 	}
 	switch s := res.StructuredContent.(type) {
+	case nil:
 	case json.RawMessage:
 		n += int64(len(s))
 	case []byte:
 		n += int64(len(s))
+	default:
+		if b, err := json.Marshal(s); err == nil {
+			n += int64(len(b))
+		}
 	}
 	return n
 }
@@ -212,9 +229,14 @@ func (g *Guard) keepable(x *pipeline.Exchange, a recorded) bool {
 	if size <= g.MaxBytes/4 {
 		return true
 	}
-	if g.Log != nil {
-		g.Log.Info("answer too large to keep for replay: an identical call within the window runs again",
-			"tool", x.Tool.ID, "principal", x.Call.Subject.Principal, "bytes", size, "limit", g.MaxBytes/4)
+	if g.Log != nil && g.Window > 0 && g.Shared == nil { // (the shared store keeps it for every replica)
+		level := slog.LevelInfo
+		if a.keyed { // the client named the operation: its retry with the key runs it again
+			level = slog.LevelWarn
+		}
+		g.Log.Log(context.Background(), level, "answer too large to keep for replay: an identical call within the window runs again",
+			"tool", x.Tool.ID, "principal", x.Call.Subject.Principal, "bytes", size, "limit", g.MaxBytes/4,
+			"idempotency_key", a.keyed)
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -595,5 +596,30 @@ func TestCallsOfClientsThatDeclaredDifferentlyAreNotShared(t *testing.T) {
 	call(elicits, keyed)
 	if env := call("", keyed); !env.Replayed || up.Calls.Load() != 3 {
 		t.Fatalf("a retry under an idempotency key from a client that declared otherwise: %+v, %d executions", env, up.Calls.Load())
+	}
+}
+
+// recordedBytes counts what holding an answer costs, not only its texts:
+// 40,000 empty text blocks, or a resource link of long strings, are not a
+// few hundred bytes (found in review: they let the byte bound be bypassed).
+func TestRecordedBytesCountsBlocksAndLinks(t *testing.T) {
+	content := make([]mcp.Content, 0, 40000)
+	for range 40000 {
+		content = append(content, mcp.TextContent{Type: "text", Text: ""})
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := recorded{result: freshResult(&mcp.CallToolResult{Content: content, StructuredContent: json.RawMessage(`{"ok":true}`)})}
+	runtime.ReadMemStats(&after)
+	held := int64(after.TotalAlloc - before.TotalAlloc)
+	if got := recordedBytes(r); got < held/2 {
+		t.Errorf("40,000 empty blocks: counted %d bytes, holding them allocated %d", got, held)
+	}
+	runtime.KeepAlive(r)
+	link := mcp.ResourceLink{Type: "resource_link", URI: "file:///" + strings.Repeat("u", 512<<10), Name: "n",
+		Description: strings.Repeat("d", 512<<10)}
+	if got := recordedBytes(recorded{result: &mcp.CallToolResult{Content: []mcp.Content{link}}}); got < 1<<20 {
+		t.Errorf("a resource link of 1 MiB of strings: counted %d bytes", got)
 	}
 }

@@ -63,8 +63,9 @@ func (e *PanicError) Error() string {
 type Table[R any] struct {
 	now      func() time.Time
 	max      int
-	maxBytes int64         // LimitBytes; 0: no bound
-	sizeOf   func(R) int64 // LimitBytes
+	maxBytes int64         // LimitBytes
+	sizeOf   func(R) int64 // LimitBytes; nil: no bound by bytes
+	lastOut  func(R) bool  // LimitBytes: results evicted by bytes only when no other is left
 	bytes    int64         // the finished entries' sizeOf, summed
 
 	mu       sync.Mutex
@@ -110,12 +111,15 @@ func NewTable[R any](maxEntries int, now func() time.Time) *Table[R] {
 }
 
 // LimitBytes bounds the finished results kept by their size as sizeOf
-// measures it: at most max bytes in all (the oldest go first), and a result
-// over a quarter of max is not kept at all, so that one large answer cannot
-// push out every other (calls in flight are still joined). Call it before
-// the table is used.
-func (t *Table[R]) LimitBytes(max int64, sizeOf func(R) int64) {
-	t.maxBytes, t.sizeOf = max, sizeOf
+// measures it: at most max bytes in all, and a result over a quarter of max
+// is not kept at all, so that one large answer cannot push out every other
+// (calls in flight are still joined). Past max, the oldest results go first,
+// except those lastOut picks (nil: none), which go only when no other is
+// left: duplicate suppression keeps answers under idempotency keys, which
+// clients retry with, over answers matched by arguments alone. Call it
+// before the table is used.
+func (t *Table[R]) LimitBytes(max int64, sizeOf func(R) int64, lastOut func(R) bool) {
+	t.maxBytes, t.sizeOf, t.lastOut = max, sizeOf, lastOut
 }
 
 // Do runs fn at most once for key at a time. A caller arriving while an identical call is in flight waits for it (or for
@@ -245,13 +249,15 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	defer t.mu.Unlock()
 	e.result, e.err = r, err
 	close(e.done)
-	if t.sizeOf != nil && keep && err == nil {
-		e.size = t.sizeOf(r)
-		keep = e.size <= t.maxBytes/4
-	}
 	if !keep || err != nil || window <= 0 || t.max <= 0 {
 		delete(t.entries, e.key)
 		return
+	}
+	if t.sizeOf != nil {
+		if e.size = t.sizeOf(r); e.size > t.maxBytes/4 {
+			delete(t.entries, e.key)
+			return
+		}
 	}
 	e.kept = true
 	e.finishedAt = now
@@ -266,9 +272,25 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	heap.Push(&t.expiry, e)
 	t.finished++
 	t.bytes += e.size
-	for t.finished > t.max || (t.maxBytes > 0 && t.bytes > t.maxBytes) {
+	for t.finished > t.max {
 		t.drop(t.oldest)
 	}
+	for t.sizeOf != nil && t.bytes > t.maxBytes {
+		t.drop(t.evictable())
+	}
+}
+
+// evictable is the entry to drop for bytes: the oldest that lastOut does
+// not pick, else the oldest. Callers hold mu; there is at least one entry.
+func (t *Table[R]) evictable() *entry[R] {
+	if t.lastOut != nil {
+		for e := t.oldest; e != nil; e = e.next {
+			if !t.lastOut(e.result) {
+				return e
+			}
+		}
+	}
+	return t.oldest
 }
 
 // purge drops the finished entries whose window has passed. Callers hold mu.

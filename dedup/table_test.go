@@ -403,7 +403,7 @@ func TestDoEviction(t *testing.T) {
 // to its caller (and to calls that joined it) but not kept for replay.
 func TestDoEvictionByBytes(t *testing.T) {
 	tb, clk, _ := newTestTable(100)
-	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) })
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil)
 	k := func(i int) Key { return ArgsKey("alice", "t", fmt.Appendf(nil, "%d", i)) }
 	sized := func(n int) func(context.Context) string {
 		return func(context.Context) string { return strings.Repeat("x", n) }
@@ -439,7 +439,7 @@ func TestDoEvictionByBytes(t *testing.T) {
 // A result too large to keep still reaches every call that joined it.
 func TestJoinersGetAResultTooLargeToKeep(t *testing.T) {
 	tb, _, joined := newTestTable(100)
-	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) })
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil)
 	big := strings.Repeat("y", 60)
 	fn, started, release, runs := gated(big)
 	first := goDo(t.Context(), tb, keyA, time.Hour, fn, nil)
@@ -629,4 +629,23 @@ func TestJoinerLeavesWhenTheCallSaysSo(t *testing.T) {
 		}
 		close(release)
 	})
+}
+
+// Past the byte bound, results lastOut picks (answers under idempotency
+// keys) go only when no other result is left, however old they are.
+func TestDoEvictionByBytesSparesLastOut(t *testing.T) {
+	tb, clk, _ := newTestTable(100)
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, func(r string) bool { return strings.HasPrefix(r, "K") })
+	k := func(i int) Key { return ArgsKey("alice", "t", fmt.Appendf(nil, "%d", i)) }
+	result := func(s string) func(context.Context) string { return func(context.Context) string { return s } }
+	tb.Do(t.Context(), k(1), time.Hour, result("K"+strings.Repeat("k", 24)), nil) // the oldest, keyed
+	for i := 2; i <= 5; i++ {
+		clk.Advance(time.Second)
+		tb.Do(t.Context(), k(i), time.Hour, result(strings.Repeat("x", 25)), nil)
+	}
+	for i, want := range map[int]Sharing{1: Replayed, 2: Executed, 5: Replayed} {
+		if _, s, _ := tb.Do(t.Context(), k(i), time.Hour, result(strings.Repeat("y", 25)), nil); s != want {
+			t.Errorf("result %d: %v, want %v (the keyed one outlives the unkeyed oldest)", i, s, want)
+		}
+	}
 }

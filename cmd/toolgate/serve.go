@@ -39,7 +39,7 @@ func runServe(args []string) int {
 		return startFailed(ctx, *stdio, problem)
 	}
 	defer gw.Close()
-	limitMemory(log)
+	limitMemory(log, gw.Config().DedupMaxBytes())
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)
@@ -148,12 +148,16 @@ const memoryHeadroom = 112 << 20
 
 // limitMemory sets the Go runtime's soft memory limit, unless GOMEMLIMIT
 // says otherwise, to the live heap of the ready gateway (its catalog,
-// policy and sessions) plus the larger of memoryHeadroom and the growth
-// gcPercent allows that heap. So a large policy keeps its pace: with
-// 100,000 lines (~190 MB live) a limit of live + 128 MiB made each call cost
-// 1.31 times the CPU of a small policy's at 16 callers, collecting six
-// times as often. It returns the limit it set (0: none).
-func limitMemory(log *slog.Logger) int64 {
+// policy and sessions), plus held: what it is configured to hold later
+// (the answers kept for replay, limits.dedup.max_bytes), plus the larger of
+// memoryHeadroom and the growth gcPercent allows that heap. So a large
+// policy keeps its pace: with 100,000 lines (~190 MB live) a limit of live
+// + 128 MiB made each call cost 1.31 times the CPU of a small policy's at
+// 16 callers, collecting six times as often; and so would a full replay
+// table without held. The limit is not moved later: a policy that grows
+// tenfold on reload collects more often until a restart (or GOMEMLIMIT).
+// It returns the limit it set (0: none).
+func limitMemory(log *slog.Logger, held int64) int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
@@ -166,9 +170,10 @@ func limitMemory(log *slog.Logger) int64 {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
 	live := int64(sample[0].Value.Uint64())
-	limit := live + max(memoryHeadroom, live*gcPercent/100)
+	limit := live + held + max(memoryHeadroom, live*gcPercent/100)
 	debug.SetMemoryLimit(limit)
-	log.Info("soft memory limit set (GOMEMLIMIT overrides it)", "limit_mb", limit>>20, "live_heap_mb", live>>20)
+	log.Info("soft memory limit set (GOMEMLIMIT overrides it)", "limit_mb", limit>>20, "live_heap_mb", live>>20,
+		"held_mb", held>>20)
 	return limit
 }
 
