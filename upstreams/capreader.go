@@ -72,7 +72,8 @@ const (
 const oversizeCode = -32090
 
 func newCapReader(src io.Reader, max int, f framing, onOversize func(id []byte)) *capReader {
-	return &capReader{src: bufio.NewReaderSize(src, 32<<10), max: max, framing: f, onOversize: onOversize, lineStart: true}
+	return &capReader{src: bufio.NewReaderSize(src, 32<<10), max: max, framing: f, onOversize: onOversize, lineStart: true,
+		out: msgBuffer{limit: max}}
 }
 
 func (r *capReader) Read(p []byte) (int, error) {
@@ -99,15 +100,16 @@ const maxKeptMessage = 1 << 20
 // It grows by doubling (appendDoubling) and, once read, keeps its room only
 // up to maxKeptMessage.
 type msgBuffer struct {
-	b   []byte
-	off int
+	b     []byte
+	off   int
+	limit int // the most room doubling gives it (the cap; a message that needs more is refused)
 }
 
 func (m *msgBuffer) Len() int      { return len(m.b) - m.off }
 func (m *msgBuffer) Bytes() []byte { return m.b[m.off:] }
 
 func (m *msgBuffer) Write(p []byte) (int, error) {
-	m.b = appendDoubling(m.b, p)
+	m.b = appendDoubling(m.b, p, m.limit)
 	return len(p), nil
 }
 
@@ -130,11 +132,16 @@ func (m *msgBuffer) Reset() {
 }
 
 // appendDoubling is append(dst, src...) that doubles dst's room when it
-// must grow. append grows a large slice by about a quarter at a time:
-// gathering a 5 MiB line that way allocated 25 MB; doubling, 10.
-func appendDoubling(dst, src []byte) []byte {
+// must grow, up to limit when it is positive (more only if src needs it).
+// append grows a large slice by about a quarter at a time: gathering a
+// 5 MiB line that way allocated 25 MB; doubling, 10.
+func appendDoubling(dst, src []byte, limit int) []byte {
 	if need := len(dst) + len(src); need > cap(dst) {
-		grown := make([]byte, len(dst), max(need, 2*cap(dst), 4<<10))
+		room := max(2*cap(dst), 4<<10)
+		if limit > 0 {
+			room = min(room, limit)
+		}
+		grown := make([]byte, len(dst), max(need, room))
 		copy(grown, dst)
 		dst = grown
 	}
@@ -152,13 +159,11 @@ func (r *capReader) fill() error {
 	for {
 		startsLine := r.lineStart
 		chunk, err := r.readChunk()
-		r.out.Write(chunk)
 		done := r.ends(chunk, startsLine)
-		if r.out.Len() > r.max {
-			head := bytes.Clone(r.out.Bytes())
-			r.out.Reset()
-			return r.replaceOversize(head, done, err)
+		if r.out.Len()+len(chunk) > r.max { // not written: out holds at most max
+			return r.replaceOversize(r.out.Bytes(), chunk, done, err)
 		}
+		r.out.Write(chunk)
 		if err != nil {
 			r.eof = true
 			if errors.Is(err, io.EOF) {
@@ -207,14 +212,21 @@ func (r *capReader) readChunk() ([]byte, error) {
 	return r.buf[:n], err
 }
 
-// replaceOversize starts streaming past an oversize message: head is what
-// was read of it, done says head already holds the whole message, and
-// readErr is the error that came with head's last chunk.
-func (r *capReader) replaceOversize(head []byte, done bool, readErr error) error {
-	r.skipping, r.skip, r.emitted, r.skipped = true, r.newFeed(), false, int64(len(head))
-	for _, line := range bytes.SplitAfter(head, []byte("\n")) {
-		r.skip.feed(line)
+// replaceOversize starts streaming past an oversize message: head (out's
+// bytes) and then last are what was read of it, done says they hold the
+// whole message, and readErr is the error that came with last. The id
+// scanner copies what it keeps, so out is emptied once they are fed, before
+// the stand-in is written there.
+func (r *capReader) replaceOversize(head, last []byte, done bool, readErr error) error {
+	r.skipping, r.skip, r.emitted, r.skipped = true, r.newFeed(), false, int64(len(head)+len(last))
+	for _, part := range [][]byte{head, last} {
+		for _, line := range bytes.SplitAfter(part, []byte("\n")) {
+			if len(line) > 0 { // (SplitAfter ends with an empty piece after a '\n': not a chunk)
+				r.skip.feed(line)
+			}
+		}
 	}
+	r.out.Reset()
 	if done || readErr != nil {
 		return r.endSkip(readErr)
 	}

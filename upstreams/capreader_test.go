@@ -109,6 +109,15 @@ func TestCapReaderGathersALargeMessageCheaply(t *testing.T) {
 	if cap(r.out.b) > maxKeptMessage {
 		t.Errorf("kept %d bytes of room after the message was read", cap(r.out.b))
 	}
+	// Growing toward the cap, the room stops at the cap: a message over it is
+	// refused before it would need more.
+	var b []byte
+	for range 300 {
+		b = appendDoubling(b, make([]byte, 32<<10), 8<<20)
+		if cap(b) > 8<<20 && len(b) <= 8<<20 {
+			t.Fatalf("%d bytes held in %d of room, over the %d byte limit", len(b), cap(b), 8<<20)
+		}
+	}
 }
 
 // A 10 MiB message is refused while it is read: the reader allocates about

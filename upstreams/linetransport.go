@@ -535,10 +535,10 @@ func (t *lineTransport) readLine() ([]byte, error) {
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		return line, err
 	}
-	t.long = appendDoubling(t.long[:0], line)
+	t.long = appendDoubling(t.long[:0], line, 0)
 	for errors.Is(err, bufio.ErrBufferFull) {
 		line, err = t.in.ReadSlice('\n')
-		t.long = appendDoubling(t.long, line)
+		t.long = appendDoubling(t.long, line, 0)
 	}
 	return t.long, err
 }
