@@ -140,10 +140,11 @@ func tuneGC() {
 // times its live data: fine for the ~20 MB a busy gateway keeps live, not
 // for large results, whose burst of live data raises that target with it.
 // 50 callers each pulling two distinct 5 MiB results peaked at 1,025 MB
-// without a limit, at 163 MB with live + 128 MiB and at 156-159 MB with
-// live + 112 MiB (bench/, the large-results figure). Ordinary load (a heap
-// of at most five times ~20 MB) stays under the limit and keeps
-// gcPercent's pace.
+// without a limit, at 163 MB with live + 128 MiB, at 156-159 MB with
+// live + 112 MiB, and at 217 MB with the replay table's 64 MiB added too
+// (limitMemory's held; this load fills it) (bench/, the large-results
+// figure). Ordinary load (a heap of at most five times ~20 MB) stays under
+// the limit and keeps gcPercent's pace.
 const memoryHeadroom = 112 << 20
 
 // limitMemory sets the Go runtime's soft memory limit, unless GOMEMLIMIT
