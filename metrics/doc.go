@@ -4,7 +4,7 @@
 //
 //   - Metrics owns its own prometheus.Registry, never the global default one, so tests and several
 //     gateways in one process never clash. The gateway reports to it through narrow methods (CallFinished,
-//     StageDuration, UpstreamAttempt, BreakerState, ...) and serves Handler at /metrics. A nil *Metrics
+//     StageTimer, UpstreamAttempt, BreakerState, ...) and serves Handler at /metrics. A nil *Metrics
 //     is valid: every method does nothing, so pipelines in unit tests need no metrics.
 //   - Health answers /healthz (the process serves) and /readyz (every readiness check passes).
 //
@@ -48,7 +48,7 @@
 // # Where the gateway reports
 //
 //   - the record stage: CallFinished for every tools/call, whatever stopped it;
-//   - each stage as it ends: StageDuration (deduplicate's figure includes the stages it runs itself,
+//   - each stage as it ends: StageTimer (deduplicate's figure includes the stages it runs itself,
 //     or the wait for the identical call it joined);
 //   - each upstream attempt in execute: UpstreamAttempt;
 //   - the deduplicate stage, when a call joined or was replayed: DuplicateSuppressed;
@@ -65,6 +65,6 @@
 //   - the shared state store's health check: StateUp; its failed operations: StateError.
 //
 // Nothing here starts a goroutine, and no method blocks on anything but a short mutex. The methods on
-// every call's path (CallFinished, StageDuration, UpstreamAttempt) cache their series and do not
+// every call's path (CallFinished, what StageTimer returns, UpstreamAttempt) cache their series and do not
 // allocate.
 package metrics

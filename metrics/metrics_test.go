@@ -113,9 +113,9 @@ func TestScrapeAfterScriptedCalls(t *testing.T) {
 	m.CallFinished(update, "error", "tool_not_allowed", 125*time.Millisecond)
 	m.CallFinished(Unresolved, "error", "tool_not_found", 125*time.Millisecond)
 	m.CallFinished(refund, "error", "tool_timeout", 2*time.Second)
-	m.StageDuration("resolve", 125*time.Millisecond)
-	m.StageDuration("resolve", 250*time.Millisecond)
-	m.StageDuration("execute", 2*time.Second)
+	m.StageTimer("resolve")(125 * time.Millisecond)
+	m.StageTimer("resolve")(250 * time.Millisecond)
+	m.StageTimer("execute")(2 * time.Second)
 	m.UpstreamAttempt("orders", "succeeded", 250*time.Millisecond)
 	m.UpstreamAttempt("orders", "succeeded", 500*time.Millisecond)
 	m.UpstreamAttempt("orders", "timed_out", time.Second)
@@ -378,7 +378,7 @@ func TestLabelEscaping(t *testing.T) {
 			m := New()
 			m.CallFinished(tt.tool, "ok", "", time.Second)
 			m.DuplicateSuppressed(tt.tool, "joined")
-			m.StageDuration(tt.tool, time.Second)
+			m.StageTimer(tt.tool)(time.Second)
 			m.UpstreamAttempt(tt.tool, "succeeded", time.Second)
 			text := scrapeText(t, m.Handler())
 			if !strings.Contains(text, tt.wantText) {
@@ -418,7 +418,7 @@ func grep(text, prefix string) string {
 func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.CallFinished("a/b", "ok", "", time.Second)
-	m.StageDuration("resolve", time.Second)
+	m.StageTimer("resolve")(time.Second)
 	m.UpstreamAttempt("a", "succeeded", time.Second)
 	m.ForwardedRequest("resources/read", "a", "ok", time.Second)
 	m.DuplicateSuppressed("a/b", "joined")

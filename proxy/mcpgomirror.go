@@ -182,7 +182,8 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 		return buf, false
 	}
 	envelope, isRaw := res.StructuredContent.(json.RawMessage)
-	if !isRaw || !json.Valid(envelope) {
+	var compact bytes.Buffer
+	if !isRaw || json.Compact(&compact, envelope) != nil { // as encoding/json compacts a RawMessage
 		return buf, false
 	}
 	buf = slices.Grow(buf, 256+len(id)+2*len(envelope)+contentSize(res.Content))
@@ -224,14 +225,8 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 	}
 	buf = append(buf, `,"structuredContent":`...)
 	escaped := bytes.NewBuffer(buf)
-	if json.Compact(escaped, envelope) != nil { // as encoding/json compacts a RawMessage
-		return buf, false
-	}
-	compacted := escaped.Bytes()
-	start := len(buf)
-	htmlSafe := bytes.NewBuffer(make([]byte, 0, len(compacted)-start+16))
-	json.HTMLEscape(htmlSafe, compacted[start:]) // and escapes it for HTML
-	return append(append(compacted[:start], htmlSafe.Bytes()...), "}}"...), true
+	json.HTMLEscape(escaped, compact.Bytes()) // and escapes it for HTML, into buf's room
+	return append(escaped.Bytes(), "}}"...), true
 }
 
 // appendJSON appends v as encoding/json writes it, encoded straight into
