@@ -21,7 +21,7 @@ type Options struct {
 	// MaxEntries bounds the calls this replica remembers (default 10000).
 	MaxEntries int
 	// MaxBytes bounds the bytes of the answers it keeps for replay
-	// (default 64 MiB); an answer over a quarter of it is joined while in
+	// (default 16 MiB); an answer over a quarter of it is joined while in
 	// flight but not kept (see Table.LimitBytes).
 	MaxBytes int64
 	// Window is how long a finished call's answer is replayed for an
@@ -61,7 +61,7 @@ type Guard struct {
 // The bounds when Options.MaxEntries and MaxBytes are 0.
 const (
 	defaultMaxEntries       = 10000
-	defaultMaxBytes   int64 = 64 << 20
+	defaultMaxBytes   int64 = 16 << 20
 )
 
 // NewGuard builds duplicate suppression with its own table.

@@ -137,15 +137,18 @@ func tuneGC() {
 
 // memoryHeadroom is the least room the soft memory limit leaves above the
 // heap the ready gateway holds. gcPercent alone lets the heap grow to five
-// times its live data: fine for the ~20 MB a busy gateway keeps live, not
+// times its live data: fine for the ~15 MB a busy gateway keeps live, not
 // for large results, whose burst of live data raises that target with it.
-// 50 callers each pulling two distinct 5 MiB results peaked at 1,025 MB
-// without a limit, at 163 MB with live + 128 MiB, at 156-159 MB with
-// live + 112 MiB, and at 217 MB with the replay table's 64 MiB added too
-// (limitMemory's held; this load fills it) (bench/, the large-results
-// figure). Ordinary load (a heap of at most five times ~20 MB) stays under
-// the limit and keeps gcPercent's pace.
-const memoryHeadroom = 112 << 20
+// 50 callers each pulling two distinct 5 MiB results (bench/, the
+// large-results figure) peaked at 1,025 MB without a limit, at 217 MB with
+// live + 112 MiB + a 64 MiB replay table (which that load filled), and at
+// 128-138 MB with live + 80 MiB + 16 MiB (whose quarter, 4 MiB, keeps a
+// 5 MiB answer out). Ordinary load stays under the limit and keeps
+// gcPercent's pace: 64 callers over HTTP keep 13-15 MB live and collect at
+// a 72-78 MB goal, twelve collections in 30,000 calls either way. A replay
+// table full of small answers (16 MiB) makes it collect about twice as
+// often as gcPercent would.
+const memoryHeadroom = 80 << 20
 
 // limitMemory sets the Go runtime's soft memory limit, unless GOMEMLIMIT
 // says otherwise, to the live heap of the ready gateway (its catalog,
