@@ -36,7 +36,9 @@ type Options struct {
 	// Shared, when not nil, is the level several replicas share (the Redis
 	// store, dedup/redisstore): the call this replica lets run claims it
 	// there too, so an identical call on another replica is joined or
-	// replayed as well. Nil: this replica alone (the default).
+	// replayed as well. Nil: this replica alone (the default). Give it to
+	// NewGuard: it also decides what the local table keeps of an answer
+	// too large for MaxBytes (with Shared, nothing: the store has it whole).
 	Shared Shared
 	// SharedFailOpen runs a call with this replica's suppression only
 	// while Shared fails (its store unreachable), instead of refusing it
@@ -76,7 +78,11 @@ func NewGuard(o Options) *Guard {
 		o.MaxBytes = defaultMaxBytes
 	}
 	table := NewTable[recorded](o.MaxEntries, o.Now)
-	table.LimitBytes(o.MaxBytes, recordedBytes, func(r recorded) bool { return r.keyed })
+	var strip func(recorded) recorded
+	if o.Shared == nil { // the shared store keeps the whole answer and replays it
+		strip = withheld
+	}
+	table.LimitBytes(o.MaxBytes, recordedBytes, func(r recorded) bool { return r.keyed }, strip)
 	return &Guard{Options: o, table: table, encode: encodeRecorded}
 }
 
@@ -163,6 +169,25 @@ type recorded struct {
 	// recorded in the local table: the shared one holds it, with its own
 	// window.
 	remote Sharing
+	// notKept: the bytes bound (limits.dedup.max_bytes) took the answer
+	// and notes; what is left says the call ran, so that its repeat is
+	// refused with duplicate_call instead of running a second time.
+	notKept bool
+}
+
+// withheld is what the table keeps of an answer the bytes bound takes:
+// everything but the result and the notes.
+func withheld(a recorded) recorded {
+	a.result, a.notes, a.notKept = nil, nil, true
+	return a
+}
+
+// refuseRepeat is the answer to a repeat of a call whose answer was not
+// kept. It never says more than the caller's own call could: when it ran.
+func refuseRepeat(a recorded, window time.Duration) *envelope.Error {
+	return envelope.Errorf(envelope.DuplicateCall,
+		"an identical call ran at %s, within the last %s; its answer was too large to keep, so this call was not run again. "+
+			"To run it again on purpose, send a new idempotency key", a.finished.UTC().Format(time.RFC3339), window)
 }
 
 // Link is duplicate suppression's place in the chain: right before
@@ -197,6 +222,8 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 		return doError(err)
 	case a.argsKey != argsKey:
 		return envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.Call.IdempotencyKey)
+	case a.notKept:
+		return refuseRepeat(a, window)
 	}
 	adopt(ctx, x, a, sharing == Replayed)
 	return x.Failed
@@ -213,7 +240,13 @@ func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next
 		}
 		run(ctx, x, next)
 		return answerOf(ctx, x, argsKey, g.Now())
-	}, func(a recorded) bool { return a.reached && a.remote == 0 && a.shareable() && g.keepable(x, a) })
+	}, func(a recorded) bool {
+		if !a.reached || a.remote != 0 || !a.shareable() {
+			return false
+		}
+		g.noteTooLarge(x, a)
+		return true
+	})
 	if sharing == Joined && (errors.Is(err, ErrLeft) || (err == nil && !a.shareable())) {
 		next(ctx, x)
 		return answerOf(ctx, x, argsKey, g.Now()), Executed, nil
@@ -221,24 +254,22 @@ func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next
 	return a, sharing, err
 }
 
-// keepable reports whether the answer is small enough to keep for replay
-// (a quarter of MaxBytes, as Table.LimitBytes decides), and says so in the
-// log when it is not: an identical call within the window runs again.
-func (g *Guard) keepable(x *pipeline.Exchange, a recorded) bool {
+// noteTooLarge says in the log when an answer is too large to keep whole
+// for replay (over a quarter of MaxBytes, as Table.LimitBytes decides): an
+// identical call within the window is refused with duplicate_call (or,
+// with the shared store, which keeps it whole, replayed from there).
+func (g *Guard) noteTooLarge(x *pipeline.Exchange, a recorded) {
 	size := recordedBytes(a)
-	if size <= g.MaxBytes/4 {
-		return true
+	if size <= g.MaxBytes/4 || g.Log == nil || g.Window <= 0 || g.Shared != nil {
+		return
 	}
-	if g.Log != nil && g.Window > 0 && g.Shared == nil { // (the shared store keeps it for every replica)
-		level := slog.LevelInfo
-		if a.keyed { // the client named the operation: its retry with the key runs it again
-			level = slog.LevelWarn
-		}
-		g.Log.Log(context.Background(), level, "answer too large to keep for replay: an identical call within the window runs again",
-			"tool", x.Tool.ID, "principal", x.Call.Subject.Principal, "bytes", size, "limit", g.MaxBytes/4,
-			"idempotency_key", a.keyed)
+	level := slog.LevelInfo
+	if a.keyed { // the client named the operation: its retry with the key will not get this answer
+		level = slog.LevelWarn
 	}
-	return false
+	g.Log.Log(context.Background(), level, "answer too large to keep for replay: an identical call within the window is refused with duplicate_call",
+		"tool", x.Tool.ID, "principal", x.Call.Subject.Principal, "bytes", size, "limit", g.MaxBytes/4,
+		"idempotency_key", a.keyed)
 }
 
 // leaveWhenAsked is the channel that lets calls joining this one stop

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -107,35 +108,87 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 // An answer over a quarter of MaxBytes reaches its caller whole but is not
-// kept for replay: its repeat runs again, and the log says why. A smaller
-// one is replayed as usual.
-func TestAnswersTooLargeToKeepAreNotReplayed(t *testing.T) {
+// kept for replay; its repeat within the window is not run a second time
+// either: it is refused with duplicate_call, and the log says why. A new
+// idempotency key runs it on purpose; after the window it runs again; a
+// smaller answer is replayed as usual.
+func TestAnswersTooLargeToKeepAreNotRunTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		big := strings.Repeat("z", 300<<10)
 		up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
-			if n > 2 {
+			if n == 4 {
 				return json.RawMessage(pipelinetest.OKText), nil
 			}
 			return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": big}}})
 		}}
 		var logs bytes.Buffer
-		p := &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20,
-			Log: slog.New(slog.NewJSONHandler(&logs, nil))})}
+		p := &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, KeyWindow: time.Hour,
+			MaxBytes: 1 << 20, Log: slog.New(slog.NewJSONHandler(&logs, nil))})}
 		p.Guards = []pipeline.Link{p.dedup.Link()}
 		call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":1}`)}
-		for i := range 2 {
-			res := p.Handle(context.Background(), call)
-			if env := pipelinetest.Envelope(t, res); env.Replayed || len(res.Content) != 1 || len(res.Content[0].(mcp.TextContent).Text) != len(big) {
-				t.Fatalf("call %d: replayed=%v, want the whole %d-byte answer, executed", i+1, env.Replayed, len(big))
-			}
+		res := p.Handle(context.Background(), call)
+		if env := pipelinetest.Envelope(t, res); !env.OK || len(res.Content) != 1 || len(res.Content[0].(mcp.TextContent).Text) != len(big) {
+			t.Fatalf("first call: ok=%v, want the whole %d-byte answer", env.OK, len(big))
 		}
-		if up.Calls.Load() != 2 || !strings.Contains(logs.String(), "answer too large to keep for replay") {
-			t.Fatalf("%d executions, want 2; log:\n%s", up.Calls.Load(), logs.String())
+		env := pipelinetest.Envelope(t, p.Handle(context.Background(), call))
+		if pipelinetest.Code(env) != "duplicate_call" || up.Calls.Load() != 1 || env.Retryable {
+			t.Fatalf("repeat: %s retryable=%v after %d executions, want duplicate_call, not retryable, after 1", pipelinetest.Code(env), env.Retryable, up.Calls.Load())
+		}
+		if env.Message == nil || !strings.Contains(*env.Message, "too large to keep") || !strings.Contains(*env.Message, "new idempotency key") {
+			t.Fatalf("refusal message: %v", env.Message)
+		}
+		if !strings.Contains(logs.String(), "answer too large to keep for replay") {
+			t.Fatalf("log:\n%s", logs.String())
+		}
+		keyed := call
+		keyed.IdempotencyKey = "again"
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), keyed)); !env.OK || up.Calls.Load() != 2 {
+			t.Fatalf("with a new idempotency key: ok=%v executions=%d, want it run (2)", env.OK, up.Calls.Load())
+		}
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), keyed)); pipelinetest.Code(env) != "duplicate_call" || up.Calls.Load() != 2 {
+			t.Fatalf("the key's repeat: %s executions=%d, want duplicate_call after 2", pipelinetest.Code(env), up.Calls.Load())
+		}
+		if !strings.Contains(logs.String(), `"level":"WARN"`) {
+			t.Fatalf("an answer under an idempotency key that is not kept is a warning; log:\n%s", logs.String())
+		}
+		time.Sleep(time.Minute)
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), call)); !env.OK || up.Calls.Load() != 3 {
+			t.Fatalf("after the window: ok=%v executions=%d, want it run (3)", env.OK, up.Calls.Load())
 		}
 		small := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":2}`)}
 		p.Handle(context.Background(), small)
-		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), small)); !env.Replayed || up.Calls.Load() != 3 {
-			t.Fatalf("a small answer: replayed=%v executions=%d, want replayed after 3", env.Replayed, up.Calls.Load())
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), small)); !env.Replayed || up.Calls.Load() != 4 {
+			t.Fatalf("a small answer: replayed=%v executions=%d, want replayed after 4", env.Replayed, up.Calls.Load())
+		}
+	})
+}
+
+// Answers pushed out by MaxBytes leave what says they ran: the oldest one's
+// repeat is refused with duplicate_call, not run again, and the newest is
+// still replayed whole.
+func TestAnswersEvictedByBytesAreNotRunTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		text := strings.Repeat("y", 100<<10) // twice that recorded (the text and the envelope): under a quarter of 1 MiB; six are over it
+		up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+			return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
+		}}
+		p := &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20})}
+		p.Guards = []pipeline.Link{p.dedup.Link()}
+		order := func(n int) pipeline.Call {
+			return pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: fmt.Appendf(nil, `{"order_id":%d}`, n)}
+		}
+		for n := range 6 {
+			p.Handle(context.Background(), order(n))
+		}
+		if b := p.dedup.table.Bytes(); b > 1<<20 {
+			t.Fatalf("the table holds %d bytes, over MaxBytes", b)
+		}
+		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), order(0))); pipelinetest.Code(env) != "duplicate_call" || up.Calls.Load() != 6 {
+			t.Fatalf("the oldest answer's repeat: %s after %d executions, want duplicate_call after 6", pipelinetest.Code(env), up.Calls.Load())
+		}
+		res := p.Handle(context.Background(), order(5))
+		if env := pipelinetest.Envelope(t, res); !env.Replayed || len(res.Content[0].(mcp.TextContent).Text) != len(text) || up.Calls.Load() != 6 {
+			t.Fatalf("the newest answer's repeat: replayed=%v executions=%d, want it replayed whole", env.Replayed, up.Calls.Load())
 		}
 	})
 }
@@ -249,8 +302,9 @@ func (l *fakeLease) Release(context.Context) error {
 func replicas(t *testing.T, n int, up pipeline.Upstreams, shared Shared) []*replica {
 	ps := make([]*replica, n)
 	for i := range ps {
-		ps[i] = dedupPipeline(t, up)
-		ps[i].dedup.Shared = shared
+		ps[i] = &replica{Builder: pipelinetest.NewBuilder(t, up),
+			dedup: NewGuard(Options{MaxEntries: 100, Window: time.Minute, KeyWindow: 24 * time.Hour, Shared: shared})}
+		ps[i].Guards = []pipeline.Link{ps[i].dedup.Link()}
 	}
 	return ps
 }
@@ -303,6 +357,29 @@ func TestSharedDedupReplaysFailures(t *testing.T) {
 	again := pipelinetest.Envelope(t, ps[1].Handle(context.Background(), getOrder))
 	if up.Calls.Load() != 1 || pipelinetest.Code(first) != "tool_failed" || pipelinetest.Code(again) != "tool_failed" || !again.Replayed || *again.Message != *first.Message {
 		t.Fatalf("failure replayed across replicas: %d executions, %+v then %+v", up.Calls.Load(), first, again)
+	}
+}
+
+// With a shared store, an answer too large for this replica's table is
+// still replayed whole, from the store, on this replica and on another:
+// the local table keeps no stand-in that would refuse it.
+func TestSharedDedupReplaysAnswersTooLargeToKeepLocally(t *testing.T) {
+	big := strings.Repeat("z", 300<<10)
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": big}}})
+	}}
+	shared := newFakeShared()
+	ps := make([]*replica, 2)
+	for i := range ps {
+		ps[i] = &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20, Shared: shared})}
+		ps[i].Guards = []pipeline.Link{ps[i].dedup.Link()}
+	}
+	ps[0].Handle(context.Background(), getOrder)
+	for i, p := range ps {
+		res := p.Handle(context.Background(), getOrder)
+		if env := pipelinetest.Envelope(t, res); !env.Replayed || len(res.Content[0].(mcp.TextContent).Text) != len(big) || up.Calls.Load() != 1 {
+			t.Fatalf("replica %d: %s replayed=%v after %d executions, want the whole answer replayed after 1", i, pipelinetest.Code(env), env.Replayed, up.Calls.Load())
+		}
 	}
 }
 

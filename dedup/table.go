@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -66,12 +67,14 @@ type Table[R any] struct {
 	maxBytes int64         // LimitBytes
 	sizeOf   func(R) int64 // LimitBytes; nil: no bound by bytes
 	lastOut  func(R) bool  // LimitBytes: results evicted by bytes only when no other is left
+	strip    func(R) R     // LimitBytes: what a result evicted by bytes leaves behind; nil: nothing
 	bytes    int64         // the finished entries' sizeOf, summed
 
 	mu       sync.Mutex
 	entries  map[Key]*entry[R] // in flight and finished
 	oldest   *entry[R]         // finished entries in the order they finished: oldest ...
 	newest   *entry[R]         // ... newest, linked through prev/next
+	whole    entryList[R]      // those of them not stripped (LimitBytes), in the same order
 	expiry   expiryHeap[R]     // finished entries by expiry, for purging
 	finished int               // finished entries kept
 
@@ -93,10 +96,12 @@ type entry[R any] struct {
 
 	// Set when the entry is kept as finished.
 	kept       bool
+	stripped   bool  // result is strip's: the bytes bound took the rest
 	size       int64 // sizeOf(result), with LimitBytes
 	finishedAt time.Time
 	expires    time.Time
 	prev, next *entry[R]
+	wholeLink  link[R] // in Table.whole unless stripped
 	heapIndex  int
 }
 
@@ -112,14 +117,21 @@ func NewTable[R any](maxEntries int, now func() time.Time) *Table[R] {
 
 // LimitBytes bounds the finished results kept by their size as sizeOf
 // measures it: at most max bytes in all, and a result over a quarter of max
-// is not kept at all, so that one large answer cannot push out every other
-// (calls in flight are still joined). Past max, the oldest results go first,
-// except those lastOut picks (nil: none), which go only when no other is
-// left: duplicate suppression keeps answers under idempotency keys, which
-// clients retry with, over answers matched by arguments alone. Call it
-// before the table is used.
-func (t *Table[R]) LimitBytes(max int64, sizeOf func(R) int64, lastOut func(R) bool) {
-	t.maxBytes, t.sizeOf, t.lastOut = max, sizeOf, lastOut
+// is not kept whole, so that one large answer cannot push out every other
+// (calls in flight are still joined and get it whole). Past max, the oldest
+// results go first, except those lastOut picks (nil: none), which go only
+// when no other is left: duplicate suppression keeps answers under
+// idempotency keys, which clients retry with, over answers matched by
+// arguments alone.
+//
+// With strip (nil: none), a result the bound takes is not forgotten but
+// replaced by strip(result), which should be small (sizeOf counts it too):
+// the entry keeps its place and its window, and a repeat gets Replayed with
+// what strip left, rather than running again. Only when every result kept
+// is already stripped and the bytes are still over max (many entries, a
+// small max) does the oldest go entirely. Call it before the table is used.
+func (t *Table[R]) LimitBytes(max int64, sizeOf func(R) int64, lastOut func(R) bool, strip func(R) R) {
+	t.maxBytes, t.sizeOf, t.lastOut, t.strip = max, sizeOf, lastOut, strip
 }
 
 // Do runs fn at most once for key at a time. A caller arriving while an identical call is in flight waits for it (or for
@@ -255,8 +267,12 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	}
 	if t.sizeOf != nil {
 		if e.size = t.sizeOf(r); e.size > t.maxBytes/4 {
-			delete(t.entries, e.key)
-			return
+			if t.strip == nil {
+				delete(t.entries, e.key)
+				return
+			}
+			e.result, e.stripped = t.strip(r), true
+			e.size = t.sizeOf(e.result)
 		}
 	}
 	e.kept = true
@@ -270,27 +286,47 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	}
 	t.newest = e
 	heap.Push(&t.expiry, e)
+	if !e.stripped {
+		t.whole.pushNewest(e)
+	}
 	t.finished++
 	t.bytes += e.size
 	for t.finished > t.max {
 		t.drop(t.oldest)
 	}
 	for t.sizeOf != nil && t.bytes > t.maxBytes {
-		t.drop(t.evictable())
+		t.evictBytes()
 	}
 }
 
-// evictable is the entry to drop for bytes: the oldest that lastOut does
-// not pick, else the oldest. Callers hold mu; there is at least one entry.
+// evictBytes takes one result's bytes: strips the entry evictable picks, or
+// drops the oldest when there is none to strip. Callers hold mu; there is at
+// least one entry.
+func (t *Table[R]) evictBytes() {
+	e := t.evictable()
+	if e == nil || t.strip == nil {
+		t.drop(cmp.Or(e, t.oldest))
+		return
+	}
+	t.whole.remove(e)
+	stripped := t.strip(e.result)
+	size := t.sizeOf(stripped)
+	t.bytes += size - e.size
+	e.result, e.size, e.stripped = stripped, size, true
+}
+
+// evictable is the entry whose bytes go first: the oldest not yet stripped
+// that lastOut does not pick, else the oldest not yet stripped; nil when
+// every entry is stripped. Callers hold mu.
 func (t *Table[R]) evictable() *entry[R] {
 	if t.lastOut != nil {
-		for e := t.oldest; e != nil; e = e.next {
+		for e := t.whole.oldest; e != nil; e = e.wholeLink.next {
 			if !t.lastOut(e.result) {
 				return e
 			}
 		}
 	}
-	return t.oldest
+	return t.whole.oldest
 }
 
 // purge drops the finished entries whose window has passed. Callers hold mu.
@@ -314,9 +350,42 @@ func (t *Table[R]) drop(e *entry[R]) {
 		t.newest = e.prev
 	}
 	e.prev, e.next = nil, nil
+	if !e.stripped {
+		t.whole.remove(e)
+	}
 	heap.Remove(&t.expiry, e.heapIndex)
 	t.finished--
 	t.bytes -= e.size
+}
+
+// entryList is a list of finished entries, oldest first, linked through
+// their wholeLink.
+type entryList[R any] struct{ oldest, newest *entry[R] }
+
+type link[R any] struct{ prev, next *entry[R] }
+
+func (l *entryList[R]) pushNewest(e *entry[R]) {
+	e.wholeLink = link[R]{prev: l.newest}
+	if l.newest != nil {
+		l.newest.wholeLink.next = e
+	} else {
+		l.oldest = e
+	}
+	l.newest = e
+}
+
+func (l *entryList[R]) remove(e *entry[R]) {
+	if p := e.wholeLink.prev; p != nil {
+		p.wholeLink.next = e.wholeLink.next
+	} else {
+		l.oldest = e.wholeLink.next
+	}
+	if n := e.wholeLink.next; n != nil {
+		n.wholeLink.prev = e.wholeLink.prev
+	} else {
+		l.newest = e.wholeLink.prev
+	}
+	e.wholeLink = link[R]{}
 }
 
 // Bytes is the size of the finished results kept (with LimitBytes).

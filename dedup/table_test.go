@@ -403,7 +403,7 @@ func TestDoEviction(t *testing.T) {
 // to its caller (and to calls that joined it) but not kept for replay.
 func TestDoEvictionByBytes(t *testing.T) {
 	tb, clk, _ := newTestTable(100)
-	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil)
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil, nil)
 	k := func(i int) Key { return ArgsKey("alice", "t", fmt.Appendf(nil, "%d", i)) }
 	sized := func(n int) func(context.Context) string {
 		return func(context.Context) string { return strings.Repeat("x", n) }
@@ -436,10 +436,63 @@ func TestDoEvictionByBytes(t *testing.T) {
 	}
 }
 
+// With strip, a result the bytes bound takes leaves strip's stand-in, which
+// keeps its place and window: its repeat is Replayed with the stand-in,
+// not run again. Results under lastOut are stripped last. When every result
+// kept is stripped and the bytes are still over, the oldest goes whole.
+func TestDoEvictionByBytesStrips(t *testing.T) {
+	tb, clk, _ := newTestTable(100)
+	strip := func(string) string { return "-" }
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, func(r string) bool { return strings.HasPrefix(r, "K") }, strip)
+	k := func(i int) Key { return ArgsKey("alice", "t", fmt.Appendf(nil, "%d", i)) }
+	result := func(s string) func(context.Context) string { return func(context.Context) string { return s } }
+	tb.Do(t.Context(), k(1), time.Hour, result("K"+strings.Repeat("k", 24)), nil) // under lastOut: stripped last
+	for i := 2; i <= 5; i++ {
+		clk.Advance(time.Second)
+		tb.Do(t.Context(), k(i), time.Hour, result(strings.Repeat("x", 25)), nil)
+	}
+	// 125 bytes: 2 and 3, the oldest not under lastOut, are stripped (25 → 1 each).
+	if _, fin := tb.Len(); fin != 5 || tb.Bytes() != 77 {
+		t.Fatalf("kept %d results of %d bytes, want 5 of 77", fin, tb.Bytes())
+	}
+	if r, s, _ := tb.Do(t.Context(), k(2), time.Hour, result("ran again"), nil); s != Replayed || r != "-" {
+		t.Fatalf("the stripped result: (%q, %v), want the stand-in, Replayed", r, s)
+	}
+	if tb.Bytes() > 100 {
+		t.Fatalf("%d bytes kept, over the bound", tb.Bytes())
+	}
+	if r, s, _ := tb.Do(t.Context(), k(1), time.Hour, result("ran again"), nil); s != Replayed || r[0] != 'K' {
+		t.Fatalf("the result under lastOut: (%q, %v), want it whole, Replayed", r, s)
+	}
+	if r, s, _ := tb.Do(t.Context(), k(9), time.Hour, result(strings.Repeat("z", 26)), nil); s != Executed || len(r) != 26 {
+		t.Fatalf("a result over a quarter: (%d bytes, %v), want its 26 bytes, Executed", len(r), s)
+	}
+	if r, s, _ := tb.Do(t.Context(), k(9), time.Hour, result("ran again"), nil); s != Replayed || r != "-" {
+		t.Fatalf("its repeat: (%q, %v), want the stand-in, Replayed", r, s)
+	}
+	tb.purge(clk.Now().Add(2 * time.Hour))
+	if _, fin := tb.Len(); fin != 0 || tb.Bytes() != 0 {
+		t.Fatalf("after every window: kept %d results of %d bytes, want none", fin, tb.Bytes())
+	}
+
+	// Stand-ins alone over the bound: the oldest goes whole.
+	small, _, _ := newTestTable(100)
+	small.LimitBytes(8, func(r string) int64 { return int64(len(r)) }, nil, func(string) string { return "---" })
+	for i := 1; i <= 3; i++ {
+		small.Do(t.Context(), k(i), time.Hour, result("abc"), nil) // 3 bytes, over a quarter of 8: stripped to 3
+	}
+	if _, fin := small.Len(); fin != 2 || small.Bytes() != 6 {
+		t.Fatalf("stand-ins over the bound: kept %d of %d bytes, want 2 of 6", fin, small.Bytes())
+	}
+	if _, s, _ := small.Do(t.Context(), k(1), time.Hour, result("abc"), nil); s != Executed {
+		t.Fatalf("the oldest stand-in, dropped: %v, want Executed", s)
+	}
+}
+
 // A result too large to keep still reaches every call that joined it.
 func TestJoinersGetAResultTooLargeToKeep(t *testing.T) {
 	tb, _, joined := newTestTable(100)
-	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil)
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil, nil)
 	big := strings.Repeat("y", 60)
 	fn, started, release, runs := gated(big)
 	first := goDo(t.Context(), tb, keyA, time.Hour, fn, nil)
@@ -635,7 +688,7 @@ func TestJoinerLeavesWhenTheCallSaysSo(t *testing.T) {
 // keys) go only when no other result is left, however old they are.
 func TestDoEvictionByBytesSparesLastOut(t *testing.T) {
 	tb, clk, _ := newTestTable(100)
-	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, func(r string) bool { return strings.HasPrefix(r, "K") })
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, func(r string) bool { return strings.HasPrefix(r, "K") }, nil)
 	k := func(i int) Key { return ArgsKey("alice", "t", fmt.Appendf(nil, "%d", i)) }
 	result := func(s string) func(context.Context) string { return func(context.Context) string { return s } }
 	tb.Do(t.Context(), k(1), time.Hour, result("K"+strings.Repeat("k", 24)), nil) // the oldest, keyed

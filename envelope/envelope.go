@@ -31,6 +31,10 @@ const (
 	ResultTooLarge      Code = "result_too_large"
 	InvalidResult       Code = "invalid_result"
 	ToolChanged         Code = "tool_changed"
+	// DuplicateCall: an identical call ran within the duplicate-suppression window, and its answer
+	// was too large to keep for replay, so the call is not run a second time. A new idempotency key
+	// runs it deliberately.
+	DuplicateCall Code = "duplicate_call"
 	// AuthorizationRequired: the upstream acts as the calling user (auth mode oauth or per_user) and
 	// holds no credential of this caller's yet; the message carries the gateway URL where the user
 	// connects, after which the same call succeeds.
@@ -65,6 +69,8 @@ var table = map[Code]retryPolicy{
 	ResultTooLarge:      never,
 	InvalidResult:       never,
 	ToolChanged:         never,
+	// Not retryable: the operation ran; repeating it unchanged within the window gets the same answer.
+	DuplicateCall: never,
 	// Retryable because the caller can fix it (connect at the URL) and repeat the call unchanged.
 	AuthorizationRequired: always,
 	// Not retryable: the same call with the same token fails the same way. A client steps up on the

@@ -24,6 +24,7 @@ func TestRetryableComesFromTheTable(t *testing.T) {
 		{ResultTooLarge, false, false},
 		{InvalidResult, false, false},
 		{ToolChanged, false, false},
+		{DuplicateCall, false, false},
 		{AuthorizationRequired, true, true},
 		{InsufficientScope, false, false},
 		{InternalError, false, false},

@@ -43,7 +43,7 @@ func Chain(opts pipeline.Options, l Links) *pipeline.Chain {
 		l.RateLimits.Link(),                      // token buckets per principal, role, tool: rate_limited
 		l.Record.Gate(),                          // audit.fail_closed: a call that cannot be recorded does not run
 		l.Approvals.Link(),                       // wraps: a human approves first: approval_required, approval_denied
-		l.Dedup.Link(),                           // wraps: identical calls joined or replayed, run once
+		l.Dedup.Link(),                           // wraps: identical calls joined or replayed, run once: duplicate_call
 		l.Execute.Link(),                         // breaker, deadline, safe retries: tool_timeout, upstream_*, tool_failed
 		pipeline.Normalize(l.Redact),             // the envelope, secrets redacted: result_too_large, invalid_result, upstream_error
 	)

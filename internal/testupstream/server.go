@@ -20,7 +20,8 @@
 //	ansi            text "a\x1b[2Jb\x00c\u202ed\r\ne"
 //	env             structuredContent: the process environment as a JSON object
 //	stop_reading    stdio: stop reading stdin, so a writer of a large request blocks
-//	tick            counts its executions: {"executions": n} (not idempotent); waits ms first
+//	tick            counts its executions: {"executions": n} (not idempotent); waits ms first;
+//	                pad N adds {"pad": N bytes of 'x'} (a large answer)
 //	headers         structuredContent: the HTTP request headers the call arrived with ({} over stdio)
 //	log {message, hold?} sends message as notifications/message (level error) during the call, then
 //	                answers "logged", or with hold waits until the call is cancelled (a JSON-RPC error):
@@ -230,7 +231,7 @@ func NewServer(o Options) *server.MCPServer {
 				return mcp.NewToolResultText("stopped reading"), nil
 			}},
 		{Tool: tool("tick", "Counts its executions (a side effect that must not run twice); waits ms first.",
-			`{"type":"object","properties":{"ms":{"type":"integer","minimum":0},"label":{"type":"string"}},"additionalProperties":false}`,
+			`{"type":"object","properties":{"ms":{"type":"integer","minimum":0},"label":{"type":"string"},"pad":{"type":"integer","minimum":0,"maximum":`+strconv.Itoa(MaxBigBytes)+`}},"additionalProperties":false}`,
 			hints(false, false, false, false)), Handler: tick},
 		{Tool: tool("headers", "Returns the HTTP request headers this call arrived with ({} over stdio).", noArgs, sideEffectFree), Handler: headers},
 		{Tool: tool("meta", "Returns the _meta this call arrived with (trace context, progress token).", noArgs, sideEffectFree), Handler: meta},
@@ -534,7 +535,8 @@ var ticks atomic.Int64
 
 func tick(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
-		MS int `json:"ms"`
+		MS  int `json:"ms"`
+		Pad int `json:"pad"`
 	}
 	_ = json.Unmarshal(rawArgs(req), &args)
 	if args.MS > 0 {
@@ -547,5 +549,8 @@ func tick(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, er
 		}
 	}
 	b := []byte(fmt.Sprintf(`{"executions":%d}`, ticks.Add(1)))
+	if args.Pad > 0 && args.Pad <= MaxBigBytes {
+		b = fmt.Appendf(b[:len(b)-1], `,"pad":%q}`, strings.Repeat("x", args.Pad))
+	}
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(b))}, RawStructuredContent: b}, nil
 }
