@@ -77,8 +77,8 @@ const (
 	// answers of the default 1 MiB result limit would be 10 GB). It counts in
 	// the soft memory limit (cmd/toolgate, limitMemory), so it is kept small:
 	// at 64 MiB, 50 callers pulling 5 MiB results peaked at 217 MB, at 16 MiB
-	// at 128-138. 10,000 answers of 1.6 KB fill it; an answer over 4 MiB (a
-	// quarter) is not kept.
+	// at 128-138. 10,000 answers of 1.6 KB fill it; an answer over a quarter
+	// (a text of ~2 MiB: it counts as text and envelope) is not kept whole.
 	DefaultDedupMaxBytes int64 = 16 << 20
 	// DefaultPinningMode records each tool's definition on first sight and blocks a later change until an
 	// admin approves it.

@@ -22,7 +22,9 @@ type Options struct {
 	MaxEntries int
 	// MaxBytes bounds the bytes of the answers it keeps for replay
 	// (default 16 MiB); an answer over a quarter of it is joined while in
-	// flight but not kept (see Table.LimitBytes).
+	// flight but not kept whole, nor is one pushed out by newer ones: what
+	// is left says the call ran, and its repeat within the window is
+	// refused with duplicate_call (see Table.LimitBytes, withheld).
 	MaxBytes int64
 	// Window is how long a finished call's answer is replayed for an
 	// identical call (0: calls in flight are still joined).
@@ -53,7 +55,8 @@ type Options struct {
 // with the same canonical arguments (or the same idempotency key) while an
 // identical call is in flight joins it, and within Window after it
 // finished gets its recorded answer again, marked replayed, instead of a
-// second execution. A nil *Guard suppresses nothing.
+// second execution (or, when MaxBytes took that answer, duplicate_call:
+// never a second execution). A nil *Guard suppresses nothing.
 type Guard struct {
 	Options
 	table  *Table[recorded]
@@ -78,11 +81,7 @@ func NewGuard(o Options) *Guard {
 		o.MaxBytes = defaultMaxBytes
 	}
 	table := NewTable[recorded](o.MaxEntries, o.Now)
-	var strip func(recorded) recorded
-	if o.Shared == nil { // the shared store keeps the whole answer and replays it
-		strip = withheld
-	}
-	table.LimitBytes(o.MaxBytes, recordedBytes, func(r recorded) bool { return r.keyed }, strip)
+	table.LimitBytes(o.MaxBytes, recordedBytes, func(r recorded) bool { return r.keyed }, withheld)
 	return &Guard{Options: o, table: table, encode: encodeRecorded}
 }
 
@@ -176,18 +175,58 @@ type recorded struct {
 }
 
 // withheld is what the table keeps of an answer the bytes bound takes:
-// everything but the result and the notes.
+// everything but the result and the notes. A failure keeps its result
+// (the envelope of a message capped at 1,000 bytes) and is replayed as
+// usual, without its notes.
 func withheld(a recorded) recorded {
-	a.result, a.notes, a.notKept = nil, nil, true
+	a.notes = nil
+	if a.failed == nil {
+		a.result, a.notKept = nil, true
+	}
 	return a
 }
 
-// refuseRepeat is the answer to a repeat of a call whose answer was not
-// kept. It never says more than the caller's own call could: when it ran.
-func refuseRepeat(a recorded, window time.Duration) *envelope.Error {
+// repeatNotKept answers a repeat of a call whose answer the bytes bound
+// took: a retry-safe call (include_retry_safe) runs again, as repeating it
+// is harmless; with the shared store, the answer is replayed from there,
+// where it is kept whole; otherwise, or when the store cannot give it, the
+// call is refused with duplicate_call rather than run a second time.
+func (g *Guard) repeatNotKept(ctx context.Context, x *pipeline.Exchange, next pipeline.Next, key Key, window time.Duration, a recorded) *envelope.Error {
+	if x.RetrySafe {
+		return x.Pass(next)
+	}
+	if g.Shared != nil && g.replayShared(ctx, x, key, window, a.argsKey) {
+		return x.Failed
+	}
+	x.Sharing = "refused"
+	g.Metrics.DuplicateSuppressed(x.Tool.ID, "refused")
 	return envelope.Errorf(envelope.DuplicateCall,
-		"an identical call ran at %s, within the last %s; its answer was too large to keep, so this call was not run again. "+
-			"To run it again on purpose, send a new idempotency key", a.finished.UTC().Format(time.RFC3339), window)
+		"an identical call ran at %s, within the last %s; its answer was not kept for replay (too large, or pushed out by newer answers), "+
+			"so this call was not run again. To run it again on purpose, send a new idempotency key",
+		a.finished.UTC().Format(time.RFC3339), window)
+}
+
+// replayShared takes the answer of a call that ran here from the shared
+// store, and reports whether it could. It never runs the call: a lease (the
+// store lost or let go of the answer) is released, as is every failure of
+// the store, and the caller refuses the repeat.
+func (g *Guard) replayShared(ctx context.Context, x *pipeline.Exchange, key Key, window time.Duration, argsKey Key) bool {
+	claim, err := g.Shared.Claim(ctx, key, window)
+	if err != nil {
+		return false
+	}
+	if claim.Lease != nil {
+		_ = claim.Lease.Release(ctx)
+		return false
+	}
+	a, err := decodeRecorded(claim.Answer)
+	if err != nil || a.argsKey != argsKey {
+		return false
+	}
+	x.Sharing = claim.Sharing.String()
+	g.Metrics.DuplicateSuppressed(x.Tool.ID, x.Sharing)
+	adopt(ctx, x, a, claim.Sharing == Replayed)
+	return true
 }
 
 // Link is duplicate suppression's place in the chain: right before
@@ -205,6 +244,9 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 		return x.Pass(next) // arguments the canonicaliser refuses are not suppressed (validation already passed them)
 	}
 	a, sharing, err := g.do(ctx, x, next, key, window, argsKey)
+	if err == nil && sharing == Replayed && a.notKept && a.argsKey == argsKey {
+		return g.repeatNotKept(ctx, x, next, key, window, a)
+	}
 	ranHere := sharing == Executed // then x already holds the outcome
 	if ranHere && a.remote != 0 {
 		sharing = a.remote // answered by an identical call on another replica
@@ -222,8 +264,6 @@ func (g *Guard) deduplicate(ctx context.Context, x *pipeline.Exchange, next pipe
 		return doError(err)
 	case a.argsKey != argsKey:
 		return envelope.Errorf(envelope.InvalidArguments, "idempotency key %q was already used with different arguments", x.Call.IdempotencyKey)
-	case a.notKept:
-		return refuseRepeat(a, window)
 	}
 	adopt(ctx, x, a, sharing == Replayed)
 	return x.Failed
@@ -244,7 +284,7 @@ func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next
 		if !a.reached || a.remote != 0 || !a.shareable() {
 			return false
 		}
-		g.noteTooLarge(x, a)
+		g.noteTooLarge(x, a, window)
 		return true
 	})
 	if sharing == Joined && (errors.Is(err, ErrLeft) || (err == nil && !a.shareable())) {
@@ -256,11 +296,15 @@ func (g *Guard) do(ctx context.Context, x *pipeline.Exchange, next pipeline.Next
 
 // noteTooLarge says in the log when an answer is too large to keep whole
 // for replay (over a quarter of MaxBytes, as Table.LimitBytes decides): an
-// identical call within the window is refused with duplicate_call (or,
-// with the shared store, which keeps it whole, replayed from there).
-func (g *Guard) noteTooLarge(x *pipeline.Exchange, a recorded) {
+// identical call within the window is refused with duplicate_call. Not
+// with the shared store, which keeps it whole and replays it; nor for a
+// failure, which is kept (see withheld).
+func (g *Guard) noteTooLarge(x *pipeline.Exchange, a recorded, window time.Duration) {
+	if g.Log == nil || window <= 0 || g.Shared != nil || a.failed != nil {
+		return
+	}
 	size := recordedBytes(a)
-	if size <= g.MaxBytes/4 || g.Log == nil || g.Window <= 0 || g.Shared != nil {
+	if size <= g.MaxBytes/4 {
 		return
 	}
 	level := slog.LevelInfo

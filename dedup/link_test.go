@@ -134,7 +134,7 @@ func TestAnswersTooLargeToKeepAreNotRunTwice(t *testing.T) {
 		if pipelinetest.Code(env) != "duplicate_call" || up.Calls.Load() != 1 || env.Retryable {
 			t.Fatalf("repeat: %s retryable=%v after %d executions, want duplicate_call, not retryable, after 1", pipelinetest.Code(env), env.Retryable, up.Calls.Load())
 		}
-		if env.Message == nil || !strings.Contains(*env.Message, "too large to keep") || !strings.Contains(*env.Message, "new idempotency key") {
+		if env.Message == nil || !strings.Contains(*env.Message, "not kept for replay") || !strings.Contains(*env.Message, "new idempotency key") {
 			t.Fatalf("refusal message: %v", env.Message)
 		}
 		if !strings.Contains(logs.String(), "answer too large to keep for replay") {
@@ -159,6 +159,41 @@ func TestAnswersTooLargeToKeepAreNotRunTwice(t *testing.T) {
 		p.Handle(context.Background(), small)
 		if env := pipelinetest.Envelope(t, p.Handle(context.Background(), small)); !env.Replayed || up.Calls.Load() != 4 {
 			t.Fatalf("a small answer: replayed=%v executions=%d, want replayed after 4", env.Replayed, up.Calls.Load())
+		}
+	})
+}
+
+// With include_retry_safe, a retry-safe call whose answer was not kept
+// simply runs again (repeating it is harmless), and a failure the bytes
+// bound passes over is replayed as the failure it was.
+func TestAnswersNotKeptRetrySafeAndFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := strings.Repeat("z", 300<<10)
+		up := &countingUpstream{Fn: func(_ context.Context, n int32) (json.RawMessage, error) {
+			return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": big}}})
+		}}
+		p := &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20, RetrySafeToo: true})}
+		p.Guards = []pipeline.Link{p.dedup.Link()}
+		p.RetrySafe = func(*upstreams.Tool) bool { return true }
+		for i := range 2 {
+			if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); !env.OK || up.Calls.Load() != int32(i+1) {
+				t.Fatalf("retry-safe call %d: ok=%v after %d executions", i+1, env.OK, up.Calls.Load())
+			}
+		}
+
+		failing := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+			return json.RawMessage(`{"content":[{"type":"text","text":"no such order"}],"isError":true}`), nil
+		}}
+		f := &replica{Builder: pipelinetest.NewBuilder(t, failing), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20})}
+		f.Guards = []pipeline.Link{f.dedup.Link()}
+		f.Handle(context.Background(), getOrder)
+		f.dedup.table.mu.Lock()
+		for f.dedup.table.whole.oldest != nil { // as the bound would: strip every answer kept
+			f.dedup.table.evictBytes()
+		}
+		f.dedup.table.mu.Unlock()
+		if env := pipelinetest.Envelope(t, f.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "tool_failed" || !env.Replayed || failing.Calls.Load() != 1 {
+			t.Fatalf("a failure passed over by the bound: %s replayed=%v after %d executions, want tool_failed replayed after 1", pipelinetest.Code(env), env.Replayed, failing.Calls.Load())
 		}
 	})
 }
@@ -380,6 +415,37 @@ func TestSharedDedupReplaysAnswersTooLargeToKeepLocally(t *testing.T) {
 		if env := pipelinetest.Envelope(t, res); !env.Replayed || len(res.Content[0].(mcp.TextContent).Text) != len(big) || up.Calls.Load() != 1 {
 			t.Fatalf("replica %d: %s replayed=%v after %d executions, want the whole answer replayed after 1", i, pipelinetest.Code(env), env.Replayed, up.Calls.Load())
 		}
+	}
+}
+
+// With a shared store that cannot give the answer this replica did not
+// keep (down while dedup_on_failure is open, or it lost the answer), the
+// repeat is refused with duplicate_call, never run again; a lease the
+// store grants for it is released.
+func TestSharedDedupNeverRerunsAnAnswerNotKept(t *testing.T) {
+	big := strings.Repeat("z", 300<<10)
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": big}}})
+	}}
+	shared := newFakeShared()
+	p := &replica{Builder: pipelinetest.NewBuilder(t, up), dedup: NewGuard(Options{Window: time.Minute, MaxBytes: 1 << 20,
+		Shared: shared, SharedFailOpen: true})}
+	p.Guards = []pipeline.Link{p.dedup.Link()}
+	p.Handle(context.Background(), getOrder)
+	shared.mu.Lock()
+	shared.err = errors.New("connection refused")
+	shared.mu.Unlock()
+	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "duplicate_call" || up.Calls.Load() != 1 {
+		t.Fatalf("store down, fail open: %s after %d executions, want duplicate_call after 1", pipelinetest.Code(env), up.Calls.Load())
+	}
+	shared.mu.Lock()
+	shared.err, shared.entries = nil, map[Key]*fakeEntry{} // back, without the answer
+	shared.mu.Unlock()
+	if env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder)); pipelinetest.Code(env) != "duplicate_call" || up.Calls.Load() != 1 {
+		t.Fatalf("store lost the answer: %s after %d executions, want duplicate_call after 1", pipelinetest.Code(env), up.Calls.Load())
+	}
+	if shared.released != 1 {
+		t.Fatalf("%d leases released, want the one granted for the refused repeat", shared.released)
 	}
 }
 

@@ -82,17 +82,20 @@ type Table[R any] struct {
 }
 
 // entry is one call, in flight or finished. Its fields are guarded by the
-// table's mutex. result and err are written once, under it, before done is
-// closed: joiners read them after done, replays under the mutex.
+// table's mutex.
 type entry[R any] struct {
 	key  Key
 	done chan struct{} // closed when fn returned or panicked
 	// leave, when it closes, lets joiners stop waiting (DoLeaving): the
 	// result will not be theirs to share.
 	leave <-chan struct{}
+	// out is what joiners read after done, without the mutex: written once,
+	// before done is closed, and never again. Joiners take the pointer
+	// while the call is in flight; finish lets go of it, so a kept entry
+	// does not hold a whole answer that strip has replaced.
+	out *callOutcome[R]
 
-	result R
-	err    error // *PanicError when fn did not return
+	result R // once finished, what a replay gets (read under the mutex; strip may replace it)
 
 	// Set when the entry is kept as finished.
 	kept       bool
@@ -186,12 +189,12 @@ func (t *Table[R]) DoLeaving(ctx context.Context, key Key, window time.Duration,
 	t.purge(now)
 	if e := t.entries[key]; e != nil {
 		if !e.kept {
-			onJoin := t.onJoin
+			onJoin, out := t.onJoin, e.out
 			t.mu.Unlock()
 			if onJoin != nil {
 				onJoin(key)
 			}
-			return join(ctx, e)
+			return join(ctx, e, out)
 		}
 		if now.Sub(e.finishedAt) < window && now.Before(e.expires) {
 			r := e.result
@@ -200,14 +203,21 @@ func (t *Table[R]) DoLeaving(ctx context.Context, key Key, window time.Duration,
 		}
 		t.drop(e)
 	}
-	e := &entry[R]{key: key, done: make(chan struct{}), leave: leave, heapIndex: -1}
+	e := &entry[R]{key: key, done: make(chan struct{}), leave: leave, out: new(callOutcome[R]), heapIndex: -1}
 	t.entries[key] = e
 	t.mu.Unlock()
 	return t.execute(ctx, e, window, fn, record)
 }
 
-// join waits for the call in flight, or for ctx.
-func join[R any](ctx context.Context, e *entry[R]) (R, Sharing, error) {
+// callOutcome is what a call in flight leaves its joiners.
+type callOutcome[R any] struct {
+	result R
+	err    error // *PanicError when fn did not return
+}
+
+// join waits for the call in flight, e, or for ctx; out is e's outcome,
+// taken under the mutex.
+func join[R any](ctx context.Context, e *entry[R], out *callOutcome[R]) (R, Sharing, error) {
 	var zero R
 	select {
 	case <-e.done:
@@ -224,10 +234,10 @@ func join[R any](ctx context.Context, e *entry[R]) (R, Sharing, error) {
 			return zero, Joined, ctx.Err()
 		}
 	}
-	if e.err != nil {
-		return zero, Joined, e.err
+	if out.err != nil {
+		return zero, Joined, out.err
 	}
-	return e.result, Joined, nil
+	return out.result, Joined, nil
 }
 
 // execute runs fn for the new entry e, then records or forgets it and
@@ -259,8 +269,9 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e.result, e.err = r, err
+	e.out.result, e.out.err = r, err
 	close(e.done)
+	e.out, e.result = nil, r
 	if !keep || err != nil || window <= 0 || t.max <= 0 {
 		delete(t.entries, e.key)
 		return

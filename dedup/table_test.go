@@ -510,6 +510,29 @@ func TestJoinersGetAResultTooLargeToKeep(t *testing.T) {
 	}
 }
 
+// A joiner that reads only after the call finished and strip replaced the
+// kept result still gets the whole result: joiners read the call's own
+// outcome, not what a replay gets.
+func TestJoinersGetTheWholeResultAfterItWasStripped(t *testing.T) {
+	tb, _, _ := newTestTable(100)
+	tb.LimitBytes(100, func(r string) int64 { return int64(len(r)) }, nil, func(string) string { return "-" })
+	finished, joining := make(chan struct{}), make(chan struct{})
+	tb.onJoin = func(Key) { close(joining); <-finished } // the joiner is held after it took the call
+	big := strings.Repeat("y", 60)
+	fn, started, release, runs := gated(big)
+	first := goDo(t.Context(), tb, keyA, time.Hour, fn, nil)
+	<-started
+	second := goDo(t.Context(), tb, keyA, time.Hour, fn, nil)
+	<-joining
+	close(release)
+	expect(t, <-first, big, Executed)
+	close(finished)
+	expect(t, <-second, big, Joined)
+	if r, s, _ := tb.Do(t.Context(), keyA, time.Hour, fn, nil); s != Replayed || r != "-" || runs.Load() != 1 {
+		t.Fatalf("a repeat: (%q, %v) after %d runs, want the stand-in, Replayed, after 1", r, s, runs.Load())
+	}
+}
+
 // TestDoEvictionSparesCallsInFlight: a call in flight is never evicted,
 // however many results finish around it.
 func TestDoEvictionSparesCallsInFlight(t *testing.T) {

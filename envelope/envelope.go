@@ -32,8 +32,9 @@ const (
 	InvalidResult       Code = "invalid_result"
 	ToolChanged         Code = "tool_changed"
 	// DuplicateCall: an identical call ran within the duplicate-suppression window, and its answer
-	// was too large to keep for replay, so the call is not run a second time. A new idempotency key
-	// runs it deliberately.
+	// was not kept for replay (too large, or pushed out by newer answers under
+	// limits.dedup.max_bytes), so the call is not run a second time. A new idempotency key runs it
+	// deliberately.
 	DuplicateCall Code = "duplicate_call"
 	// AuthorizationRequired: the upstream acts as the calling user (auth mode oauth or per_user) and
 	// holds no credential of this caller's yet; the message carries the gateway URL where the user

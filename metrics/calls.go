@@ -92,7 +92,8 @@ func (m *Metrics) ForwardedRequest(method, server, outcome string, d time.Durati
 }
 
 // DuplicateSuppressed counts a call answered without running upstream: how is "joined" (it waited
-// for an identical call in flight) or "replayed" (it got a recorded answer).
+// for an identical call in flight), "replayed" (it got a recorded answer) or "refused" (an
+// identical call ran, its answer was not kept: duplicate_call).
 func (m *Metrics) DuplicateSuppressed(tool, how string) {
 	if m == nil {
 		return

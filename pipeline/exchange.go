@@ -87,7 +87,8 @@ type Exchange struct {
 	Failed *envelope.Error
 
 	// Sharing is how duplicate suppression settled the call: "executed",
-	// "joined" or "replayed"; "" when it did not apply.
+	// "joined", "replayed" or "refused" (duplicate_call); "" when it did
+	// not apply.
 	Sharing  string
 	Replayed bool // the answer is a recorded one from an earlier call
 

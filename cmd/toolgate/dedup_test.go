@@ -64,7 +64,7 @@ func TestAnswerTooLargeToKeepIsNotRunTwiceEndToEnd(t *testing.T) {
 		t.Fatalf("first call: ok=%v executions=%v pad %d bytes", env["ok"], data["executions"], len(fmt.Sprint(data["pad"])))
 	}
 	_, env = callE2E(t, alice, "hostile__tick", args)
-	if env["error_code"] != "duplicate_call" || env["retryable"] != false || !strings.Contains(fmt.Sprint(env["message"]), "too large to keep") {
+	if env["error_code"] != "duplicate_call" || env["retryable"] != false || !strings.Contains(fmt.Sprint(env["message"]), "not kept for replay") {
 		t.Fatalf("repeat: %v, want duplicate_call, not retryable", env)
 	}
 	if !strings.Contains(logs.String(), "answer too large to keep for replay") {
