@@ -35,8 +35,8 @@ import (
 //
 //   - the request is a POST of a 2025-era session: the Mcp-Session-Id of a
 //     session this server registered (bindSession refuses another
-//     principal's), a valid MCP-Protocol-Version header that is not
-//     2026-07-28, an application/json body, no DNS rebinding;
+//     principal's), no MCP-Protocol-Version header or a valid one that
+//     is not 2026-07-28, an application/json body, no DNS rebinding;
 //   - the body is a tools/call made only of the members the allow-list in
 //     fastdecode.go names (anything else, and any other method, goes to
 //     mcp-go as it is);

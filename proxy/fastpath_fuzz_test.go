@@ -79,7 +79,7 @@ var fastSeeds = []struct {
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), rootsClient, true},
 	{toolsCallBody(`1.5`, `{"name":"hostile__echo","arguments":{"x":1}}`), usualRequest, false},
 	{toolsCallBody(`"a\u0041"`, `{"name":"hostile__echo","arguments":{"x":1}}`), usualRequest, false},
-	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), noVersionHeader, false},
+	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), noVersionHeader, true},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), unknownVersion, false},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), textContent, false},
 	{toolsCallBody(`1`, `{"name":"hostile__echo","arguments":{"x":1}}`), unknownSession, false},
