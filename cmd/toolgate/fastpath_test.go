@@ -125,21 +125,25 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 	fastURL, fast := fastPathGateway(t, writeConfig(t, servers), true)
 	slowURL, slow := fastPathGateway(t, writeConfig(t, servers), false)
 	fs, ss := openRawSession(t, fastURL, `{}`), openRawSession(t, slowURL, `{}`)
-	calls := []struct{ name, id, params string }{
-		{"success", `2`, `{"name":"hostile__echo","arguments":{"b":1,"a":"x \u00e9"}}`},
-		{"HTML and line separators", `12`, `{"name":"hostile__echo","arguments":{"html":"<b>&amp;</b>","ls":"a\u2028b","ctl":"\u001b[31m"}}`},
-		{"spaced JSON", `13`, `{ "name" : "hostile__echo" , "arguments" : { "a" : [ 1 , 2.50 , 1e3 ] } }`},
-		{"string id, no arguments", `"s-1"`, `{"name":"hostile__echo"}`},
-		{"negative id, null arguments", `-4`, `{"name":"hostile__echo","arguments":null}`},
-		{"denied by policy", `3`, `{"name":"hostile__headers","arguments":{}}`},
-		{"unknown tool", `4`, `{"name":"nope__x","arguments":{}}`},
-		{"invalid arguments", `5`, `{"name":"hostile__sleep","arguments":{"ms":"soon"}}`},
-		{"tool error", `6`, `{"name":"hostile__fail","arguments":{"message":"no"}}`},
-		{"structured output", `7`, `{"name":"hostile__good_output","arguments":{}}`},
-		{"trace context in _meta", `8`, `{"name":"hostile__meta","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`},
+	calls := []struct {
+		name, id, params string
+		hdr              map[string]string
+	}{
+		{"success", `2`, `{"name":"hostile__echo","arguments":{"b":1,"a":"x \u00e9"}}`, nil},
+		{"no protocol version header (a 2025-03-26 client)", `14`, `{"name":"hostile__echo","arguments":{"v":1}}`, map[string]string{"MCP-Protocol-Version": ""}},
+		{"HTML and line separators", `12`, `{"name":"hostile__echo","arguments":{"html":"<b>&amp;</b>","ls":"a\u2028b","ctl":"\u001b[31m"}}`, nil},
+		{"spaced JSON", `13`, `{ "name" : "hostile__echo" , "arguments" : { "a" : [ 1 , 2.50 , 1e3 ] } }`, nil},
+		{"string id, no arguments", `"s-1"`, `{"name":"hostile__echo"}`, nil},
+		{"negative id, null arguments", `-4`, `{"name":"hostile__echo","arguments":null}`, nil},
+		{"denied by policy", `3`, `{"name":"hostile__headers","arguments":{}}`, nil},
+		{"unknown tool", `4`, `{"name":"nope__x","arguments":{}}`, nil},
+		{"invalid arguments", `5`, `{"name":"hostile__sleep","arguments":{"ms":"soon"}}`, nil},
+		{"tool error", `6`, `{"name":"hostile__fail","arguments":{"message":"no"}}`, nil},
+		{"structured output", `7`, `{"name":"hostile__good_output","arguments":{}}`, nil},
+		{"trace context in _meta", `8`, `{"name":"hostile__meta","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`, nil},
 	}
 	for _, c := range calls {
-		got, want := fs.post(toolsCall(c.id, c.params), nil), ss.post(toolsCall(c.id, c.params), nil)
+		got, want := fs.post(toolsCall(c.id, c.params), c.hdr), ss.post(toolsCall(c.id, c.params), c.hdr)
 		if got != want {
 			t.Errorf("%s: fast path answered\n%+v\nmcp-go answered\n%+v", c.name, got, want)
 		}
@@ -169,7 +173,6 @@ func TestFastPathLeavesTheRestToMCPGo(t *testing.T) {
 		{"a fractional progress token", `{}`, toolsCall(`1`, `{"name":"hostile__echo","arguments":{},"_meta":{"progressToken":1.5}}`), nil},
 		{"fractional id", `{}`, toolsCall(`1.5`, echo), nil},
 		{"escaped string id", `{}`, toolsCall(`"a\u0041"`, echo), nil},
-		{"no protocol version header", `{}`, toolsCall(`1`, echo), map[string]string{"MCP-Protocol-Version": ""}},
 		{"unknown protocol version", `{}`, toolsCall(`1`, echo), map[string]string{"MCP-Protocol-Version": "1999-01-01"}},
 		{"not JSON content", `{}`, toolsCall(`1`, echo), map[string]string{"Content-Type": "text/plain"}},
 		{"unknown session", `{}`, toolsCall(`1`, echo), map[string]string{"Mcp-Session-Id": "mcp-session-00000000-0000-0000-0000-000000000000"}},
