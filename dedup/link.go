@@ -90,6 +90,9 @@ func NewGuard(o Options) *Guard {
 // it costs besides (a block of an empty text still takes ~100 bytes once
 // decoded, so 40,000 of them in a 1 MiB result hold 1.3 MB).
 func recordedBytes(r recorded) int64 {
+	if r.bytes > 0 {
+		return r.bytes
+	}
 	const overhead, perBlock, perNote = 512, 128, 96
 	n := int64(overhead)
 	if r.result != nil {
@@ -172,6 +175,9 @@ type recorded struct {
 	// and notes; what is left says the call ran, so that its repeat is
 	// refused with duplicate_call instead of running a second time.
 	notKept bool
+	// bytes is recordedBytes(this), counted once by answerOf (0: not yet):
+	// the log's size check and the table's bound both need it.
+	bytes int64
 }
 
 // withheld is what the table keeps of an answer the bytes bound takes:
@@ -179,7 +185,7 @@ type recorded struct {
 // (the envelope of a message capped at 1,000 bytes) and is replayed as
 // usual, without its notes.
 func withheld(a recorded) recorded {
-	a.notes = nil
+	a.notes, a.bytes = nil, 0
 	if a.failed == nil {
 		a.result, a.notKept = nil, true
 	}
@@ -625,6 +631,7 @@ func answerOf(ctx context.Context, x *pipeline.Exchange, argsKey Key, now time.T
 	if !a.interactive || a.keyed {
 		a.notes = pipeline.Notes(ctx)
 	}
+	a.bytes = recordedBytes(a)
 	return a
 }
 
