@@ -267,14 +267,28 @@ func (s *Server) runModern(ctx context.Context, req mcp.CallToolRequest, call Ca
 // and expects no notification; with no session, one can name only a
 // request id, which any client may be using. mcp-go would cancel the
 // in-flight 2026-07-28 request of any client that has that id (its key is
-// the empty session's), so the notification never reaches it. r.Body reads
-// the same bytes again afterwards.
+// the empty session's), so the notification never reaches it. Only one
+// that passes the checks mcp-go makes of every 2026-07-28 POST
+// (validateModernRequest) is acknowledged here: mcp-go answers 400 to one
+// without the protocol version in _meta, with another version there than
+// in the header, with one it does not know, or with Last-Event-ID, and so
+// must the gateway. r.Body reads the same bytes again afterwards.
 func modernCancel(r *http.Request) bool {
-	if !jsonContent(r.Header.Get("Content-Type")) || dnsRebinding(r) {
+	if !jsonContent(r.Header.Get("Content-Type")) || dnsRebinding(r) || r.Header.Get(mcp.HeaderLastEventID) != "" {
 		return false // mcp-go refuses it
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = replayBody(body, err)
-	var msg sideMessage
-	return err == nil && json.Unmarshal(body, &msg) == nil && msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0
+	var msg struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Params *struct {
+			Meta *mcp.Meta `json:"_meta"` // as detectRequestEra reads it
+		} `json:"params"`
+	}
+	if err != nil || json.Unmarshal(body, &msg) != nil || msg.Method != string(mcp.MethodNotificationCancelled) || len(msg.ID) != 0 {
+		return false
+	}
+	version := r.Header.Get(mcp.HeaderProtocolVersion)
+	return msg.Params != nil && msg.Params.Meta.ProtocolVersion() == version && mcp.IsValidProtocolVersion(version)
 }

@@ -146,6 +146,30 @@ var modernSeeds = []struct {
 	{toolsCallBody(`43`, `{"name":"hostile__echo","Arguments":{},"_meta":{`+modernMeta+`}}`), nil, false},
 	{`{"jsonrpc":"2.0","id":44,"method":"tools/list","params":{"_meta":{` + modernMeta + `}}}`, nil, false},
 	{toolsCallBody(`1.5`, `{"name":"hostile__echo","arguments":{},"_meta":{`+modernMeta+`}}`), nil, false},
+	// notifications/cancelled: acknowledged (202) and ignored only when it
+	// passes mcp-go's checks of a 2026-07-28 POST; otherwise mcp-go's 400
+	{modernCancelBody(`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`), cancelHeaders(nil), false},
+	{modernCancelBody(``), cancelHeaders(nil), false},
+	{modernCancelBody(`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`), cancelHeaders(map[string]string{"Last-Event-ID": "1"}), false},
+	{modernCancelBody(`"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}`), cancelHeaders(map[string]string{"MCP-Protocol-Version": "2027-01-01"}), false},
+	{modernCancelBody(`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`), cancelHeaders(map[string]string{"MCP-Protocol-Version": "7"}), false},
+}
+
+// modernCancelBody is a notifications/cancelled with more params members.
+func modernCancelBody(more string) string {
+	if more != "" {
+		more = "," + more
+	}
+	return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1` + more + `}}`
+}
+
+// cancelHeaders are a notification's standard headers, with extra.
+func cancelHeaders(extra map[string]string) map[string]string {
+	h := map[string]string{"Mcp-Method": "notifications/cancelled", "Mcp-Name": ""}
+	for k, v := range extra {
+		h[k] = v
+	}
+	return h
 }
 
 // Every 2026-07-28 request shape gets the same answer (status, headers,

@@ -45,6 +45,9 @@ type rawSession struct {
 	t        *testing.T
 	url, sid string
 	client   *http.Client
+	// noVersion: no MCP-Protocol-Version header on any request, as a
+	// 2025-03-26 client sends none.
+	noVersion bool
 }
 
 type rawAnswer struct {
@@ -57,10 +60,17 @@ type rawAnswer struct {
 // sends notifications/initialized.
 func openRawSession(t *testing.T, url, caps string) *rawSession {
 	t.Helper()
+	return openRawSessionAt(t, url, caps, "2025-11-25")
+}
+
+// openRawSessionAt is openRawSession at another protocol version; at
+// 2025-03-26 the session's requests carry no MCP-Protocol-Version header.
+func openRawSessionAt(t *testing.T, url, caps, version string) *rawSession {
+	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	s := &rawSession{t: t, url: url, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps +
+	s := &rawSession{t: t, url: url, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, noVersion: version == "2025-03-26"}
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":` + caps +
 		`,"clientInfo":{"name":"raw","version":"1"}}}`
 	resp := s.send(init, nil)
 	s.sid = resp.Header.Get("Mcp-Session-Id")
@@ -95,6 +105,9 @@ func (s *rawSession) send(body string, hdr map[string]string) *http.Response {
 	}
 	h := map[string]string{"Authorization": "Bearer " + aliceKey, "Content-Type": "application/json",
 		"Accept": "application/json, text/event-stream", "Mcp-Session-Id": s.sid, "MCP-Protocol-Version": "2025-11-25"}
+	if s.noVersion {
+		delete(h, "MCP-Protocol-Version")
+	}
 	for k, v := range hdr {
 		h[k] = v
 	}
@@ -156,6 +169,33 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 	}
 	if n := slow.FastCalls(); n != 0 {
 		t.Errorf("with the fast path off, %d calls took it", n)
+	}
+}
+
+// A client that negotiated 2025-03-26 sends no MCP-Protocol-Version header
+// (the specification says to assume that version). Its calls take the fast
+// path too, and get mcp-go's answers byte for byte: successes, refusals,
+// tool errors, structured output.
+func TestFastPathServesA20250326Client(t *testing.T) {
+	servers := stdioUpstream(t, "hostile", "")
+	fastURL, fast := fastPathGateway(t, writeConfig(t, servers), true)
+	slowURL, _ := fastPathGateway(t, writeConfig(t, servers), false)
+	fs, ss := openRawSessionAt(t, fastURL, `{}`, "2025-03-26"), openRawSessionAt(t, slowURL, `{}`, "2025-03-26")
+	calls := []string{
+		`{"name":"hostile__echo","arguments":{"b":1,"a":"x"}}`,
+		`{"name":"hostile__headers","arguments":{}}`,
+		`{"name":"hostile__fail","arguments":{"message":"no"}}`,
+		`{"name":"hostile__good_output","arguments":{}}`,
+	}
+	before := fast.FastCalls()
+	for i, params := range calls {
+		body := toolsCall(strconv.Itoa(i+1), params)
+		if got, want := fs.post(body, nil), ss.post(body, nil); got != want {
+			t.Errorf("%s: fast path answered\n%+v\nmcp-go answered\n%+v", params, got, want)
+		}
+	}
+	if n := fast.FastCalls() - before; n != uint64(len(calls)) {
+		t.Errorf("the fast path took %d of %d calls", n, len(calls))
 	}
 }
 
