@@ -72,8 +72,7 @@ type Table[R any] struct {
 
 	mu       sync.Mutex
 	entries  map[Key]*entry[R] // in flight and finished
-	oldest   *entry[R]         // finished entries in the order they finished: oldest ...
-	newest   *entry[R]         // ... newest, linked through prev/next
+	age      entryList[R]      // finished entries in the order they finished, oldest first
 	whole    entryList[R]      // those of them not stripped (LimitBytes), in the same order
 	expiry   expiryHeap[R]     // finished entries by expiry, for purging
 	finished int               // finished entries kept
@@ -103,8 +102,8 @@ type entry[R any] struct {
 	size       int64 // sizeOf(result), with LimitBytes
 	finishedAt time.Time
 	expires    time.Time
-	prev, next *entry[R]
-	wholeLink  link[R] // in Table.whole unless stripped
+	age        link[R] // in Table.age
+	whole      link[R] // in Table.whole unless stripped
 	heapIndex  int
 }
 
@@ -115,7 +114,9 @@ func NewTable[R any](maxEntries int, now func() time.Time) *Table[R] {
 	if now == nil {
 		now = time.Now
 	}
-	return &Table[R]{now: now, max: maxEntries, entries: make(map[Key]*entry[R])}
+	return &Table[R]{now: now, max: maxEntries, entries: make(map[Key]*entry[R]),
+		age:   entryList[R]{at: func(e *entry[R]) *link[R] { return &e.age }},
+		whole: entryList[R]{at: func(e *entry[R]) *link[R] { return &e.whole }}}
 }
 
 // LimitBytes bounds the finished results kept by their size as sizeOf
@@ -289,13 +290,7 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	e.kept = true
 	e.finishedAt = now
 	e.expires = now.Add(window)
-	e.prev = t.newest
-	if t.newest != nil {
-		t.newest.next = e
-	} else {
-		t.oldest = e
-	}
-	t.newest = e
+	t.age.pushNewest(e)
 	heap.Push(&t.expiry, e)
 	if !e.stripped {
 		t.whole.pushNewest(e)
@@ -303,7 +298,7 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	t.finished++
 	t.bytes += e.size
 	for t.finished > t.max {
-		t.drop(t.oldest)
+		t.drop(t.age.oldest)
 	}
 	for t.sizeOf != nil && t.bytes > t.maxBytes {
 		t.evictBytes()
@@ -316,7 +311,7 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 func (t *Table[R]) evictBytes() {
 	e := t.evictable()
 	if e == nil || t.strip == nil {
-		t.drop(cmp.Or(e, t.oldest))
+		t.drop(cmp.Or(e, t.age.oldest))
 		return
 	}
 	t.whole.remove(e)
@@ -331,7 +326,7 @@ func (t *Table[R]) evictBytes() {
 // every entry is stripped. Callers hold mu.
 func (t *Table[R]) evictable() *entry[R] {
 	if t.lastOut != nil {
-		for e := t.whole.oldest; e != nil; e = e.wholeLink.next {
+		for e := t.whole.oldest; e != nil; e = e.whole.next {
 			if !t.lastOut(e.result) {
 				return e
 			}
@@ -350,17 +345,7 @@ func (t *Table[R]) purge(now time.Time) {
 // drop forgets the finished entry e. Callers hold mu.
 func (t *Table[R]) drop(e *entry[R]) {
 	delete(t.entries, e.key)
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		t.oldest = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		t.newest = e.prev
-	}
-	e.prev, e.next = nil, nil
+	t.age.remove(e)
 	if !e.stripped {
 		t.whole.remove(e)
 	}
@@ -370,15 +355,18 @@ func (t *Table[R]) drop(e *entry[R]) {
 }
 
 // entryList is a list of finished entries, oldest first, linked through
-// their wholeLink.
-type entryList[R any] struct{ oldest, newest *entry[R] }
+// the link at gives of each.
+type entryList[R any] struct {
+	oldest, newest *entry[R]
+	at             func(*entry[R]) *link[R]
+}
 
 type link[R any] struct{ prev, next *entry[R] }
 
 func (l *entryList[R]) pushNewest(e *entry[R]) {
-	e.wholeLink = link[R]{prev: l.newest}
+	*l.at(e) = link[R]{prev: l.newest}
 	if l.newest != nil {
-		l.newest.wholeLink.next = e
+		l.at(l.newest).next = e
 	} else {
 		l.oldest = e
 	}
@@ -386,17 +374,18 @@ func (l *entryList[R]) pushNewest(e *entry[R]) {
 }
 
 func (l *entryList[R]) remove(e *entry[R]) {
-	if p := e.wholeLink.prev; p != nil {
-		p.wholeLink.next = e.wholeLink.next
+	el := l.at(e)
+	if el.prev != nil {
+		l.at(el.prev).next = el.next
 	} else {
-		l.oldest = e.wholeLink.next
+		l.oldest = el.next
 	}
-	if n := e.wholeLink.next; n != nil {
-		n.wholeLink.prev = e.wholeLink.prev
+	if el.next != nil {
+		l.at(el.next).prev = el.prev
 	} else {
-		l.newest = e.wholeLink.prev
+		l.newest = el.prev
 	}
-	e.wholeLink = link[R]{}
+	*el = link[R]{}
 }
 
 // Bytes is the size of the finished results kept (with LimitBytes).
