@@ -1,40 +1,22 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
-
-// lockedBuffer is a log destination several goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // What net/http itself complains about on a listener the gateway serves (a
 // handler's panic it recovers, a TLS handshake that failed, an accept
 // error) is a line of the gateway's log at warn level, not raw text on
 // stderr in the middle of a batch of JSON lines.
 func TestNetHTTPComplaintsAreLogLines(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LogBuffer
 	g := &Gateway{log: slog.New(slog.NewJSONHandler(&out, nil)), serving: serving{failed: make(chan error, 1)}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
