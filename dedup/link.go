@@ -38,9 +38,9 @@ type Options struct {
 	// Shared, when not nil, is the level several replicas share (the Redis
 	// store, dedup/redisstore): the call this replica lets run claims it
 	// there too, so an identical call on another replica is joined or
-	// replayed as well. Nil: this replica alone (the default). Give it to
-	// NewGuard: it also decides what the local table keeps of an answer
-	// too large for MaxBytes (with Shared, nothing: the store has it whole).
+	// replayed as well. Nil: this replica alone (the default). The store
+	// keeps answers whole: a repeat of one this replica did not keep
+	// (MaxBytes) is replayed from there (repeatNotKept).
 	Shared Shared
 	// SharedFailOpen runs a call with this replica's suppression only
 	// while Shared fails (its store unreachable), instead of refusing it
