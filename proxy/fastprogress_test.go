@@ -67,6 +67,9 @@ type httpClient struct {
 	t   *testing.T
 	url string
 	sid string
+	// noVersion: requests after initialize carry no MCP-Protocol-Version
+	// header, as a 2025-03-26 client's.
+	noVersion bool
 }
 
 // open initializes a session with the capabilities given, and sends
@@ -99,7 +102,9 @@ func (c *httpClient) doContext(ctx context.Context, method, body string) *http.R
 	req.Header.Set("Authorization", "Bearer alice")
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	if !c.noVersion || c.sid == "" {
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	}
 	if c.sid != "" {
 		req.Header.Set("Mcp-Session-Id", c.sid)
 	}

@@ -142,12 +142,19 @@ const sampledAnswer = `"result":{"model":"m","role":"assistant","content":{"type
 // A fast call whose upstream asks the client for sampling writes the
 // request on the call's own response; the client's answer, POSTed on the
 // session, is delivered to it (202, as mcp-go acknowledges a response) and
-// the upstream gets it; the call then answers on the same stream.
+// the upstream gets it; the call then answers on the same stream. The same
+// for a client that sends no MCP-Protocol-Version header.
 func TestFastCallAsksOnItsOwnStream(t *testing.T) {
+	for _, noVersion := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noVersion=%v", noVersion), func(t *testing.T) { fastCallAsks(t, noVersion) })
+	}
+}
+
+func fastCallAsks(t *testing.T, noVersion bool) {
 	e := newAskingEndpoint(t)
 	srv := httptest.NewServer(e)
 	defer srv.Close()
-	c := &httpClient{t: t, url: srv.URL + "/mcp"}
+	c := &httpClient{t: t, url: srv.URL + "/mcp", noVersion: noVersion}
 	c.open(`{"sampling":{}}`)
 	call := c.startCall(toolsCallBody(`5`, `{"name":"hostile__ask","arguments":{}}`))
 	defer call.close()
