@@ -420,7 +420,6 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte { return appendSt
 
 // appendString writes s, valid UTF-8, as a canonical JSON string.
 func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
-	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	run := 0
 	for i := 0; i < len(s); i++ {
@@ -428,24 +427,8 @@ func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 		if b >= 0x20 && b != '"' && b != '\\' {
 			continue
 		}
-		dst = append(dst, s[run:i]...)
+		dst = AppendEscapedASCII(append(dst, s[run:i]...), b)
 		run = i + 1
-		switch b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-		}
 	}
 	dst = append(dst, s[run:]...)
 	return append(dst, '"')
@@ -578,4 +561,29 @@ func appendExponentForm(dst, d []byte, exp string) []byte {
 	}
 	dst = append(dst, 'e')
 	return append(dst, exp...)
+}
+
+// AppendEscapedASCII appends the escape of one ASCII byte a JSON string
+// cannot hold as it is (a quote, a backslash, a control character) or that
+// an encoder chooses to escape (encoding/json's <, > and &): the two-byte
+// form where JSON has one, else \u00XX in lower-case hex. The gateway's
+// other hand-written encoder (proxy's answers) shares it.
+func AppendEscapedASCII(dst []byte, b byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	switch b {
+	case '"', '\\':
+		return append(dst, '\\', b)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	default:
+		return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+	}
 }

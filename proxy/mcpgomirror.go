@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/canonjson"
 )
 
 // This file holds everything the fast path (fastCalls) copies from mcp-go:
@@ -259,23 +261,7 @@ func appendJSONString(buf []byte, s string) []byte {
 				i++
 				continue
 			}
-			buf = append(buf, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				buf = append(buf, '\\', b)
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
+			buf = canonjson.AppendEscapedASCII(append(buf, s[start:i]...), b)
 			i++
 			start = i
 			continue
