@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
-	"runtime/metrics"
 	"strings"
 	"syscall"
 
@@ -40,12 +38,15 @@ func runServe(args []string) int {
 	}
 	defer gw.Close()
 	limitMemory(log, gw.Config().DedupMaxBytes())
+	leaveCPUForUpstreams(log, stdioUpstreams(gw.Config()))
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)
 	go reloadOnHangUp(ctx, gw, hup, log)
 	if *stdio {
-		if err := gw.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
+		stdin, restore := pollableStdin(os.Stdin)
+		defer restore()
+		if err := gw.ServeStdio(ctx, stdin, os.Stdout); err != nil {
 			log.Error("stdio server stopped", "err", err)
 			return 1
 		}
@@ -118,67 +119,6 @@ func reloadOnHangUp(ctx context.Context, gw *gateway.Gateway, hup <-chan os.Sign
 			gw.Reload()
 		}
 	}
-}
-
-// gcPercent is the garbage collector's target for the serving gateway
-// unless GOGC says otherwise. Every call allocates (JSON in and out, the
-// envelope, the audit record); at Go's default of 100 the collector took
-// about 15% of the gateway's CPU under load. 400 lets the heap grow to five
-// times the live data between collections instead of twice: measured with
-// bench/, 15% more calls per second at 16 concurrent callers, for about
-// 30 MB more memory under that load (the idle footprint barely changes).
-const gcPercent = 400
-
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-}
-
-// memoryHeadroom is the least room the soft memory limit leaves above the
-// heap the ready gateway holds. gcPercent alone lets the heap grow to five
-// times its live data: fine for the ~15 MB a busy gateway keeps live, not
-// for large results, whose burst of live data raises that target with it.
-// 50 callers each pulling two distinct 5 MiB results (bench/, the
-// large-results figure) peaked at 1,025 MB without a limit, at 217 MB with
-// live + 112 MiB + a 64 MiB replay table (which that load filled), and at
-// 128-138 MB with live + 80 MiB + 16 MiB (whose quarter, 4 MiB, keeps a
-// 5 MiB answer out). Ordinary load stays under the limit and keeps
-// gcPercent's pace: 64 callers over HTTP keep 13-15 MB live and collect at
-// a 72-78 MB goal, twelve collections in 30,000 calls either way. A replay
-// table full of small answers (16 MiB) makes it collect about twice as
-// often as gcPercent would.
-const memoryHeadroom = 80 << 20
-
-// limitMemory sets the Go runtime's soft memory limit, unless GOMEMLIMIT
-// says otherwise, to the live heap of the ready gateway (its catalog,
-// policy and sessions), plus held: what it is configured to hold later
-// (the answers kept for replay, limits.dedup.max_bytes), plus the larger of
-// memoryHeadroom and the growth gcPercent allows that heap. So a large
-// policy keeps its pace: with 100,000 lines (~190 MB live) a limit of live
-// + 128 MiB made each call cost 1.31 times the CPU of a small policy's at
-// 16 callers, collecting six times as often; and so would a full replay
-// table without held. The limit is not moved later: a policy that grows
-// tenfold on reload collects more often until a restart (or GOMEMLIMIT).
-// It returns the limit it set (0: none).
-func limitMemory(log *slog.Logger, held int64) int64 {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return 0
-	}
-	// Once, at start: collect, so that what is live is what the gateway
-	// keeps, and give the rest back: starting up (a policy's parse, the
-	// catalog's schemas) leaves garbage that otherwise stays resident until
-	// the scavenger returns it, 290 MB idle with 100,000 policy lines instead
-	// of 132, 30.5 with 10 upstreams instead of 29.0.
-	debug.FreeOSMemory()
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(sample)
-	live := int64(sample[0].Value.Uint64())
-	limit := live + held + max(memoryHeadroom, live*gcPercent/100)
-	debug.SetMemoryLimit(limit)
-	log.Info("soft memory limit set (GOMEMLIMIT overrides it)", "limit_mb", limit>>20, "live_heap_mb", live>>20,
-		"held_mb", held>>20)
-	return limit
 }
 
 // setupTracing is tracing.Setup; tests replace it with an in-memory

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// blockingPipe is a pipe whose read end is a blocking *os.File, as a
+// process's inherited stdin is (os.Pipe's are polled already).
+func blockingPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r, w = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
+	t.Cleanup(func() { r.Close(); w.Close() })
+	if r.SetReadDeadline(time.Time{}) == nil {
+		t.Fatal("the test's pipe is polled already")
+	}
+	return r, w
+}
+
+func nonblocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	fd, err := descriptor(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags, err := fcntlFlags(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flags&syscall.O_NONBLOCK != 0
+}
+
+func fcntlFlags(fd int) (int, error) {
+	flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(flags), nil
+}
+
+// A blocking pipe comes back as a polled copy that reads what the client
+// writes and honours a read deadline; restoring closes the copy, leaves
+// stdin open, and puts it back in blocking mode.
+func TestPollableStdinPipe(t *testing.T) {
+	stdin, client := blockingPipe(t)
+	polled, restore := pollableStdin(stdin)
+	if polled == stdin {
+		t.Fatal("a blocking pipe came back unchanged")
+	}
+	if !nonblocking(t, stdin) {
+		t.Fatal("stdin's pipe is not in nonblocking mode")
+	}
+	if err := polled.SetReadDeadline(time.Now().Add(time.Millisecond)); err != nil {
+		t.Fatalf("the copy is not polled: %v", err)
+	}
+	buf := make([]byte, 16)
+	if _, err := polled.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read with nothing written: %v, want the deadline", err)
+	}
+	_ = polled.SetReadDeadline(time.Time{})
+	if _, err := client.Write([]byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := polled.Read(buf); err != nil || string(buf[:n]) != "{}\n" {
+		t.Fatalf("read %q, %v; want the client's line", buf[:n], err)
+	}
+
+	restore()
+	if _, err := polled.Read(buf); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("the copy after restore: %v, want closed", err)
+	}
+	if nonblocking(t, stdin) {
+		t.Fatal("stdin is still nonblocking after restore")
+	}
+	if _, err := client.Write([]byte("after\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := io.ReadFull(stdin, buf[:6]); err != nil || string(buf[:n]) != "after\n" {
+		t.Fatalf("stdin after restore read %q, %v", buf[:n], err)
+	}
+}
+
+// A regular file (or a terminal) cannot be polled: it comes back as it
+// is; so does a pipe that is polled already.
+func TestPollableStdinLeavesTheRest(t *testing.T) {
+	file, err := os.Create(filepath.Join(t.TempDir(), "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for name, f := range map[string]*os.File{"a regular file": file, "a polled pipe": r} {
+		got, restore := pollableStdin(f)
+		restore()
+		if got != f {
+			t.Errorf("%s: got a copy, want it unchanged", name)
+		}
+	}
+	if nonblocking(t, file) {
+		t.Error("the regular file was made nonblocking")
+	}
+}

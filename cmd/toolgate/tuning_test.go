@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/config"
+)
+
+// limitMemory sets the soft limit to the live heap plus the headroom, and
+// logs it; with GOMEMLIMIT set it leaves the runtime's own setting alone.
+func TestLimitMemory(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+
+	var logs bytes.Buffer
+	t.Setenv("GOMEMLIMIT", "")
+	const held = 64 << 20
+	limit := limitMemory(slog.New(slog.NewJSONHandler(&logs, nil)), held)
+	if limit < held+memoryHeadroom || limit > held+memoryHeadroom+200<<20 {
+		t.Fatalf("limit %d, want what is held (%d) and the headroom (%d) plus the test's live heap (under 40 MiB)",
+			limit, held, memoryHeadroom)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Fatalf("the runtime's limit is %d, want %d", got, limit)
+	}
+	if !strings.Contains(logs.String(), "soft memory limit set") {
+		t.Errorf("nothing logged: %s", logs.String())
+	}
+
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOMEMLIMIT", "512MiB")
+	if limit := limitMemory(slog.New(slog.DiscardHandler), 0); limit != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Fatalf("with GOMEMLIMIT set: limit %d, runtime's %d; want both left alone", limit, debug.SetMemoryLimit(-1))
+	}
+}
+
+// leaveCPUForUpstreams takes one CPU from Go's share when the gateway runs
+// stdio upstreams, and logs it; it leaves the setting alone with GOMAXPROCS
+// set, without stdio upstreams, and on one CPU.
+func TestLeaveCPUForUpstreams(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	cases := []struct {
+		name       string
+		env        string
+		procs      int // GOMAXPROCS before the call
+		stdio      int
+		want, left int // what it returns; the setting after it
+	}{
+		{"two CPUs, a stdio upstream", "", 2, 1, 1, 1},
+		{"eight CPUs, three stdio upstreams", "", 8, 3, 7, 7},
+		{"no stdio upstream", "", 4, 0, 0, 4},
+		{"one CPU", "", 1, 2, 0, 1},
+		{"GOMAXPROCS set", "2", 2, 1, 0, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", c.env)
+			runtime.GOMAXPROCS(c.procs)
+			var logs bytes.Buffer
+			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.stdio)
+			if got != c.want || runtime.GOMAXPROCS(0) != c.left {
+				t.Fatalf("returned %d with GOMAXPROCS %d after; want %d and %d", got, runtime.GOMAXPROCS(0), c.want, c.left)
+			}
+			if logged := strings.Contains(logs.String(), `"gomaxprocs":`); logged != (c.want > 0) {
+				t.Errorf("logged %v, want %v: %s", logged, c.want > 0, logs.String())
+			}
+		})
+	}
+}
+
+// stdioUpstreams counts the enabled servers started as child processes,
+// not the http ones nor the disabled.
+func TestStdioUpstreams(t *testing.T) {
+	c := &config.Config{Servers: map[string]*config.Server{
+		"a": {Transport: config.TransportStdio},
+		"b": {Transport: config.TransportStdio, Disabled: true},
+		"c": {Transport: config.TransportHTTP},
+		"d": {Transport: config.TransportStdio},
+	}}
+	if n := stdioUpstreams(c); n != 2 {
+		t.Fatalf("stdioUpstreams = %d, want 2", n)
+	}
+}
