@@ -37,14 +37,15 @@ func runServe(args []string) int {
 		return startFailed(ctx, *stdio, problem)
 	}
 	defer gw.Close()
-	limitMemory(log, gw.Config().DedupMaxBytes())
-	leaveCPUForUpstreams(log, stdioUpstreams(gw.Config()))
+	live := settledHeap()
+	limitMemory(log, live, gw.Config().DedupMaxBytes())
+	leaveCPUForUpstreams(log, stdioUpstreams(gw.Config()), live)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)
 	go reloadOnHangUp(ctx, gw, hup, log)
 	if *stdio {
-		stdin, restore := pollableStdin(os.Stdin)
+		stdin, restore := pollableStdin(os.Stdin, os.Stdout, os.Stderr)
 		defer restore()
 		if err := gw.ServeStdio(ctx, stdin, os.Stdout); err != nil {
 			log.Error("stdio server stopped", "err", err)

@@ -21,7 +21,7 @@ func TestLimitMemory(t *testing.T) {
 	var logs bytes.Buffer
 	t.Setenv("GOMEMLIMIT", "")
 	const held = 64 << 20
-	limit := limitMemory(slog.New(slog.NewJSONHandler(&logs, nil)), held)
+	limit := limitMemory(slog.New(slog.NewJSONHandler(&logs, nil)), settledHeap(), held)
 	if limit < held+memoryHeadroom || limit > held+memoryHeadroom+200<<20 {
 		t.Fatalf("limit %d, want what is held (%d) and the headroom (%d) plus the test's live heap (under 40 MiB)",
 			limit, held, memoryHeadroom)
@@ -35,36 +35,38 @@ func TestLimitMemory(t *testing.T) {
 
 	debug.SetMemoryLimit(math.MaxInt64)
 	t.Setenv("GOMEMLIMIT", "512MiB")
-	if limit := limitMemory(slog.New(slog.DiscardHandler), 0); limit != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+	if limit := limitMemory(slog.New(slog.DiscardHandler), settledHeap(), 0); limit != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Fatalf("with GOMEMLIMIT set: limit %d, runtime's %d; want both left alone", limit, debug.SetMemoryLimit(-1))
 	}
 }
 
 // leaveCPUForUpstreams takes one CPU from Go's share when the gateway runs
 // stdio upstreams, and logs it; it leaves the setting alone with GOMAXPROCS
-// set, without stdio upstreams, and on one CPU.
+// set, without stdio upstreams, with a large heap, and on one CPU.
 func TestLeaveCPUForUpstreams(t *testing.T) {
-	before := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	t.Cleanup(runtime.SetDefaultGOMAXPROCS) // back to the runtime's own choice, which follows the cgroup again
 	cases := []struct {
 		name       string
 		env        string
 		procs      int // GOMAXPROCS before the call
 		stdio      int
+		live       int64
 		want, left int // what it returns; the setting after it
 	}{
-		{"two CPUs, a stdio upstream", "", 2, 1, 1, 1},
-		{"eight CPUs, three stdio upstreams", "", 8, 3, 7, 7},
-		{"no stdio upstream", "", 4, 0, 0, 4},
-		{"one CPU", "", 1, 2, 0, 1},
-		{"GOMAXPROCS set", "2", 2, 1, 0, 2},
+		{"two CPUs, a stdio upstream", "", 2, 1, 1 << 20, 1, 1},
+		{"eight CPUs, three stdio upstreams", "", 8, 3, 1 << 20, 7, 7},
+		{"just under a large heap", "", 2, 1, largeHeap - 1, 1, 1},
+		{"a large heap", "", 2, 1, largeHeap, 0, 2},
+		{"no stdio upstream", "", 4, 0, 1 << 20, 0, 4},
+		{"one CPU", "", 1, 2, 1 << 20, 0, 1},
+		{"GOMAXPROCS set", "2", 2, 1, 1 << 20, 0, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("GOMAXPROCS", c.env)
 			runtime.GOMAXPROCS(c.procs)
 			var logs bytes.Buffer
-			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.stdio)
+			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.stdio, c.live)
 			if got != c.want || runtime.GOMAXPROCS(0) != c.left {
 				t.Fatalf("returned %d with GOMAXPROCS %d after; want %d and %d", got, runtime.GOMAXPROCS(0), c.want, c.left)
 			}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -53,6 +55,7 @@ func fcntlFlags(fd int) (int, error) {
 func TestPollableStdinPipe(t *testing.T) {
 	stdin, client := blockingPipe(t)
 	polled, restore := pollableStdin(stdin)
+	t.Cleanup(restore) // before blockingPipe's cleanup closes stdin; restore runs once
 	if polled == stdin {
 		t.Fatal("a blocking pipe came back unchanged")
 	}
@@ -74,9 +77,16 @@ func TestPollableStdinPipe(t *testing.T) {
 		t.Fatalf("read %q, %v; want the client's line", buf[:n], err)
 	}
 
+	// Restoring while the server's reader waits on the copy (the way the
+	// gateway stops) ends that read; stdin stays open.
+	read := make(chan error, 1)
+	go func() {
+		_, err := polled.Read(buf)
+		read <- err
+	}()
 	restore()
-	if _, err := polled.Read(buf); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("the copy after restore: %v, want closed", err)
+	if err := <-read; !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("a read waiting on the copy when it was restored: %v, want closed", err)
 	}
 	if nonblocking(t, stdin) {
 		t.Fatal("stdin is still nonblocking after restore")
@@ -87,6 +97,64 @@ func TestPollableStdinPipe(t *testing.T) {
 	if n, err := io.ReadFull(stdin, buf[:6]); err != nil || string(buf[:n]) != "after\n" {
 		t.Fatalf("stdin after restore read %q, %v", buf[:n], err)
 	}
+}
+
+// A socket stdin (socat, a launcher that hands over one end of a
+// socketpair) is polled like a pipe, and its end of input is still io.EOF.
+func TestPollableStdinSocket(t *testing.T) {
+	stdin, client := blockingSocketPair(t)
+	polled, restore := pollableStdin(stdin)
+	t.Cleanup(restore)
+	if polled == stdin || polled.SetReadDeadline(time.Time{}) != nil {
+		t.Fatal("a blocking socket did not come back polled")
+	}
+	if _, err := client.Write([]byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	got, err := io.ReadAll(polled)
+	if err != nil || string(got) != "{}\n" {
+		t.Fatalf("read %q, %v; want the line and then io.EOF", got, err)
+	}
+}
+
+// When stdin is also stdout (one socket for both, as inetd gives), making
+// it nonblocking would make a write of a large answer fail half-way with
+// EAGAIN: it is left alone.
+func TestPollableStdinSharedWithStdout(t *testing.T) {
+	stdin, _ := blockingSocketPair(t)
+	fd, err := descriptor(stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dupFD, err := syscall.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.NewFile(uintptr(dupFD), "stdout")
+	defer stdout.Close()
+	_, other := blockingPipe(t)
+	got, restore := pollableStdin(stdin, other, stdout)
+	restore()
+	if got != stdin || nonblocking(t, stdin) {
+		t.Fatalf("stdin shared with stdout: got a copy %v, nonblocking %v; want it left alone", got != stdin, nonblocking(t, stdin))
+	}
+}
+
+// blockingSocketPair is a connected pair of Unix sockets; the first is a
+// blocking *os.File.
+func blockingSocketPair(t *testing.T) (stdin, client *os.File) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, client = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
+	t.Cleanup(func() { stdin.Close(); client.Close() })
+	if stdin.SetReadDeadline(time.Time{}) == nil {
+		t.Fatal("the test's socket is polled already")
+	}
+	return stdin, client
 }
 
 // A regular file (or a terminal) cannot be polled: it comes back as it

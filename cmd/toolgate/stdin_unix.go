@@ -1,15 +1,23 @@
+//go:build unix
+
 package main
 
 import (
 	"os"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pollableStdin returns a copy of stdin (f) that the Go runtime polls, when
 // stdin is a pipe or a socket (how MCP clients start a stdio server), and a
-// function that closes the copy and puts stdin back in blocking mode; else
-// f itself and a function that does nothing.
+// function that closes the copy and puts stdin back in blocking mode (it
+// may be called more than once); else f itself and a function that does
+// nothing. shared are the files that must stay blocking (stdout, stderr):
+// when stdin is one of them (a socket an inetd-style launcher gives as
+// both), it is left alone.
 //
 // Why: Go reads a stdin it inherited in blocking mode (os.Stdin) with a
 // read system call that holds a thread, and that thread the processor it
@@ -21,11 +29,12 @@ import (
 // 0.86-1.07 polled, and 16 callers got 25-34% more calls a second than the
 // relay.
 //
-// The copy is a dup of stdin's descriptor: closing it leaves stdin open.
-// Nonblocking mode belongs to the pipe's open file, which the client does
-// not share (it holds the other end); a process that ran the gateway with
-// its own stdin and reads it afterwards gets it back blocking.
-func pollableStdin(f *os.File) (*os.File, func()) {
+// Nonblocking mode belongs to the open pipe or socket, not to the
+// descriptor: the client holds the other end and does not see it, but a
+// process that handed the gateway its own stdin (a wrapper that did not
+// exec) sees it nonblocking until the gateway exits, and after that too if
+// the gateway is killed before restoring it.
+func pollableStdin(f *os.File, shared ...*os.File) (*os.File, func()) {
 	unchanged := func() {}
 	if f.SetReadDeadline(time.Time{}) == nil {
 		return f, unchanged // already polled: it was nonblocking when the process started
@@ -34,15 +43,21 @@ func pollableStdin(f *os.File) (*os.File, func()) {
 	if err != nil || info.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
 		return f, unchanged // a terminal or a file: the poller cannot wait on it
 	}
+	for _, other := range shared {
+		if o, err := other.Stat(); err != nil || os.SameFile(info, o) {
+			return f, unchanged // a write to it would fail with EAGAIN instead of waiting
+		}
+	}
 	fd, err := descriptor(f)
 	if err != nil {
 		return f, unchanged
 	}
-	dup, err := syscall.Dup(fd)
+	// The copy is close-on-exec from the start: an upstream started at the
+	// same moment must not inherit the client's requests.
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return f, unchanged
 	}
-	syscall.CloseOnExec(dup)
 	if err := syscall.SetNonblock(dup, true); err != nil {
 		_ = syscall.Close(dup)
 		return f, unchanged
@@ -53,9 +68,12 @@ func pollableStdin(f *os.File) (*os.File, func()) {
 		_ = syscall.SetNonblock(fd, false)
 		return f, unchanged
 	}
+	var once sync.Once
 	return polled, func() {
-		_ = polled.Close()
-		_ = syscall.SetNonblock(fd, false)
+		once.Do(func() {
+			_ = polled.Close() // a read blocked on it ends with os.ErrClosed
+			_ = syscall.SetNonblock(fd, false)
+		})
 	}
 }
 
