@@ -39,7 +39,7 @@ func runServe(args []string) int {
 	defer gw.Close()
 	live := settledHeap()
 	limitMemory(log, live, gw.Config().DedupMaxBytes())
-	leaveCPUForUpstreams(log, stdioUpstreams(gw.Config()), live)
+	leaveCPUForUpstreams(log, gw.Config(), live)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)

@@ -42,31 +42,40 @@ func TestLimitMemory(t *testing.T) {
 
 // leaveCPUForUpstreams takes one CPU from Go's share when the gateway runs
 // stdio upstreams, and logs it; it leaves the setting alone with GOMAXPROCS
-// set, without stdio upstreams, with a large heap, and on one CPU.
+// set, without stdio upstreams, with a large heap, with every audit record
+// fsynced, and on one CPU.
 func TestLeaveCPUForUpstreams(t *testing.T) {
 	t.Cleanup(runtime.SetDefaultGOMAXPROCS) // back to the runtime's own choice, which follows the cgroup again
+	stdio := &config.Server{Transport: config.TransportStdio}
+	oneStdio := &config.Config{Servers: map[string]*config.Server{"a": stdio}}
+	threeStdio := &config.Config{Servers: map[string]*config.Server{"a": stdio, "b": stdio, "c": stdio}}
+	httpOnly := &config.Config{Servers: map[string]*config.Server{"a": {Transport: config.TransportHTTP}}}
+	fsyncAlways := &config.Config{Servers: oneStdio.Servers, Audit: config.Audit{Fsync: config.AuditFsyncAlways}}
+	fsyncAlwaysOff := &config.Config{Servers: oneStdio.Servers, Audit: config.Audit{Fsync: config.AuditFsyncAlways, Disabled: true}}
 	cases := []struct {
 		name       string
 		env        string
 		procs      int // GOMAXPROCS before the call
-		stdio      int
+		cfg        *config.Config
 		live       int64
 		want, left int // what it returns; the setting after it
 	}{
-		{"two CPUs, a stdio upstream", "", 2, 1, 1 << 20, 1, 1},
-		{"eight CPUs, three stdio upstreams", "", 8, 3, 1 << 20, 7, 7},
-		{"just under a large heap", "", 2, 1, largeHeap - 1, 1, 1},
-		{"a large heap", "", 2, 1, largeHeap, 0, 2},
-		{"no stdio upstream", "", 4, 0, 1 << 20, 0, 4},
-		{"one CPU", "", 1, 2, 1 << 20, 0, 1},
-		{"GOMAXPROCS set", "2", 2, 1, 1 << 20, 0, 2},
+		{"two CPUs, a stdio upstream", "", 2, oneStdio, 1 << 20, 1, 1},
+		{"eight CPUs, three stdio upstreams", "", 8, threeStdio, 1 << 20, 7, 7},
+		{"just under a large heap", "", 2, oneStdio, largeHeap - 1, 1, 1},
+		{"a large heap", "", 2, oneStdio, largeHeap, 0, 2},
+		{"no stdio upstream", "", 4, httpOnly, 1 << 20, 0, 4},
+		{"every audit record fsynced", "", 2, fsyncAlways, 1 << 20, 0, 2},
+		{"fsync always, audit disabled", "", 2, fsyncAlwaysOff, 1 << 20, 1, 1},
+		{"one CPU", "", 1, threeStdio, 1 << 20, 0, 1},
+		{"GOMAXPROCS set", "2", 2, oneStdio, 1 << 20, 0, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("GOMAXPROCS", c.env)
 			runtime.GOMAXPROCS(c.procs)
 			var logs bytes.Buffer
-			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.stdio, c.live)
+			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.cfg, c.live)
 			if got != c.want || runtime.GOMAXPROCS(0) != c.left {
 				t.Fatalf("returned %d with GOMAXPROCS %d after; want %d and %d", got, runtime.GOMAXPROCS(0), c.want, c.left)
 			}
