@@ -37,16 +37,20 @@ func runServe(args []string) int {
 		return startFailed(ctx, *stdio, problem)
 	}
 	defer gw.Close()
+	stdin := os.Stdin
+	if *stdio {
+		var restore func()
+		stdin, restore = pollableStdin(os.Stdin, os.Stdout, os.Stderr)
+		defer restore()
+	}
 	live := settledHeap()
 	limitMemory(log, live, gw.Config().DedupMaxBytes())
-	leaveCPUForUpstreams(log, gw.Config(), live)
+	leaveCPUForUpstreams(log, gw.Config(), live, *stdio && stdin == os.Stdin)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)
 	go reloadOnHangUp(ctx, gw, hup, log)
 	if *stdio {
-		stdin, restore := pollableStdin(os.Stdin, os.Stdout, os.Stderr)
-		defer restore()
 		if err := gw.ServeStdio(ctx, stdin, os.Stdout); err != nil {
 			log.Error("stdio server stopped", "err", err)
 			return 1

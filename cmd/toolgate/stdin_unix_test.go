@@ -41,6 +41,19 @@ func nonblocking(t *testing.T, f *os.File) bool {
 	return flags&syscall.O_NONBLOCK != 0
 }
 
+func closeOnExec(t *testing.T, f *os.File) bool {
+	t.Helper()
+	fd, err := descriptor(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return flags&syscall.FD_CLOEXEC != 0
+}
+
 func fcntlFlags(fd int) (int, error) {
 	flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
 	if errno != 0 {
@@ -62,6 +75,9 @@ func TestPollableStdinPipe(t *testing.T) {
 	if !nonblocking(t, stdin) {
 		t.Fatal("stdin's pipe is not in nonblocking mode")
 	}
+	if !closeOnExec(t, polled) {
+		t.Fatal("the copy is not close-on-exec: an upstream started now would inherit the client's requests")
+	}
 	if err := polled.SetReadDeadline(time.Now().Add(time.Millisecond)); err != nil {
 		t.Fatalf("the copy is not polled: %v", err)
 	}
@@ -77,8 +93,9 @@ func TestPollableStdinPipe(t *testing.T) {
 		t.Fatalf("read %q, %v; want the client's line", buf[:n], err)
 	}
 
-	// Restoring while the server's reader waits on the copy (the way the
-	// gateway stops) ends that read; stdin stays open.
+	// Restoring while the server's reader may be waiting on the copy (the
+	// way the gateway stops) ends that read, whether it was waiting yet or
+	// starts after; stdin stays open.
 	read := make(chan error, 1)
 	go func() {
 		_, err := polled.Read(buf)
@@ -135,7 +152,7 @@ func TestPollableStdinSharedWithStdout(t *testing.T) {
 	defer stdout.Close()
 	_, other := blockingPipe(t)
 	got, restore := pollableStdin(stdin, other, stdout)
-	restore()
+	defer restore()
 	if got != stdin || nonblocking(t, stdin) {
 		t.Fatalf("stdin shared with stdout: got a copy %v, nonblocking %v; want it left alone", got != stdin, nonblocking(t, stdin))
 	}

@@ -50,7 +50,8 @@ const memoryHeadroom = 80 << 20
 // policy and sessions), plus held: what it is configured to hold later
 // (the answers kept for replay, limits.dedup.max_bytes), plus the larger of
 // memoryHeadroom and the growth gcPercent allows that heap. So a large
-// policy keeps its pace: with 100,000 lines (~190 MB live) a limit of live
+// policy keeps its pace: with 100,000 lines (~190 MB live when this was
+// measured, 80 MB at ready in later builds) a limit of live
 // + 128 MiB made each call cost 1.31 times the CPU of a small policy's at
 // 16 callers, collecting six times as often; and so would a full replay
 // table without held. The limit is not moved later: a policy that grows
@@ -93,7 +94,7 @@ func settledHeap() int64 {
 // the Go echo server) the gateway used 465-528 µs of CPU a call with 2 and
 // 335-386 with 1, its p50 0.57 ms against 0.38-0.39, and the upstream's
 // round trip as the gateway timed it 246 µs against 196-201; 16 and 64
-// callers got as many calls a second either way, for 15-30% less CPU.
+// callers got as many calls a second either way, for 10-30% less CPU.
 // With more CPUs the one left is a small share of the gateway's, and idle
 // unless its upstreams need it.
 //
@@ -101,21 +102,35 @@ func settledHeap() int64 {
 // calls slower instead (see largeHeap). Nor when every call's audit record
 // is fsynced (audit.fsync: always): the fsync holds its processor until
 // the runtime takes it back, and with one processor, at 16 callers, the
-// gateway served 13-31% fewer calls a second than with two (four runs).
+// gateway served 9-31% fewer calls a second than with two (four paired
+// runs). Nor under --stdio with a stdin read blocking (blockingStdin: see
+// pollableStdin), whose read holds a processor while the client is quiet:
+// one caller's p50 was 1.44-1.69 times the relay's on one processor and
+// 1.08-1.44 on two. When it declines for one of these, it says why.
 //
 // Setting it stops the runtime from following later changes of the
 // cgroup's CPU limit (Go does while GOMAXPROCS was never set): the choice
 // is made once, at start, as the soft memory limit is. In a container
 // limited to one CPU or less, where Go itself runs two processors, this
 // makes one; that case was not measured.
-func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64) int {
+func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64, blockingStdin bool) int {
 	stdio := stdioUpstreams(cfg)
-	fsyncEveryCall := cfg.AuditEnabled() && cfg.AuditFsync() == config.AuditFsyncAlways
-	if os.Getenv("GOMAXPROCS") != "" || stdio == 0 || live >= largeHeap || fsyncEveryCall {
+	procs := runtime.GOMAXPROCS(0) - 1
+	if os.Getenv("GOMAXPROCS") != "" || stdio == 0 || procs < 1 {
 		return 0
 	}
-	procs := runtime.GOMAXPROCS(0) - 1
-	if procs < 1 {
+	var why string
+	switch {
+	case live >= largeHeap:
+		why = "the live heap is large: its collections need the processors"
+	case cfg.AuditEnabled() && cfg.AuditFsync() == config.AuditFsyncAlways:
+		why = "every audit record is fsynced on the call's path (audit.fsync: always)"
+	case blockingStdin:
+		why = "stdin is read blocking (not a pipe or socket of its own)"
+	}
+	if why != "" {
+		log.Info("keeping every CPU for Go although stdio upstreams run beside the gateway: "+why,
+			"gomaxprocs", procs+1, "live_heap_mb", live>>20)
 		return 0
 	}
 	runtime.GOMAXPROCS(procs)
@@ -131,8 +146,8 @@ func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64) int 
 // than a 1 MB config on one processor, while two served from 3% more to
 // 12% fewer than a 1 MB config on two; a 1 MB config served 9% more on
 // one. A collection of the 80 MB heap took 237-268 ms on one processor
-// (116-235 on two), every 2.4 s under that load. Ordinary configs (a few hundred tools, a few
-// thousand policy lines) hold a few megabytes.
+// (116-235 on two), every 2.4 s under that load. Ordinary configs (a few
+// hundred tools, a few thousand policy lines) hold a few megabytes.
 const largeHeap = 32 << 20
 
 // stdioUpstreams counts the enabled servers the gateway runs as child
