@@ -14,18 +14,36 @@ import (
 
 // blockingPipe is a pipe whose read end is a blocking *os.File, as a
 // process's inherited stdin is (os.Pipe's are polled already).
-func blockingPipe(t *testing.T) (r, w *os.File) {
+func blockingPipe(t *testing.T) (stdin, client *os.File) {
 	t.Helper()
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
 		t.Fatal(err)
 	}
-	r, w = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
-	t.Cleanup(func() { r.Close(); w.Close() })
-	if r.SetReadDeadline(time.Time{}) == nil {
-		t.Fatal("the test's pipe is polled already")
+	return blockingEnds(t, fds)
+}
+
+// blockingSocketPair is a connected pair of Unix sockets; the first is a
+// blocking *os.File.
+func blockingSocketPair(t *testing.T) (stdin, client *os.File) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return r, w
+	return blockingEnds(t, fds)
+}
+
+// blockingEnds wraps two descriptors as files closed when the test ends;
+// the first must be one the runtime does not poll.
+func blockingEnds(t *testing.T, fds [2]int) (stdin, client *os.File) {
+	t.Helper()
+	stdin, client = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
+	t.Cleanup(func() { stdin.Close(); client.Close() })
+	if stdin.SetReadDeadline(time.Time{}) == nil {
+		t.Fatal("the test's stdin is polled already")
+	}
+	return stdin, client
 }
 
 func nonblocking(t *testing.T, f *os.File) bool {
@@ -156,22 +174,6 @@ func TestPollableStdinSharedWithStdout(t *testing.T) {
 	if got != stdin || nonblocking(t, stdin) {
 		t.Fatalf("stdin shared with stdout: got a copy %v, nonblocking %v; want it left alone", got != stdin, nonblocking(t, stdin))
 	}
-}
-
-// blockingSocketPair is a connected pair of Unix sockets; the first is a
-// blocking *os.File.
-func blockingSocketPair(t *testing.T) (stdin, client *os.File) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, client = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
-	t.Cleanup(func() { stdin.Close(); client.Close() })
-	if stdin.SetReadDeadline(time.Time{}) == nil {
-		t.Fatal("the test's socket is polled already")
-	}
-	return stdin, client
 }
 
 // A regular file (or a terminal) cannot be polled: it comes back as it
