@@ -34,8 +34,8 @@ import (
 // the gateway is killed before restoring it.
 func pollableStdin(f *os.File, shared ...*os.File) (*os.File, func()) {
 	unchanged := func() {}
-	if f.SetReadDeadline(time.Time{}) == nil {
-		return f, unchanged // already polled: it was nonblocking when the process started
+	if polled(f) {
+		return f, unchanged // it was nonblocking when the process started
 	}
 	info, err := f.Stat()
 	if err != nil || info.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
@@ -60,20 +60,24 @@ func pollableStdin(f *os.File, shared ...*os.File) (*os.File, func()) {
 		_ = syscall.Close(dup)
 		return f, unchanged
 	}
-	polled := os.NewFile(uintptr(dup), f.Name())
-	if polled.SetReadDeadline(time.Time{}) != nil { // the poller refused it: read it blocking after all
-		_ = polled.Close()
+	copied := os.NewFile(uintptr(dup), f.Name())
+	if !polled(copied) { // the poller refused it: read it blocking after all
+		_ = copied.Close()
 		_ = syscall.SetNonblock(fd, false)
 		return f, unchanged
 	}
 	var once sync.Once
-	return polled, func() {
+	return copied, func() {
 		once.Do(func() {
-			_ = polled.Close() // a read blocked on it ends with os.ErrClosed
+			_ = copied.Close() // a read blocked on it ends with os.ErrClosed
 			_ = syscall.SetNonblock(fd, false)
 		})
 	}
 }
+
+// polled reports whether the runtime polls f: only such a file takes a
+// deadline.
+func polled(f *os.File) bool { return f.SetReadDeadline(time.Time{}) == nil }
 
 // descriptor is f's file descriptor, read without File.Fd (which would
 // put a polled file back in blocking mode).

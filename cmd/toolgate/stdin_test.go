@@ -38,7 +38,7 @@ func blockingEnds(t *testing.T, fds [2]int) (stdin, client *os.File) {
 	t.Helper()
 	stdin, client = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
 	t.Cleanup(func() { stdin.Close(); client.Close() })
-	if stdin.SetReadDeadline(time.Time{}) == nil {
+	if polled(stdin) {
 		t.Fatal("the test's stdin is polled already")
 	}
 	return stdin, client
@@ -194,6 +194,11 @@ func TestPollableStdinLeavesTheRest(t *testing.T) {
 		if got != f {
 			t.Errorf("%s: got a copy, want it unchanged", name)
 		}
+	}
+	// What serve asks to decide the processors: a stdin polled from the
+	// start counts as polled, a regular file as read blocking.
+	if !polled(r) || polled(file) {
+		t.Errorf("polled: pipe %v, regular file %v; want true, false", polled(r), polled(file))
 	}
 	if nonblocking(t, file) {
 		t.Error("the regular file was made nonblocking")
