@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -445,13 +448,29 @@ func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 // the subscription, and looking again at least every recheck (and when its
 // lease would run out), so a lost message or a dead owner is noticed. It
 // registers before it first looks: a message sent after that look wakes it.
+//
+// A look that fails while the store is not known down (a connection the
+// store's restart broke, which go-redis hands out once more when it was
+// used in the last second: EOF) is not the end of the wait: the caller
+// still waits for a call that ran, and giving up would make it run again
+// under dedup_on_failure open. It looks again when woken or at the next
+// recheck, under a new owner (the failed look's claim, if its script ran,
+// is being released in the background); by then the health check, asked
+// at once, has said whether the store is down, and a look while it is
+// fails with ErrUnavailable, which ends the wait.
 func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
 	wake, done := d.await(k)
 	defer done()
 	for {
 		r, err := d.claim(ctx, k, owner, window, true)
-		if err != nil {
+		if err != nil && (!brokenConnection(err) || ctx.Err() != nil) {
 			return dedup.Claim{}, err
+		}
+		if err != nil {
+			if owner, err = newOwner(); err != nil {
+				return dedup.Claim{}, err
+			}
+			r = claimReply{kind: "run", left: d.recheck}
 		}
 		switch r.kind {
 		case "claimed": // the call was released: it never ran, so this one may
@@ -478,8 +497,20 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 	}
 }
 
-// errReplyLost is the error of a claim whose reply replyLost discarded.
-var errReplyLost = errors.New("the claim's reply was lost (test fault)")
+// brokenConnection reports an error of a connection that broke under the
+// command (not ErrUnavailable: the store is not known down; not a reply
+// of the store).
+func brokenConnection(err error) bool {
+	if errors.Is(err, state.ErrUnavailable) {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// errReplyLost is the error of a claim whose reply replyLost discarded: as
+// the store's restart would break it.
+var errReplyLost = fmt.Errorf("the claim's reply was lost (test fault): %w", io.EOF)
 
 // claim runs the claim script for owner. When it fails after the script may
 // have been sent (a timeout, a broken connection, the caller leaving), the

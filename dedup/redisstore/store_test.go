@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,6 +372,38 @@ func TestDedupStoreLostData(t *testing.T) {
 		if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` {
 			t.Fatalf("duplicate %s: %+v, %v", name, r.claim, r.err)
 		}
+	}
+}
+
+// A duplicate whose look fails on a connection the store's restart broke
+// (EOF: go-redis hands out a connection used in the last second without
+// checking it) goes on waiting and is joined with the answer, instead of
+// failing, which under dedup_on_failure open would run the call again
+// (CI saw TestDedupStoreLostData fail so).
+func TestDedupWaiterOutlivesABrokenConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	da, db := New(a), New(b)
+	ctx := context.Background()
+	held, err := da.Claim(ctx, callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	var looks atomic.Int32
+	db.replyLost = func() bool { return looks.Add(1) == 2 } // the first look of the wait (the first is Claim's own)
+	waiter := claimAsync(db, callKey, time.Minute)
+	waitWaiters(t, db, callKey, 1)
+	if err := held.Lease.Done(ctx, []byte(`"once"`)); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, waiter)
+	if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` || r.claim.Sharing != dedup.Joined {
+		t.Fatalf("duplicate after a broken look: %+v, %v", r.claim, r.err)
+	}
+	if looks.Load() < 3 {
+		t.Fatalf("%d looks: the broken one was not followed by another", looks.Load())
 	}
 }
 
