@@ -449,28 +449,33 @@ func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 // lease would run out), so a lost message or a dead owner is noticed. It
 // registers before it first looks: a message sent after that look wakes it.
 //
-// A look that fails while the store is not known down (a connection the
-// store's restart broke, which go-redis hands out once more when it was
-// used in the last second: EOF) is not the end of the wait: the caller
-// still waits for a call that ran, and giving up would make it run again
-// under dedup_on_failure open. It looks again when woken or at the next
+// A look that fails on a broken connection while the store is not known
+// down (EOF, seen in CI from a waiter looking again around a Redis
+// restart) is not the end of the wait: the caller still waits for a call
+// that ran, and giving up would make it run again under
+// dedup_on_failure open. It looks again when woken or at the next
 // recheck, under a new owner (the failed look's claim, if its script ran,
-// is being released in the background); by then the health check, asked
-// at once, has said whether the store is down, and a look while it is
-// fails with ErrUnavailable, which ends the wait.
+// is being released in the background, and that release must not take a
+// later claim), up to maxBrokenLooks in a row; a store found down meanwhile
+// fails the next look with ErrUnavailable (or a refused dial), which ends
+// the wait as before.
 func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
 	wake, done := d.await(k)
 	defer done()
+	broken := 0
 	for {
 		r, err := d.claim(ctx, k, owner, window, true)
-		if err != nil && (!brokenConnection(err) || ctx.Err() != nil) {
+		if err != nil && (!brokenConnection(err) || ctx.Err() != nil || broken == maxBrokenLooks) {
 			return dedup.Claim{}, err
 		}
 		if err != nil {
+			broken++
 			if owner, err = newOwner(); err != nil {
 				return dedup.Claim{}, err
 			}
 			r = claimReply{kind: "run", left: d.recheck}
+		} else {
+			broken = 0
 		}
 		switch r.kind {
 		case "claimed": // the call was released: it never ran, so this one may
@@ -496,6 +501,12 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 		t.Stop()
 	}
 }
+
+// maxBrokenLooks bounds the looks in a row that a waiter lets fail on a
+// broken connection: each leaves a release running in the background for
+// up to orphanRetry, so a connection that keeps breaking while the store
+// answers its health check ends the wait rather than piling them up.
+const maxBrokenLooks = 3
 
 // brokenConnection reports an error of a connection that broke under the
 // command (not ErrUnavailable: the store is not known down; not a reply

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -375,11 +376,10 @@ func TestDedupStoreLostData(t *testing.T) {
 	}
 }
 
-// A duplicate whose look fails on a connection the store's restart broke
-// (EOF: go-redis hands out a connection used in the last second without
-// checking it) goes on waiting and is joined with the answer, instead of
-// failing, which under dedup_on_failure open would run the call again
-// (CI saw TestDedupStoreLostData fail so).
+// A duplicate whose look fails on a broken connection (EOF, as CI saw in
+// TestDedupStoreLostData around a Redis restart) goes on waiting and is
+// joined with the answer, instead of failing, which under
+// dedup_on_failure open would run the call again.
 func TestDedupWaiterOutlivesABrokenConnection(t *testing.T) {
 	srv := redistest.Start(t)
 	a, _ := redistest.Open(t, srv, "t:")
@@ -404,6 +404,31 @@ func TestDedupWaiterOutlivesABrokenConnection(t *testing.T) {
 	}
 	if looks.Load() < 3 {
 		t.Fatalf("%d looks: the broken one was not followed by another", looks.Load())
+	}
+}
+
+// A connection that keeps breaking while the store answers its health
+// check ends the wait after maxBrokenLooks more looks, with the error.
+func TestDedupWaiterGivesUpOnAConnectionThatKeepsBreaking(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	da, db := New(a), New(b)
+	db.recheck = time.Millisecond
+	held, err := da.Claim(context.Background(), callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	defer held.Lease.Release(context.Background())
+	var looks atomic.Int32
+	db.replyLost = func() bool { return looks.Add(1) > 1 } // every look of the wait breaks
+	r := receive(t, claimAsync(db, callKey, time.Minute))
+	if !errors.Is(r.err, io.EOF) || r.claim.Lease != nil {
+		t.Fatalf("after broken looks: %+v, %v; want the EOF", r.claim, r.err)
+	}
+	if n := looks.Load(); n != 1+1+maxBrokenLooks {
+		t.Fatalf("%d looks, want Claim's own, then %d broken ones let go and the one that ends it", n, maxBrokenLooks)
 	}
 }
 
