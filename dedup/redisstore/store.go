@@ -428,6 +428,16 @@ func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 		return dedup.Claim{}, err
 	}
 	r, err := d.claim(ctx, k, owner, window, false)
+	if err != nil && brokenConnection(err) && ctx.Err() == nil {
+		// Looked once more, as wait does and for the same reason (a
+		// duplicate given up on runs under dedup_on_failure open), under
+		// a new owner: the first look's claim, if its script ran, is being
+		// released in the background.
+		if owner, err = newOwner(); err != nil {
+			return dedup.Claim{}, err
+		}
+		r, err = d.claim(ctx, k, owner, window, false)
+	}
 	if err != nil {
 		return dedup.Claim{}, err
 	}

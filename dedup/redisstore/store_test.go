@@ -407,6 +407,27 @@ func TestDedupWaiterOutlivesABrokenConnection(t *testing.T) {
 	}
 }
 
+// A first look that breaks after its script claimed the call is looked
+// again under a new owner: that look finds the orphaned claim and waits,
+// the orphan is released in the background, and the caller gets the call
+// (it never ran) rather than an error.
+func TestDedupFirstLookOutlivesABrokenConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	b, _ := redistest.Open(t, srv, "t:")
+	seedEpoch(t, b)
+	db := New(b)
+	var looks atomic.Int32
+	db.replyLost = func() bool { return looks.Add(1) == 1 }
+	r := receive(t, claimAsync(db, callKey, time.Minute))
+	if r.err != nil || r.claim.Lease == nil {
+		t.Fatalf("claim after a broken first look: %+v, %v; want the call", r.claim, r.err)
+	}
+	_ = r.claim.Lease.Release(context.Background())
+	if looks.Load() < 3 {
+		t.Fatalf("%d looks: want the broken one, the one that found the orphan, and the one after its release", looks.Load())
+	}
+}
+
 // A connection that keeps breaking while the store answers its health
 // check ends the wait after maxBrokenLooks more looks, with the error.
 func TestDedupWaiterGivesUpOnAConnectionThatKeepsBreaking(t *testing.T) {
