@@ -45,7 +45,7 @@ func runServe(args []string) int {
 	}
 	live := settledHeap()
 	limitMemory(log, live, gw.Config().DedupMaxBytes())
-	leaveCPUForUpstreams(log, gw.Config(), live, *stdio && !polled(stdin))
+	leaveCPUForUpstreams(log, gw.Config(), *stdio && !polled(stdin))
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)

@@ -98,11 +98,18 @@ func settledHeap() int64 {
 // With more CPUs the one left is a small share of the gateway's, and idle
 // unless its upstreams need it.
 //
-// Not with a live heap of largeHeap or more: there one processor made the
-// calls slower instead (see largeHeap). Nor when every call's audit record
-// is fsynced (audit.fsync: always): the fsync holds its processor until
-// the runtime takes it back, and with one processor, at 16 callers, the
-// gateway served 9-31% fewer calls a second than with two (four paired
+// A large live heap is no exception: 100,000 policy lines (80 MB at
+// ready) or 10,000 catalog tools (56 MB) cost what a 1 MB config does a
+// call once the heap has grown to its goal (273 against 280 µs at one
+// caller, steady state), and two processors only added the spinning. What
+// a large heap does cost is its first growth after start: until then each
+// call faults in fresh pages (over the first 4,000 calls, 4.2 minor
+// faults a call with 100,000 lines and 0.7 with 10), with one processor or
+// two; bench/ warms each scaling variant up past it before measuring.
+//
+// Not when every call's audit record is fsynced (audit.fsync: always): the
+// fsync holds its processor until the runtime takes it back, and with one
+// processor, at 16 callers, the gateway served 9-31% fewer calls a second than with two (four paired
 // runs). Nor under --stdio with a stdin read blocking (blockingStdin: see
 // pollableStdin), whose read holds a processor while the client is quiet:
 // one caller's p50 was 1.44-1.69 times the relay's on one processor and
@@ -113,7 +120,7 @@ func settledHeap() int64 {
 // is made once, at start, as the soft memory limit is. In a container
 // limited to one CPU or less, where Go itself runs two processors, this
 // makes one; that case was not measured.
-func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64, blockingStdin bool) int {
+func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, blockingStdin bool) int {
 	stdio := stdioUpstreams(cfg)
 	procs := runtime.GOMAXPROCS(0) - 1
 	if os.Getenv("GOMAXPROCS") != "" || stdio == 0 || procs < 1 {
@@ -121,8 +128,6 @@ func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64, bloc
 	}
 	var why string
 	switch {
-	case live >= largeHeap:
-		why = "the live heap is large: its collections need the processors"
 	case cfg.AuditEnabled() && cfg.AuditFsync() == config.AuditFsyncAlways:
 		why = "every audit record is fsynced on the call's path (audit.fsync: always)"
 	case blockingStdin:
@@ -130,7 +135,7 @@ func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64, bloc
 	}
 	if why != "" {
 		log.Info("keeping every CPU for Go although stdio upstreams run beside the gateway: "+why,
-			"gomaxprocs", procs+1, "live_heap_mb", live>>20)
+			"gomaxprocs", procs+1)
 		return 0
 	}
 	runtime.GOMAXPROCS(procs)
@@ -138,17 +143,6 @@ func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, live int64, bloc
 		"stdio_upstreams", stdio)
 	return procs
 }
-
-// largeHeap is the live heap from which the gateway keeps every processor
-// Go gives it. Measured on 2 CPUs at 16 callers over HTTP (bench/, the
-// scaling figures): with 10,000 catalog tools (56 MB live) and 100,000
-// policy lines (80 MB) one processor served 19-22% fewer calls a second
-// than a 1 MB config on one processor, while two served from 3% more to
-// 12% fewer than a 1 MB config on two; a 1 MB config served 9% more on
-// one. A collection of the 80 MB heap took 237-268 ms on one processor
-// (116-235 on two), every 2.4 s under that load. Ordinary configs (a few
-// hundred tools, a few thousand policy lines) hold a few megabytes.
-const largeHeap = 32 << 20
 
 // stdioUpstreams counts the enabled servers the gateway runs as child
 // processes.

@@ -49,8 +49,7 @@ func TestLimitMemory(t *testing.T) {
 // leaveCPUForUpstreams takes one CPU from Go's share when the gateway runs
 // stdio upstreams, and logs it; it leaves the setting alone with GOMAXPROCS
 // set, without stdio upstreams, and on one CPU; it declines, saying why,
-// with a large heap, with every audit record fsynced, and with a stdin read
-// blocking.
+// with every audit record fsynced and with a stdin read blocking.
 func TestLeaveCPUForUpstreams(t *testing.T) {
 	before := runtime.GOMAXPROCS(0) // what go test -cpu or GOMAXPROCS gave the test binary
 	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
@@ -65,28 +64,25 @@ func TestLeaveCPUForUpstreams(t *testing.T) {
 		env        string
 		procs      int // GOMAXPROCS before the call
 		cfg        *config.Config
-		live       int64
 		blocking   bool // stdin is read blocking
 		want, left int  // what it returns; the setting after it
 		why        string
 	}{
-		{"two CPUs, a stdio upstream", "", 2, oneStdio, 1 << 20, false, 1, 1, ""},
-		{"eight CPUs, three stdio upstreams", "", 8, threeStdio, 1 << 20, false, 7, 7, ""},
-		{"just under a large heap", "", 2, oneStdio, largeHeap - 1, false, 1, 1, ""},
-		{"a large heap", "", 2, oneStdio, largeHeap, false, 0, 2, "the live heap is large"},
-		{"every audit record fsynced", "", 2, fsyncAlways, 1 << 20, false, 0, 2, "audit.fsync: always"},
-		{"fsync always, audit disabled", "", 2, fsyncAlwaysOff, 1 << 20, false, 1, 1, ""},
-		{"stdin read blocking", "", 2, oneStdio, 1 << 20, true, 0, 2, "stdin is read blocking"},
-		{"no stdio upstream", "", 4, httpOnly, 1 << 20, false, 0, 4, ""},
-		{"one CPU", "", 1, threeStdio, 1 << 20, false, 0, 1, ""},
-		{"GOMAXPROCS set", "2", 2, oneStdio, 1 << 20, false, 0, 2, ""},
+		{"two CPUs, a stdio upstream", "", 2, oneStdio, false, 1, 1, ""},
+		{"eight CPUs, three stdio upstreams", "", 8, threeStdio, false, 7, 7, ""},
+		{"every audit record fsynced", "", 2, fsyncAlways, false, 0, 2, "audit.fsync: always"},
+		{"fsync always, audit disabled", "", 2, fsyncAlwaysOff, false, 1, 1, ""},
+		{"stdin read blocking", "", 2, oneStdio, true, 0, 2, "stdin is read blocking"},
+		{"no stdio upstream", "", 4, httpOnly, false, 0, 4, ""},
+		{"one CPU", "", 1, threeStdio, false, 0, 1, ""},
+		{"GOMAXPROCS set", "2", 2, oneStdio, false, 0, 2, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("GOMAXPROCS", c.env)
 			runtime.GOMAXPROCS(c.procs)
 			var logs bytes.Buffer
-			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.cfg, c.live, c.blocking)
+			got := leaveCPUForUpstreams(slog.New(slog.NewJSONHandler(&logs, nil)), c.cfg, c.blocking)
 			if got != c.want || runtime.GOMAXPROCS(0) != c.left {
 				t.Fatalf("returned %d with GOMAXPROCS %d after; want %d and %d", got, runtime.GOMAXPROCS(0), c.want, c.left)
 			}
