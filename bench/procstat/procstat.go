@@ -40,6 +40,17 @@ func CPU(pid int) (Times, error) {
 	return Times{Self: n(14) + n(15), Children: n(16) + n(17)}, nil
 }
 
+// MinorFaults is how many minor page faults pid has taken so far: pages it
+// touched for the first time (or again, after giving them back), each
+// mapped by the kernel on the spot.
+func MinorFaults(pid int) (int64, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(f[10-3], 10, 64) // minflt is field 10 (proc(5))
+}
+
 // statFields returns the fields of /proc/<pid>/stat after "(comm)": the
 // command may itself hold spaces and parentheses, so cut at the last ')'.
 func statFields(pid int) ([]string, error) {

@@ -97,6 +97,32 @@ func writeErrors(b *strings.Builder, rows []Row) {
 	}
 }
 
+// writeWarmups says how long each variant was warmed up before its rounds
+// (bench/scaling: until its calls stopped faulting in fresh memory).
+func writeWarmups(b *strings.Builder, ws []Warmup) {
+	if len(ws) == 0 {
+		return
+	}
+	b.WriteString("Warm-up before the rounds, at 16 callers until half a second of calls took under 0.1 minor page faults a call:")
+	for i, w := range ws {
+		sep := ";"
+		if i == len(ws)-1 {
+			sep = "."
+		}
+		if w.FirstCalls == 0 {
+			fmt.Fprintf(b, " %s: could not be measured%s", w.Variant, sep)
+			continue
+		}
+		unsettled := ""
+		if !w.Settled {
+			unsettled = "; not settled"
+		}
+		fmt.Fprintf(b, " %s, %s calls in %.1f s (the first half-second %s calls and %s page faults, the last %.2f faults a call%s)%s",
+			w.Variant, Thousands(w.Calls), w.Seconds, Thousands(w.FirstCalls), Thousands(int(w.FirstFaults)), w.LastFaults, unsettled, sep)
+	}
+	b.WriteString("\n\n")
+}
+
 func writeScaling(b *strings.Builder, s *Scaling) {
 	b.WriteString("## Scaling (toolgate over Streamable HTTP, Go echo upstream)\n\n")
 	for _, g := range s.Cost {
@@ -114,6 +140,7 @@ func writeScaling(b *strings.Builder, s *Scaling) {
 				ratio(div(r.Throughput, base.Throughput)), cpu(r.GatewayCPU), ratio(div(r.GatewayCPU, base.GatewayCPU)), r.Errors)
 		}
 		b.WriteString("\n")
+		writeWarmups(b, g.Warmups)
 	}
 	if len(s.ToolsList) > 0 {
 		b.WriteString("### tools/list, filtered per principal\n\n| catalog tools | principal | tools visible | calls | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n")

@@ -100,8 +100,24 @@ type Scaling struct {
 // CostGroup compares the per-call cost of variants of one gateway setting;
 // the first variant is the baseline of the ratios.
 type CostGroup struct {
-	Name     string `json:"name"`
-	Variants []Row  `json:"variants"` // Target holds the variant's label
+	Name     string   `json:"name"`
+	Variants []Row    `json:"variants"` // Target holds the variant's label
+	Warmups  []Warmup `json:"warmups,omitempty"`
+}
+
+// Warmup is how long one variant of a CostGroup served calls, before its
+// rounds, until it stopped faulting in fresh memory.
+type Warmup struct {
+	Variant string  `json:"variant"`
+	Calls   int     `json:"calls"`
+	Seconds float64 `json:"seconds"`
+	// FirstCalls and FirstFaults are the calls and minor page faults of
+	// the first batch (FirstCalls 0: none measured); LastFaults is the
+	// faults a call of the last (under the threshold unless it gave up).
+	FirstCalls  int     `json:"first_calls"`
+	FirstFaults int64   `json:"first_faults"`
+	LastFaults  float64 `json:"last_faults_per_call"`
+	Settled     bool    `json:"settled"`
 }
 
 // ListRow is tools/list latency for one principal.
