@@ -103,13 +103,17 @@ func writeWarmups(b *strings.Builder, ws []Warmup) {
 	if len(ws) == 0 {
 		return
 	}
-	b.WriteString("Warm-up before the rounds, at 16 callers until half a second of calls took under 0.1 minor page faults a call:")
+	b.WriteString("Warm-up before the rounds, at 16 callers in batches of half a second until one took under 0.1 minor page faults a call:")
 	for i, w := range ws {
 		sep := ";"
 		if i == len(ws)-1 {
 			sep = "."
 		}
-		if w.FirstCalls == 0 {
+		switch {
+		case w.Errors > 0:
+			fmt.Fprintf(b, " %s: stopped by %d failed calls (%s)%s", w.Variant, w.Errors, oneLine(w.FirstError, 160), sep)
+			continue
+		case w.FirstCalls == 0:
 			fmt.Fprintf(b, " %s: could not be measured%s", w.Variant, sep)
 			continue
 		}
@@ -117,8 +121,9 @@ func writeWarmups(b *strings.Builder, ws []Warmup) {
 		if !w.Settled {
 			unsettled = "; not settled"
 		}
-		fmt.Fprintf(b, " %s, %s calls in %.1f s (the first half-second %s calls and %s page faults, the last %.2f faults a call%s)%s",
-			w.Variant, Thousands(w.Calls), w.Seconds, Thousands(w.FirstCalls), Thousands(int(w.FirstFaults)), w.LastFaults, unsettled, sep)
+		fmt.Fprintf(b, " %s, %s calls in %.1f s (the first batch %s calls in %.1f s and %s page faults, the last %.2f faults a call%s)%s",
+			w.Variant, Thousands(w.Calls), w.Seconds, Thousands(w.FirstCalls), w.FirstSeconds, Thousands(int(w.FirstFaults)),
+			w.LastFaults, unsettled, sep)
 	}
 	b.WriteString("\n\n")
 }

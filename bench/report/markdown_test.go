@@ -11,14 +11,16 @@ import (
 func TestWriteWarmups(t *testing.T) {
 	var b strings.Builder
 	writeWarmups(&b, []Warmup{
-		{Variant: "10 policy lines", Calls: 2100, Seconds: 0.5, FirstCalls: 2100, FirstFaults: 1491, LastFaults: 0.04, Settled: true},
-		{Variant: "100,000 policy lines", Calls: 61000, Seconds: 30.2, FirstCalls: 2, FirstFaults: 9892, LastFaults: 0.3},
+		{Variant: "10 policy lines", Calls: 2100, Seconds: 0.5, FirstCalls: 2100, FirstSeconds: 0.5, FirstFaults: 1491, LastFaults: 0.04, Settled: true},
+		{Variant: "100,000 policy lines", Calls: 61000, Seconds: 30.2, FirstCalls: 2, FirstSeconds: 1.04, FirstFaults: 9892, LastFaults: 0.3},
+		{Variant: "failing", Calls: 10, Errors: 3, FirstError: "access_denied:\nno"},
 		{Variant: "broken"},
 	})
 	got := b.String()
 	for _, want := range []string{
-		" 10 policy lines, 2,100 calls in 0.5 s (the first half-second 2,100 calls and 1,491 page faults, the last 0.04 faults a call);",
-		" 100,000 policy lines, 61,000 calls in 30.2 s (the first half-second 2 calls and 9,892 page faults, the last 0.30 faults a call; not settled);",
+		" 10 policy lines, 2,100 calls in 0.5 s (the first batch 2,100 calls in 0.5 s and 1,491 page faults, the last 0.04 faults a call);",
+		" 100,000 policy lines, 61,000 calls in 30.2 s (the first batch 2 calls in 1.0 s and 9,892 page faults, the last 0.30 faults a call; not settled);",
+		" failing: stopped by 3 failed calls (access_denied: no);",
 		" broken: could not be measured.\n\n",
 	} {
 		if !strings.Contains(got, want) {

@@ -111,13 +111,19 @@ type Warmup struct {
 	Variant string  `json:"variant"`
 	Calls   int     `json:"calls"`
 	Seconds float64 `json:"seconds"`
-	// FirstCalls and FirstFaults are the calls and minor page faults of
-	// the first batch (FirstCalls 0: none measured); LastFaults is the
-	// faults a call of the last (under the threshold unless it gave up).
-	FirstCalls  int     `json:"first_calls"`
-	FirstFaults int64   `json:"first_faults"`
-	LastFaults  float64 `json:"last_faults_per_call"`
-	Settled     bool    `json:"settled"`
+	// FirstCalls, FirstFaults and FirstSeconds are the calls, minor page
+	// faults and duration of the first batch (FirstCalls 0: none
+	// measured; a batch lasts until its calls in flight end); LastFaults
+	// is the faults a call of the last (under the threshold unless it gave
+	// up).
+	FirstCalls   int     `json:"first_calls"`
+	FirstFaults  int64   `json:"first_faults"`
+	FirstSeconds float64 `json:"first_seconds"`
+	LastFaults   float64 `json:"last_faults_per_call"`
+	Settled      bool    `json:"settled"`
+	// Errors are the failed calls of the batch that stopped the warm-up.
+	Errors     int    `json:"errors,omitempty"`
+	FirstError string `json:"first_error,omitempty"`
 }
 
 // ListRow is tools/list latency for one principal.

@@ -180,6 +180,7 @@ func warmUp(ctx context.Context, e Env, v variant) report.Warmup {
 		limit = maxWarmQuick
 	}
 	pid := v.gw.Gateway()
+	defer measure.MarkLoaded(pid)
 	start := time.Now()
 	for time.Since(start) < limit && ctx.Err() == nil {
 		before, err := procstat.MinorFaults(pid)
@@ -188,8 +189,12 @@ func warmUp(ctx context.Context, e Env, v variant) report.Warmup {
 		if err != nil || err2 != nil || res.Calls() == 0 {
 			break
 		}
+		if res.Errors > 0 {
+			w.Errors, w.FirstError = res.Errors, res.FirstError
+			break
+		}
 		if w.Calls == 0 {
-			w.FirstCalls, w.FirstFaults = res.Calls(), after-before
+			w.FirstCalls, w.FirstFaults, w.FirstSeconds = res.Calls(), after-before, res.Elapsed.Seconds()
 		}
 		w.Calls += res.Calls()
 		w.LastFaults = float64(after-before) / float64(res.Calls())

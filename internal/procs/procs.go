@@ -5,7 +5,7 @@
 //
 // Why both: with stdio upstreams beside it on 2 CPUs (bench/, issue 22),
 // one processor gave one caller over HTTP a p50 0.80-1.00 of the zero-check
-// relay's where two gave 1.20-1.26, because an idle second processor spins
+// relay's where two gave 1.08-1.28 (six runs), because an idle second processor spins
 // looking for work on the CPU the upstream and the client need. Under load
 // the one processor is a queue of its own: 16 callers got 0.85-0.98 of the
 // relay's throughput with it and 0.88-1.05 with two, 64 callers 0.81-1.08

@@ -196,3 +196,57 @@ func TestRuntimeWaits(t *testing.T) {
 		t.Fatalf("/sched/latencies:seconds: %+v", h)
 	}
 }
+
+// Waits seen while Many is set say nothing, however long: the hold ends on
+// time, and neither they nor the window of the switch back count towards
+// the next switch, which takes two windows of its own.
+func TestWaitsOnManyAreIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRuntime()
+		stop := f.start(Options{Few: 1, Many: 2})
+		defer stop()
+		f.window(300, 1e-3)
+		f.window(300, 1e-3)
+		for range DefaultHold / DefaultWindow {
+			f.window(300, 1e-3)
+		}
+		wantSettings(t, f, 1, 2, 1)
+		f.window(300, 1e-3)
+		wantSettings(t, f, 1, 2, 1)
+		f.window(300, 1e-3)
+		wantSettings(t, f, 1, 2, 1, 2)
+	})
+}
+
+// After a retry one queued window alone does not add the processor: the
+// count of windows starts again from nothing.
+func TestRetryNeedsTwoWindowsOfItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRuntime()
+		stop := f.start(Options{Few: 1, Many: 2})
+		defer stop()
+		f.window(300, 200e-6)
+		f.window(300, 200e-6)
+		for range DefaultHold / DefaultWindow {
+			f.window(300, 10e-6)
+		}
+		wantSettings(t, f, 1, 2, 1)
+		f.window(300, 500e-6)
+		f.window(300, 10e-6)
+		f.window(300, 500e-6)
+		wantSettings(t, f, 1, 2, 1)
+	})
+}
+
+// The thresholds are inclusive: exactly minWaits waits of exactly Queued
+// count as queuing.
+func TestThresholdsAreInclusive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRuntime()
+		stop := f.start(Options{Few: 1, Many: 2})
+		defer stop()
+		f.window(minWaits, 100e-6)
+		f.window(minWaits, 100e-6)
+		wantSettings(t, f, 1, 2)
+	})
+}
