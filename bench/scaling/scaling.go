@@ -180,7 +180,6 @@ func warmUp(ctx context.Context, e Env, v variant) report.Warmup {
 		limit = maxWarmQuick
 	}
 	pid := v.gw.Gateway()
-	defer measure.MarkLoaded(pid)
 	start := time.Now()
 	for time.Since(start) < limit && ctx.Err() == nil {
 		before, err := procstat.MinorFaults(pid)
