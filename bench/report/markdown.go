@@ -99,11 +99,11 @@ func writeErrors(b *strings.Builder, rows []Row) {
 
 // writeWarmups says how long each variant was warmed up before its rounds
 // (bench/scaling: until its calls stopped faulting in fresh memory).
-func writeWarmups(b *strings.Builder, ws []Warmup) {
+func writeWarmups(b *strings.Builder, rule string, ws []Warmup) {
 	if len(ws) == 0 {
 		return
 	}
-	b.WriteString("Warm-up before the rounds, at 16 callers in batches of half a second until one took under 0.1 minor page faults a call:")
+	b.WriteString(rule + ":")
 	for i, w := range ws {
 		sep := ";"
 		if i == len(ws)-1 {
@@ -145,7 +145,7 @@ func writeScaling(b *strings.Builder, s *Scaling) {
 				ratio(div(r.Throughput, base.Throughput)), cpu(r.GatewayCPU), ratio(div(r.GatewayCPU, base.GatewayCPU)), r.Errors)
 		}
 		b.WriteString("\n")
-		writeWarmups(b, g.Warmups)
+		writeWarmups(b, g.WarmupRule, g.Warmups)
 	}
 	if len(s.ToolsList) > 0 {
 		b.WriteString("### tools/list, filtered per principal\n\n| catalog tools | principal | tools visible | calls | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n")

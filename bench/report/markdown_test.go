@@ -10,7 +10,7 @@ import (
 // full stop.
 func TestWriteWarmups(t *testing.T) {
 	var b strings.Builder
-	writeWarmups(&b, []Warmup{
+	writeWarmups(&b, "Warm-up, until settled", []Warmup{
 		{Variant: "10 policy lines", Calls: 2100, Seconds: 0.5, FirstCalls: 2100, FirstSeconds: 0.5, FirstFaults: 1491, LastFaults: 0.04, Settled: true},
 		{Variant: "100,000 policy lines", Calls: 61000, Seconds: 30.2, FirstCalls: 2, FirstSeconds: 1.04, FirstFaults: 9892, LastFaults: 0.3},
 		{Variant: "failing", Calls: 10, Errors: 3, FirstError: "access_denied:\nno"},
@@ -18,6 +18,7 @@ func TestWriteWarmups(t *testing.T) {
 	})
 	got := b.String()
 	for _, want := range []string{
+		"Warm-up, until settled: 10 policy lines",
 		" 10 policy lines, 2,100 calls in 0.5 s (the first batch 2,100 calls in 0.5 s and 1,491 page faults, the last 0.04 faults a call);",
 		" 100,000 policy lines, 61,000 calls in 30.2 s (the first batch 2 calls in 1.0 s and 9,892 page faults, the last 0.30 faults a call; not settled);",
 		" failing: stopped by 3 failed calls (access_denied: no);",
@@ -28,7 +29,7 @@ func TestWriteWarmups(t *testing.T) {
 		}
 	}
 	b.Reset()
-	writeWarmups(&b, nil)
+	writeWarmups(&b, "Warm-up", nil)
 	if b.Len() != 0 {
 		t.Errorf("no warm-ups wrote %q", b.String())
 	}

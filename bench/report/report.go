@@ -103,6 +103,9 @@ type CostGroup struct {
 	Name     string   `json:"name"`
 	Variants []Row    `json:"variants"` // Target holds the variant's label
 	Warmups  []Warmup `json:"warmups,omitempty"`
+	// WarmupRule says how the variants were warmed up, as the figures'
+	// package ran it (a sentence without its final colon).
+	WarmupRule string `json:"warmup_rule,omitempty"`
 }
 
 // Warmup is how long one variant of a CostGroup served calls, before its

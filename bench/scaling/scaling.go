@@ -109,7 +109,9 @@ func compare(ctx context.Context, e Env, name string, vs []variant) report.CostG
 	shape, rounds := e.shape()
 	conc := []int{1, 16}
 	samples := map[string][]report.Sample{}
-	g := report.CostGroup{Name: name}
+	g := report.CostGroup{Name: name, WarmupRule: fmt.Sprintf(
+		"Warm-up before the rounds, at %d callers in batches of %v until one took under %g minor page faults a call (at most %v)",
+		warmCallers, warmBatch, settledFaults, warmLimit(e))}
 	for _, v := range vs {
 		if v.gw != nil {
 			w := warmUp(ctx, e, v)
@@ -175,10 +177,7 @@ func warmUp(ctx context.Context, e Env, v variant) report.Warmup {
 		return w
 	}
 	defer closeSessions()
-	limit := maxWarm
-	if e.Quick {
-		limit = maxWarmQuick
-	}
+	limit := warmLimit(e)
 	pid := v.gw.Gateway()
 	start := time.Now()
 	for time.Since(start) < limit && ctx.Err() == nil {
@@ -204,6 +203,14 @@ func warmUp(ctx context.Context, e Env, v variant) report.Warmup {
 	}
 	w.Seconds = time.Since(start).Seconds()
 	return w
+}
+
+// warmLimit is the longest a variant's warm-up may last.
+func warmLimit(e Env) time.Duration {
+	if e.Quick {
+		return maxWarmQuick
+	}
+	return maxWarm
 }
 
 func stopAll(vs []variant) {
