@@ -203,9 +203,33 @@ func RelayRatios(rows []report.Row, relays map[string]string) {
 				if d.Throughput > 0 {
 					r.TputVsRelay = r.Throughput / d.Throughput
 				}
+				r.P50VsRelayRounds, r.TputVsRelayRounds = pairedRatios(r.Samples, d.Samples)
 			}
 		}
 	}
+}
+
+// pairedRatios divides each round's gateway sample by the relay's sample
+// of the same round (both measured), in round order. The machine's speed
+// drifts between rounds (on the 2-core host the relay's own calls/s moved
+// by half between rounds of one run), and a round's two cells are seconds
+// apart, so the pairs show how much of a ratio of medians is drift.
+func pairedRatios(gateway, relay []report.Sample) (p50, tput []float64) {
+	byRound := map[int]report.Sample{}
+	for _, s := range relay {
+		if s.Failed == "" {
+			byRound[s.Round] = s
+		}
+	}
+	for _, g := range gateway {
+		d, ok := byRound[g.Round]
+		if g.Failed != "" || !ok || d.P50Ms <= 0 || d.Throughput <= 0 {
+			continue
+		}
+		p50 = append(p50, g.P50Ms/d.P50Ms)
+		tput = append(tput, g.Throughput/d.Throughput)
+	}
+	return p50, tput
 }
 
 // Ratios sets each row's ratios to the direct row of the same upstream and

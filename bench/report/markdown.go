@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,6 +25,7 @@ func (r *Report) Markdown() string {
 		b.WriteString("## Side by side\n\n")
 		writeRows(&b, r.Rows, true)
 		writeErrors(&b, r.Rows)
+		writeRelayRounds(&b, r.Rows)
 	}
 	if r.Scaling != nil {
 		writeScaling(&b, r.Scaling)
@@ -95,6 +97,59 @@ func writeErrors(b *strings.Builder, rows []Row) {
 	if !first {
 		b.WriteString("\n")
 	}
+}
+
+// writeRelayRounds writes, for each row with ratios to the relay by round,
+// their median, their range and how many rounds were on the right side of
+// 1: a ratio of medians near 1 may be the machine drifting between rounds,
+// and the rounds show whether it is.
+func writeRelayRounds(b *strings.Builder, rows []Row) {
+	first := true
+	for _, r := range rows {
+		if r.NA != "" || len(r.TputVsRelayRounds) == 0 {
+			continue
+		}
+		if first {
+			b.WriteString("### Against the relay, round by round\n\n")
+			b.WriteString("Each round's cell over the relay's cell of the same round (same upstream, transport and callers): " +
+				"the median of those ratios, the lowest and highest, and in how many rounds toolgate was at least as fast " +
+				"(calls/s ≥ 1, p50 ≤ 1).\n\n")
+			b.WriteString("| upstream | target | conc | calls/s × relay, median (range) | rounds ≥ 1 | p50 × relay, median (range) | rounds ≤ 1 |\n")
+			b.WriteString("|---|---|---|---|---|---|---|\n")
+			first = false
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", r.Upstream, r.Target, r.Concurrency,
+			spread(r.TputVsRelayRounds), count(r.TputVsRelayRounds, func(x float64) bool { return x >= 1 }),
+			spread(r.P50VsRelayRounds), count(r.P50VsRelayRounds, func(x float64) bool { return x <= 1 }))
+	}
+	if !first {
+		b.WriteString("\n")
+	}
+}
+
+// spread is "median (lowest–highest)" of v, each to two decimals.
+func spread(v []float64) string {
+	if len(v) == 0 {
+		return "–"
+	}
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", med, s[0], s[n-1])
+}
+
+// count is "k of n": how many of v satisfy ok.
+func count(v []float64, ok func(float64) bool) string {
+	k := 0
+	for _, x := range v {
+		if ok(x) {
+			k++
+		}
+	}
+	return fmt.Sprintf("%d of %d", k, len(v))
 }
 
 // writeWarmups says how long each variant was warmed up before its rounds

@@ -34,3 +34,33 @@ func TestWriteWarmups(t *testing.T) {
 		t.Errorf("no warm-ups wrote %q", b.String())
 	}
 }
+
+// The round-by-round section gives each row with paired ratios its median,
+// range and the rounds on toolgate's side of 1, and is left out when no
+// row has any.
+func TestWriteRelayRounds(t *testing.T) {
+	var b strings.Builder
+	writeRelayRounds(&b, []Row{
+		{Upstream: "go", Target: "relay-http", Concurrency: 16},
+		{Upstream: "go", Target: "toolgate-http", Concurrency: 16,
+			TputVsRelayRounds: []float64{0.9, 1.2, 1.0, 1.1}, P50VsRelayRounds: []float64{1.05, 0.8, 0.95}},
+		{Upstream: "go", Target: "toolgate-http", Concurrency: 64, NA: "did not start", TputVsRelayRounds: []float64{1}},
+	})
+	got := b.String()
+	for _, want := range []string{
+		"### Against the relay, round by round\n",
+		"| go | toolgate-http | 16 | 1.05 (0.90–1.20) | 3 of 4 | 0.95 (0.80–1.05) | 2 of 3 |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "| 64 |") || strings.Contains(got, "relay-http") {
+		t.Errorf("section has a row without paired ratios:\n%s", got)
+	}
+	b.Reset()
+	writeRelayRounds(&b, []Row{{Upstream: "go", Target: "relay-http", Concurrency: 1}})
+	if b.Len() != 0 {
+		t.Errorf("no paired ratios wrote %q", b.String())
+	}
+}

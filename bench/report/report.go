@@ -67,26 +67,31 @@ type Sample struct {
 // of the rounds' figures (peak RSS: the largest), and ratios to the direct
 // call at the same concurrency (and, for toolgate, to the relay).
 type Row struct {
-	Upstream    string   `json:"upstream"`
-	Target      string   `json:"target"`
-	Concurrency int      `json:"concurrency"`
-	NA          string   `json:"na,omitempty"` // why it was not measured
-	Calls       int      `json:"calls"`        // over all rounds
-	Errors      int      `json:"errors"`
-	FirstError  string   `json:"first_error,omitempty"`
-	P50Ms       float64  `json:"p50_ms"`
-	P99Ms       float64  `json:"p99_ms"`
-	Throughput  float64  `json:"calls_per_s"`
-	P50Ratio    float64  `json:"p50_vs_direct"`                 // 0: no direct figure
-	TputRatio   float64  `json:"throughput_vs_direct"`          // 0: no direct figure
-	P50VsRelay  float64  `json:"p50_vs_relay,omitempty"`        // to the zero-check relay on the same transport (issue 22); 0: none
-	TputVsRelay float64  `json:"throughput_vs_relay,omitempty"` // to the zero-check relay on the same transport; 0: none
-	GatewayCPU  float64  `json:"gateway_cpu_us_per_call"`
-	UpstreamCPU float64  `json:"upstream_cpu_us_per_call"`
-	ClientCPU   float64  `json:"client_cpu_us_per_call"`
-	PeakRSSMB   float64  `json:"peak_rss_mb"`
-	OtherCPUPct float64  `json:"other_cpu_pct"`
-	Samples     []Sample `json:"samples,omitempty"`
+	Upstream    string  `json:"upstream"`
+	Target      string  `json:"target"`
+	Concurrency int     `json:"concurrency"`
+	NA          string  `json:"na,omitempty"` // why it was not measured
+	Calls       int     `json:"calls"`        // over all rounds
+	Errors      int     `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	Throughput  float64 `json:"calls_per_s"`
+	P50Ratio    float64 `json:"p50_vs_direct"`                 // 0: no direct figure
+	TputRatio   float64 `json:"throughput_vs_direct"`          // 0: no direct figure
+	P50VsRelay  float64 `json:"p50_vs_relay,omitempty"`        // to the zero-check relay on the same transport (issue 22); 0: none
+	TputVsRelay float64 `json:"throughput_vs_relay,omitempty"` // to the zero-check relay on the same transport; 0: none
+	// P50VsRelayRounds and TputVsRelayRounds are the same ratios round by
+	// round: each round's sample over the relay's of that round, in round
+	// order (rounds where either failed left out).
+	P50VsRelayRounds  []float64 `json:"p50_vs_relay_rounds,omitempty"`
+	TputVsRelayRounds []float64 `json:"throughput_vs_relay_rounds,omitempty"`
+	GatewayCPU        float64   `json:"gateway_cpu_us_per_call"`
+	UpstreamCPU       float64   `json:"upstream_cpu_us_per_call"`
+	ClientCPU         float64   `json:"client_cpu_us_per_call"`
+	PeakRSSMB         float64   `json:"peak_rss_mb"`
+	OtherCPUPct       float64   `json:"other_cpu_pct"`
+	Samples           []Sample  `json:"samples,omitempty"`
 }
 
 // Scaling holds the figures of how toolgate's cost grows (issue 8, item 2).
