@@ -9,12 +9,14 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/bench/load"
 	"github.com/toolgate/toolgate/bench/procstat"
 	"github.com/toolgate/toolgate/bench/report"
 	"github.com/toolgate/toolgate/bench/targets"
+	"github.com/toolgate/toolgate/internal/procs"
 )
 
 // callTimeout bounds one call: a hung target costs a cell, not the run.
@@ -29,8 +31,15 @@ type Shape struct {
 
 // Cell opens conc sessions on t, warms them up, and measures calls back to
 // back for the shape's duration. CPU is read around the measured part only;
-// the gateway's peak RSS is reset first, so it is this cell's own.
+// the gateway's peak RSS is reset first, so it is this cell's own. A cell
+// of one caller first waits out quietAfterLoad.
 func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.Sample, error) {
+	gw := t.Gateway()
+	if conc > 1 {
+		defer MarkLoaded(gw)
+	} else {
+		waitOutLoad(ctx, gw)
+	}
 	waited := Settle(ctx, shape.Settle)
 	sessions, closeSessions, err := t.Open(ctx, conc)
 	if err != nil {
@@ -40,7 +49,6 @@ func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.
 	if warm := load.Run(ctx, sessions, shape.Warmup, callTimeout); warm.Errors == warm.Calls() {
 		return report.Sample{}, fmt.Errorf("every warm-up call failed: %s", warm.FirstError)
 	}
-	gw := t.Gateway()
 	if gw != 0 {
 		_ = procstat.ResetPeak(gw) // without it, the peak so far: still an upper bound
 	}
@@ -60,6 +68,40 @@ func Cell(ctx context.Context, t targets.Target, conc int, shape Shape) (report.
 		}
 	}
 	return s, nil
+}
+
+// quietAfterLoad is how long a cell of one caller waits after its gateway
+// last served concurrent calls. toolgate gives Go every CPU while calls
+// queue for its processor and keeps them for internal/procs' hold before
+// it tries one fewer again; a cell of one caller measures one caller's
+// steady state, not the tail of the load before it (in the scaling
+// figures a variant's cell of one caller follows its own of 16).
+var quietAfterLoad = procs.DefaultHold + 2*procs.DefaultWindow
+
+// loaded is, per gateway process, when it last served concurrent calls.
+var loaded sync.Map // pid -> time.Time
+
+// MarkLoaded records that gateway process pid has just served concurrent
+// calls (0: no gateway).
+func MarkLoaded(pid int) {
+	if pid != 0 {
+		loaded.Store(pid, time.Now())
+	}
+}
+
+// waitOutLoad waits until quietAfterLoad has passed since pid last served
+// concurrent calls.
+func waitOutLoad(ctx context.Context, pid int) {
+	v, ok := loaded.Load(pid)
+	if !ok {
+		return
+	}
+	t := time.NewTimer(time.Until(v.(time.Time).Add(quietAfterLoad)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // quiet is the share of the machine's CPU that counts as idle enough to

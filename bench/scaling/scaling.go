@@ -179,6 +179,7 @@ func warmUp(ctx context.Context, e Env, v variant) report.Warmup {
 	defer closeSessions()
 	limit := warmLimit(e)
 	pid := v.gw.Gateway()
+	defer measure.MarkLoaded(pid)
 	start := time.Now()
 	for time.Since(start) < limit && ctx.Err() == nil {
 		before, err := procstat.MinorFaults(pid)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/procs"
 	"github.com/toolgate/toolgate/tracing"
 )
 
@@ -45,7 +46,9 @@ func runServe(args []string) int {
 	}
 	live := settledHeap()
 	limitMemory(log, live, gw.Config().DedupMaxBytes())
-	leaveCPUForUpstreams(log, gw.Config(), *stdio && !polled(stdin))
+	if few := leaveCPUForUpstreams(log, gw.Config(), *stdio && !polled(stdin)); few > 0 {
+		go procs.Run(ctx, procs.Options{Few: few, Many: few + 1, Log: log})
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // before serving: a SIGHUP must never end the process
 	defer signal.Stop(hup)

@@ -85,7 +85,9 @@ func settledHeap() int64 {
 // would (GOMAXPROCS, itself the CPUs the machine or its cgroup allows) when
 // the gateway starts stdio upstreams: they are its own child processes and
 // run on the same CPUs. Unless GOMAXPROCS says otherwise, and not on a
-// single CPU. It returns the setting it made (0: none).
+// single CPU. It returns the setting it made (0: none); serve then hands
+// it to procs.Run, which gives the CPU back to Go while calls queue for
+// the processor (many callers at once) and takes it again when they stop.
 //
 // Why: a Go process whose calls wait on I/O wakes idle processors to look
 // for work and spins them for a while before they sleep again; with every
@@ -93,8 +95,10 @@ func settledHeap() int64 {
 // and its clients need. On 2 CPUs (bench/, one caller over HTTP in front of
 // the Go echo server) the gateway used 465-528 µs of CPU a call with 2 and
 // 335-386 with 1, its p50 0.57 ms against 0.38-0.39, and the upstream's
-// round trip as the gateway timed it 246 µs against 196-201; 16 and 64
-// callers got as many calls a second either way, for 10-30% less CPU.
+// round trip as the gateway timed it 246 µs against 196-201. Many callers
+// at once queue for the one processor (16 callers: 0.92-0.96 of the
+// zero-check relay's calls a second, against 0.99-1.05 on two): hence
+// procs.Run.
 // With more CPUs the one left is a small share of the gateway's, and idle
 // unless its upstreams need it.
 //
@@ -139,8 +143,8 @@ func leaveCPUForUpstreams(log *slog.Logger, cfg *config.Config, blockingStdin bo
 		return 0
 	}
 	runtime.GOMAXPROCS(procs)
-	log.Info("running Go code on one CPU fewer, for the stdio upstreams (GOMAXPROCS overrides it)", "gomaxprocs", procs,
-		"stdio_upstreams", stdio)
+	log.Info("running Go code on one CPU fewer while calls come one at a time, for the stdio upstreams, and on every CPU while they queue (GOMAXPROCS overrides it)",
+		"gomaxprocs", procs, "stdio_upstreams", stdio)
 	return procs
 }
 
