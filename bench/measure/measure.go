@@ -245,33 +245,41 @@ func RelayRatios(rows []report.Row, relays map[string]string) {
 				if d.Throughput > 0 {
 					r.TputVsRelay = r.Throughput / d.Throughput
 				}
-				r.P50VsRelayRounds, r.TputVsRelayRounds = pairedRatios(r.Samples, d.Samples)
+				r.VsRelayRounds = pairedRatios(r.Samples, d.Samples)
 			}
 		}
 	}
 }
 
 // pairedRatios divides each round's gateway sample by the relay's sample
-// of the same round (both measured), in round order. The machine's speed
+// of the same round, in the gateway's round order. The machine's speed
 // drifts between rounds (on the 2-core host the relay's own calls/s moved
-// by half between rounds of one run), and a round's two cells are seconds
-// apart, so the pairs show how much of a ratio of medians is drift.
-func pairedRatios(gateway, relay []report.Sample) (p50, tput []float64) {
+// by a third and more between rounds of one run), and a round's two cells
+// are a few cells apart, so the pairs show how much of a ratio of medians
+// is drift. Only clean pairs count: a round where either side failed, made
+// no calls or had failed calls (a quick error is fast) is left out.
+func pairedRatios(gateway, relay []report.Sample) []report.RoundRatio {
 	byRound := map[int]report.Sample{}
 	for _, s := range relay {
-		if s.Failed == "" {
+		if clean(s) {
 			byRound[s.Round] = s
 		}
 	}
+	var out []report.RoundRatio
 	for _, g := range gateway {
 		d, ok := byRound[g.Round]
-		if g.Failed != "" || !ok || d.P50Ms <= 0 || d.Throughput <= 0 {
+		if !ok || !clean(g) {
 			continue
 		}
-		p50 = append(p50, g.P50Ms/d.P50Ms)
-		tput = append(tput, g.Throughput/d.Throughput)
+		out = append(out, report.RoundRatio{Round: g.Round, P50: g.P50Ms / d.P50Ms, Throughput: g.Throughput / d.Throughput})
 	}
-	return p50, tput
+	return out
+}
+
+// clean says whether a sample can be divided by or into another: measured,
+// with calls, none of them failed.
+func clean(s report.Sample) bool {
+	return s.Failed == "" && s.Calls > 0 && s.Errors == 0 && s.P50Ms > 0 && s.Throughput > 0
 }
 
 // Ratios sets each row's ratios to the direct row of the same upstream and

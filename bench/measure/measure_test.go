@@ -9,35 +9,33 @@ import (
 
 // The ratios to the relay by round pair each gateway sample with the
 // relay's of the same round, whatever order the samples are in, and leave
-// out a round where either side failed or the relay has no sample.
+// out a round where either side failed, made no calls or had failed calls
+// (figures that look like a measurement but are not one).
 func TestRelayRatiosPairRounds(t *testing.T) {
-	relay := []report.Sample{
-		{Round: 2, P50Ms: 2, Throughput: 100},
-		{Round: 1, P50Ms: 1, Throughput: 200},
-		{Round: 3, Failed: "did not start"},
-		{Round: 4, P50Ms: 4, Throughput: 400},
+	ok := func(round int, p50, tput float64) report.Sample {
+		return report.Sample{Round: round, Calls: 100, P50Ms: p50, Throughput: tput}
 	}
-	gateway := []report.Sample{
-		{Round: 1, P50Ms: 0.5, Throughput: 300},
-		{Round: 2, P50Ms: 3, Throughput: 50},
-		{Round: 3, P50Ms: 1, Throughput: 100},
-		{Round: 4, Failed: "timed out"},
-		{Round: 5, P50Ms: 1, Throughput: 100},
-	}
+	failedRelay := ok(3, 1, 100)
+	failedRelay.Failed = "did not start"
+	callless := ok(6, 1, 100)
+	callless.Calls = 0
+	relay := []report.Sample{ok(2, 2, 100), ok(1, 1, 200), failedRelay, ok(4, 4, 400), ok(5, 1, 100), callless, ok(7, 1, 100)}
+	failedGateway := ok(4, 1, 100)
+	failedGateway.Failed = "timed out"
+	erring := ok(5, 0.1, 900)
+	erring.Errors = 3
+	gateway := []report.Sample{ok(1, 0.5, 300), ok(2, 3, 50), ok(3, 1, 100), failedGateway, erring, ok(6, 1, 100), ok(8, 1, 100), ok(7, 1, 100)}
 	rows := []report.Row{
 		Row("go", "relay-http", 16, relay),
 		Row("go", "toolgate-http", 16, gateway),
 		Row("go", "toolgate-http", 64, gateway), // no relay row at 64
 	}
 	RelayRatios(rows, map[string]string{"toolgate-http": "relay-http"})
-	got := rows[1]
-	if want := []float64{0.5, 1.5}; !slices.Equal(got.P50VsRelayRounds, want) {
-		t.Errorf("p50 by round = %v, want %v", got.P50VsRelayRounds, want)
+	want := []report.RoundRatio{{Round: 1, P50: 0.5, Throughput: 1.5}, {Round: 2, P50: 1.5, Throughput: 0.5}, {Round: 7, P50: 1, Throughput: 1}}
+	if got := rows[1].VsRelayRounds; !slices.Equal(got, want) {
+		t.Errorf("ratios by round = %v, want %v", got, want)
 	}
-	if want := []float64{1.5, 0.5}; !slices.Equal(got.TputVsRelayRounds, want) {
-		t.Errorf("calls/s by round = %v, want %v", got.TputVsRelayRounds, want)
-	}
-	if rows[2].TputVsRelayRounds != nil || rows[0].TputVsRelayRounds != nil {
-		t.Errorf("rows without a relay got ratios by round: %v, %v", rows[2].TputVsRelayRounds, rows[0].TputVsRelayRounds)
+	if rows[2].VsRelayRounds != nil || rows[0].VsRelayRounds != nil {
+		t.Errorf("rows without a relay got ratios by round: %v, %v", rows[2].VsRelayRounds, rows[0].VsRelayRounds)
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -100,27 +101,32 @@ func writeErrors(b *strings.Builder, rows []Row) {
 }
 
 // writeRelayRounds writes, for each row with ratios to the relay by round,
-// their median, their range and how many rounds were on the right side of
+// their median, their range and how many rounds were on toolgate's side of
 // 1: a ratio of medians near 1 may be the machine drifting between rounds,
 // and the rounds show whether it is.
 func writeRelayRounds(b *strings.Builder, rows []Row) {
 	first := true
 	for _, r := range rows {
-		if r.NA != "" || len(r.TputVsRelayRounds) == 0 {
+		if r.NA != "" || len(r.VsRelayRounds) == 0 {
 			continue
 		}
 		if first {
 			b.WriteString("### Against the relay, round by round\n\n")
-			b.WriteString("Each round's cell over the relay's cell of the same round (same upstream, transport and callers): " +
-				"the median of those ratios, the lowest and highest, and in how many rounds toolgate was at least as fast " +
-				"(calls/s ≥ 1, p50 ≤ 1).\n\n")
+			b.WriteString("Each round's cell over the relay's cell of the same round (same upstream, transport and callers; " +
+				"rounds where either side failed or had errors left out): the median of those ratios, the lowest and highest, " +
+				"and in how many rounds toolgate was at least as fast (calls/s ≥ 1.00, p50 ≤ 1.00, as printed).\n\n")
 			b.WriteString("| upstream | target | conc | calls/s × relay, median (range) | rounds ≥ 1 | p50 × relay, median (range) | rounds ≤ 1 |\n")
 			b.WriteString("|---|---|---|---|---|---|---|\n")
 			first = false
 		}
+		tput := make([]float64, len(r.VsRelayRounds))
+		p50 := make([]float64, len(r.VsRelayRounds))
+		for i, x := range r.VsRelayRounds {
+			tput[i], p50[i] = x.Throughput, x.P50
+		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", r.Upstream, r.Target, r.Concurrency,
-			spread(r.TputVsRelayRounds), count(r.TputVsRelayRounds, func(x float64) bool { return x >= 1 }),
-			spread(r.P50VsRelayRounds), count(r.P50VsRelayRounds, func(x float64) bool { return x <= 1 }))
+			spread(tput), count(tput, func(x float64) bool { return x >= 1 }),
+			spread(p50), count(p50, func(x float64) bool { return x <= 1 }))
 	}
 	if !first {
 		b.WriteString("\n")
@@ -141,11 +147,12 @@ func spread(v []float64) string {
 	return fmt.Sprintf("%.2f (%.2f–%.2f)", med, s[0], s[n-1])
 }
 
-// count is "k of n": how many of v satisfy ok.
+// count is "k of n": how many of v satisfy ok once rounded to two
+// decimals, as the table prints them (0.996 counts as 1.00).
 func count(v []float64, ok func(float64) bool) string {
 	k := 0
 	for _, x := range v {
-		if ok(x) {
+		if ok(math.Round(x*100) / 100) {
 			k++
 		}
 	}

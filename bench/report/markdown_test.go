@@ -1,6 +1,7 @@
 package report
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,20 +37,27 @@ func TestWriteWarmups(t *testing.T) {
 }
 
 // The round-by-round section gives each row with paired ratios its median,
-// range and the rounds on toolgate's side of 1, and is left out when no
-// row has any.
+// range and the rounds on toolgate's side of 1 as printed (1.00 counts,
+// 0.996 is printed 1.00), leaves the row's ratios in round order, and is
+// left out when no row has any.
 func TestWriteRelayRounds(t *testing.T) {
+	rounds := []RoundRatio{
+		{Round: 1, Throughput: 0.9, P50: 1.05},
+		{Round: 2, Throughput: 1.2, P50: 0.8},
+		{Round: 3, Throughput: 0.996, P50: 1},
+		{Round: 4, Throughput: 1.1, P50: 1.004},
+	}
+	kept := slices.Clone(rounds)
 	var b strings.Builder
 	writeRelayRounds(&b, []Row{
 		{Upstream: "go", Target: "relay-http", Concurrency: 16},
-		{Upstream: "go", Target: "toolgate-http", Concurrency: 16,
-			TputVsRelayRounds: []float64{0.9, 1.2, 1.0, 1.1}, P50VsRelayRounds: []float64{1.05, 0.8, 0.95}},
-		{Upstream: "go", Target: "toolgate-http", Concurrency: 64, NA: "did not start", TputVsRelayRounds: []float64{1}},
+		{Upstream: "go", Target: "toolgate-http", Concurrency: 16, VsRelayRounds: rounds},
+		{Upstream: "go", Target: "toolgate-http", Concurrency: 64, NA: "did not start", VsRelayRounds: rounds[:1]},
 	})
 	got := b.String()
 	for _, want := range []string{
 		"### Against the relay, round by round\n",
-		"| go | toolgate-http | 16 | 1.05 (0.90–1.20) | 3 of 4 | 0.95 (0.80–1.05) | 2 of 3 |\n",
+		"| go | toolgate-http | 16 | 1.05 (0.90–1.20) | 3 of 4 | 1.00 (0.80–1.05) | 3 of 4 |\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("section lacks %q:\n%s", want, got)
@@ -57,6 +65,9 @@ func TestWriteRelayRounds(t *testing.T) {
 	}
 	if strings.Contains(got, "| 64 |") || strings.Contains(got, "relay-http") {
 		t.Errorf("section has a row without paired ratios:\n%s", got)
+	}
+	if !slices.Equal(rounds, kept) {
+		t.Errorf("the row's ratios were reordered: %v", rounds)
 	}
 	b.Reset()
 	writeRelayRounds(&b, []Row{{Upstream: "go", Target: "relay-http", Concurrency: 1}})

@@ -81,17 +81,24 @@ type Row struct {
 	TputRatio   float64 `json:"throughput_vs_direct"`          // 0: no direct figure
 	P50VsRelay  float64 `json:"p50_vs_relay,omitempty"`        // to the zero-check relay on the same transport (issue 22); 0: none
 	TputVsRelay float64 `json:"throughput_vs_relay,omitempty"` // to the zero-check relay on the same transport; 0: none
-	// P50VsRelayRounds and TputVsRelayRounds are the same ratios round by
-	// round: each round's sample over the relay's of that round, in round
-	// order (rounds where either failed left out).
-	P50VsRelayRounds  []float64 `json:"p50_vs_relay_rounds,omitempty"`
-	TputVsRelayRounds []float64 `json:"throughput_vs_relay_rounds,omitempty"`
-	GatewayCPU        float64   `json:"gateway_cpu_us_per_call"`
-	UpstreamCPU       float64   `json:"upstream_cpu_us_per_call"`
-	ClientCPU         float64   `json:"client_cpu_us_per_call"`
-	PeakRSSMB         float64   `json:"peak_rss_mb"`
-	OtherCPUPct       float64   `json:"other_cpu_pct"`
-	Samples           []Sample  `json:"samples,omitempty"`
+	// VsRelayRounds are the same ratios round by round: each round's
+	// sample over the relay's of that round (rounds where either side
+	// failed, made no calls or had errors are left out).
+	VsRelayRounds []RoundRatio `json:"vs_relay_rounds,omitempty"`
+	GatewayCPU    float64      `json:"gateway_cpu_us_per_call"`
+	UpstreamCPU   float64      `json:"upstream_cpu_us_per_call"`
+	ClientCPU     float64      `json:"client_cpu_us_per_call"`
+	PeakRSSMB     float64      `json:"peak_rss_mb"`
+	OtherCPUPct   float64      `json:"other_cpu_pct"`
+	Samples       []Sample     `json:"samples,omitempty"`
+}
+
+// RoundRatio is one round's sample of a gateway over the relay's sample of
+// the same round.
+type RoundRatio struct {
+	Round      int     `json:"round"`
+	P50        float64 `json:"p50"`
+	Throughput float64 `json:"calls_per_s"`
 }
 
 // Scaling holds the figures of how toolgate's cost grows (issue 8, item 2).

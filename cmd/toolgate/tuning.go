@@ -114,8 +114,9 @@ func settledHeap() int64 {
 // Not when every call's audit record is fsynced (audit.fsync: always): the
 // fsync holds its processor until the runtime takes it back, and with one
 // processor, at 16 callers, the gateway served 9-31% fewer calls a second
-// than with two (four paired runs). Nor under --stdio with a stdin read blocking (blockingStdin: see
-// pollableStdin), whose read holds a processor while the client is quiet:
+// than with two (four paired runs). Nor under --stdio with a stdin read
+// blocking (blockingStdin: see pollableStdin), whose read holds a
+// processor while the client is quiet:
 // one caller's p50 was 1.44-1.69 times the relay's on one processor and
 // 1.08-1.44 on two. When it declines for one of these, it says why.
 //
