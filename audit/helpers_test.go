@@ -27,7 +27,10 @@ type fakeFS struct {
 	syncs    atomic.Int64
 	entered  chan struct{} // if set, gets a value as each Sync starts
 	gate     chan struct{} // if set, each Sync waits for a value
-	wrote    chan struct{} // if set, gets a value after each successful write
+	wrote    chan struct{} // if set, gets a value for each line a successful write wrote
+	writing  chan struct{} // if set, gets a value as each write starts
+	writeGo  chan struct{} // if set, each write waits for a value
+	writes   atomic.Int64  // write calls
 	tick     chan time.Time
 	stopped  atomic.Bool // the ticker was stopped
 	interval time.Duration
@@ -63,6 +66,13 @@ type fakeFile struct {
 }
 
 func (f *fakeFile) Write(b []byte) (int, error) {
+	f.fs.writes.Add(1)
+	if f.fs.writing != nil {
+		f.fs.writing <- struct{}{}
+	}
+	if f.fs.writeGo != nil {
+		<-f.fs.writeGo
+	}
 	f.fs.mu.Lock()
 	werr, partial := f.fs.writeErr, f.fs.partial
 	f.fs.mu.Unlock()
@@ -75,7 +85,9 @@ func (f *fakeFile) Write(b []byte) (int, error) {
 	}
 	n, err := f.File.Write(b)
 	if err == nil && f.fs.wrote != nil {
-		f.fs.wrote <- struct{}{}
+		for range bytes.Count(b, []byte("\n")) {
+			f.fs.wrote <- struct{}{}
+		}
 	}
 	return n, err
 }

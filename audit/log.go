@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,13 @@ type Log struct {
 
 	syncMu sync.Mutex // one group-commit fsync at a time
 
+	flights    sync.Mutex // guards boarding and lastFlight; taken before mu, never under it
+	boarding   *flight    // the flight records join; nil: the next Append starts one
+	lastFlight *flight    // the flight started last (boarding, flying or landed)
+	// busyFlights counts down the flights still to wait (flight.wait)
+	// since the last one that found company.
+	busyFlights int
+
 	recent *recentLines // the last lines written, for Recent; nil: none kept
 
 	health atomic.Pointer[error] // nil: the last write (or fsync) succeeded
@@ -245,26 +253,110 @@ func (l *Log) Err() error {
 // the file (and takes no seq), a failed fsync leaves a line that may not
 // survive a crash. Either way the caller should treat the decision as
 // unaudited (and, with FailClosed, refuse the call).
+//
+// Records appended while another group is being written go out together,
+// in one write(2), once it is done (see flight): under load the trail
+// costs one system call for several calls, not one each.
 func (l *Log) Append(r Record) error {
 	body, err := l.enc.body(r) // outside the lock: encoding is the slow part
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	b, warn, err := l.write(body)
-	l.mu.Unlock()
-	l.warn(warn)
-	if err == nil && b != nil {
-		err = l.commit(b)
+	f, first := l.board(body)
+	if first {
+		l.fly(f)
+	} else {
+		<-f.done
+	}
+	if err = f.err; err == nil && f.b != nil {
+		err = l.commit(f.b)
 	}
 	l.report(err)
 	return err
 }
 
-// write appends one line under mu: reopening, rotating and checking the
-// file first as needed. It returns the batch to wait for (FsyncAlways), a
-// problem that did not cost the record, and the error that did.
-func (l *Log) write(body []byte) (b *batch, warn, err error) {
+// flight is a group of records written with one write(2). Only one flight
+// is written at a time; the records appended meanwhile board the next
+// one, which its first record's Append writes as soon as the one before
+// has landed. BenchmarkAppend/interval/parallel (16 writers a CPU, 2
+// CPUs): 9.0-10.0 µs a record one write each, 4.2-5.2 in flights.
+type flight struct {
+	bodies [][]byte
+	before *flight       // the flight written before this one, until it has landed
+	done   chan struct{} // closed when b and err are set
+	b      *batch        // FsyncAlways: the fsync batch the records are in
+	err    error         // the write failed: no record of the flight was written
+	// wait: the gateway is busy, so before closing the flight its first
+	// Append lets the goroutines ready to run go first (runtime.Gosched):
+	// calls finishing at the same time board it instead of each paying a
+	// write(2). On one processor hardly any Append comes while a write(2)
+	// runs: without the wait flights at 16 callers over HTTP carried 1.25
+	// records, with it 4-5. A lone caller never waits: yielding wakes an
+	// idle processor's thread (a futex call), which on 2 CPUs took a
+	// record from 7.5 µs to 11-14.
+	wait bool
+}
+
+// board adds body to the flight that is boarding, or starts one; first
+// reports whether body's Append started it (and so must write it).
+func (l *Log) board(body []byte) (f *flight, first bool) {
+	l.flights.Lock()
+	defer l.flights.Unlock()
+	if f = l.boarding; f != nil {
+		f.bodies = append(f.bodies, body)
+		return f, false
+	}
+	f = &flight{bodies: append(make([][]byte, 0, 4), body), before: l.lastFlight, done: make(chan struct{})}
+	if f.before != nil && (len(f.before.bodies) > 1 || !landed(f.before)) {
+		l.busyFlights = waitFlights
+	} else if l.busyFlights > 0 {
+		l.busyFlights--
+	}
+	f.wait = l.busyFlights > 0
+	l.boarding, l.lastFlight = f, f
+	return f, true
+}
+
+// waitFlights is how many flights wait after the last that found company:
+// a wait does not always find one, and without it the next flights are
+// back to one record each.
+const waitFlights = 64
+
+func landed(f *flight) bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// fly waits for the flight before f to land, closes f to boarding and
+// writes it.
+func (l *Log) fly(f *flight) {
+	if f.before != nil {
+		<-f.before.done
+		f.before = nil // the flights must not chain back to the first
+	}
+	if f.wait {
+		runtime.Gosched()
+	}
+	l.flights.Lock()
+	l.boarding = nil
+	l.flights.Unlock()
+	l.mu.Lock()
+	b, warn, err := l.write(f.bodies)
+	l.mu.Unlock()
+	f.b, f.err = b, err
+	close(f.done)
+	l.warn(warn)
+}
+
+// write appends the lines of bodies under mu: reopening, rotating and
+// checking the file first as needed. It returns the batch to wait for
+// (FsyncAlways), a problem that did not cost the records, and the error
+// that did.
+func (l *Log) write(bodies [][]byte) (b *batch, warn, err error) {
 	rotateFailed := false
 	for repairs := 0; ; {
 		if l.closed {
@@ -278,11 +370,11 @@ func (l *Log) write(body []byte) (b *batch, warn, err error) {
 				return nil, warn, err
 			}
 		}
-		ln := line(l.seq+1, l.prev, body)
+		lines, ends, last := l.chain(bodies)
 		replaced := l.replaced()
-		full := !rotateFailed && l.size > 0 && l.size+int64(len(ln)) > l.opts.MaxBytes
+		full := !rotateFailed && l.size > 0 && l.size+int64(len(lines)) > l.opts.MaxBytes
 		if !replaced && !full && !l.broken {
-			b, err := l.put(ln)
+			b, err := l.put(lines, ends, last)
 			return b, warn, err
 		}
 		if l.syncing { // an fsync outside mu still uses l.f
@@ -304,14 +396,33 @@ func (l *Log) write(body []byte) (b *batch, warn, err error) {
 	}
 }
 
+// chain makes the lines of bodies, continuing the chain from the last
+// line written: all in one buffer, ends[i] the end of the i-th (its
+// newline included), last the hash of the last. Under mu.
+func (l *Log) chain(bodies [][]byte) (lines []byte, ends []int, last string) {
+	size := 0
+	for _, body := range bodies {
+		size += len(body) + lineOverhead
+	}
+	lines, ends, last = make([]byte, 0, size), make([]int, len(bodies)), l.prev
+	for i, body := range bodies {
+		start := len(lines)
+		lines = appendLine(lines, l.seq+uint64(i)+1, last, body)
+		ends[i] = len(lines)
+		last = hashLine(lines[start : len(lines)-1])
+	}
+	return lines, ends, last
+}
+
 // maxRepairs bounds the reopens and rotations one Append may do, in case
 // something keeps removing the file as soon as it is created.
 const maxRepairs = 4
 
-// put writes one line; a failed write is undone so the file never holds a
-// partial line that the next one would be glued to.
-func (l *Log) put(ln []byte) (*batch, error) {
-	n, err := l.f.Write(ln)
+// put writes lines (ends and last as chain gives them) with one write; a
+// failed write is undone so the file never holds a partial line that the
+// next one would be glued to.
+func (l *Log) put(lines []byte, ends []int, last string) (*batch, error) {
+	n, err := l.f.Write(lines)
 	if err != nil {
 		if n > 0 {
 			if terr := l.f.Truncate(l.size); terr != nil {
@@ -321,9 +432,13 @@ func (l *Log) put(ln []byte) (*batch, error) {
 		return nil, fmt.Errorf("audit: write %s: %w", l.opts.Path, err)
 	}
 	l.size += int64(n)
-	l.seq++
-	l.prev = hashLine(ln[:len(ln)-1])
-	l.recent.add(ln[:len(ln)-1]) // ln is not reused: kept as it is
+	l.seq += uint64(len(ends))
+	l.prev = last
+	start := 0
+	for _, end := range ends {
+		l.recent.add(lines[start : end-1]) // not reused: Recent keeps it as it is
+		start = end
+	}
 	l.dirty = true
 	if l.opts.Fsync != FsyncAlways {
 		return nil, nil

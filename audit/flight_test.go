@@ -1,0 +1,158 @@
+package audit
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+)
+
+// startFlight appends rec(1) and returns once its write has started and
+// waits for fs.writeGo: the records appended from then on board the next
+// flight. done gets rec(1)'s outcome.
+func startFlight(t *testing.T, o Options) (fs *fakeFS, l *Log, done chan error) {
+	t.Helper()
+	fs = newFakeFS()
+	fs.writing, fs.writeGo = make(chan struct{}), make(chan struct{})
+	l = openTest(t, o, fs)
+	done = make(chan error, 1)
+	go func() { done <- l.Append(rec(1)) }()
+	<-fs.writing
+	return fs, l, done
+}
+
+// boardN appends rec(from) … rec(from+n-1) on goroutines of their own and
+// returns once all of them wait: boarded, or writing and held.
+func boardN(l *Log, from, n int) chan error {
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- l.Append(rec(from + i)) }()
+	}
+	synctest.Wait()
+	return errs
+}
+
+// Records appended while a write runs go out together, in one write, once
+// it is done, and chain on as if written one by one.
+func TestAppendsDuringAWriteShareTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs, l, first := startFlight(t, Options{Fsync: FsyncNever, KeepRecent: 20})
+		errs := boardN(l, 2, 10)
+		if n := fs.writes.Load(); n != 1 {
+			t.Fatalf("%d writes while the first is held, want 1", n)
+		}
+		fs.writeGo <- struct{}{} // the first write ends
+		<-fs.writing             // the second starts: the ten in one
+		fs.writeGo <- struct{}{}
+		for range 10 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if n := fs.writes.Load(); n != 2 {
+			t.Fatalf("%d writes for 11 records, want 2 (one for the first, one for the ten)", n)
+		}
+		fs.writing, fs.writeGo = nil, nil
+		l.Close()
+		if rep := mustVerify(t, l.opts.Path); rep.Records != 11 || rep.LastSeq != 11 {
+			t.Fatalf("report %+v: want 11 chained records", rep)
+		}
+		lines, recent := readLines(t, l.opts.Path), l.Recent(20)
+		if len(recent) != 11 || string(recent[0]) != strings.TrimSuffix(lines[10], "\n") {
+			t.Fatalf("Recent has %d lines, the newest %q; want 11, the newest %q", len(recent), recent[0], lines[10])
+		}
+	})
+}
+
+// A flight whose write fails fails every record in it, leaves no line of
+// it in the file, and takes no seq: the next flight chains to the last
+// record written before it.
+func TestFailedFlightFailsAllItsRecords(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		t.Run(map[bool]string{false: "nothing-written", true: "half-written"}[partial], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var errs errorLog
+				fs, l, first := startFlight(t, Options{Fsync: FsyncNever, OnError: errs.add})
+				boarded := boardN(l, 2, 5)
+				fs.writeGo <- struct{}{}
+				if err := <-first; err != nil {
+					t.Fatal(err)
+				}
+				fs.set(func(fs *fakeFS) { fs.writeErr, fs.partial = syscall.ENOSPC, partial })
+				<-fs.writing
+				fs.writeGo <- struct{}{}
+				for range 5 {
+					if err := <-boarded; !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), l.opts.Path) {
+						t.Fatalf("Append in the failed flight: %v, want ENOSPC naming the file", err)
+					}
+				}
+				if n := len(errs.list()); n != 5 {
+					t.Fatalf("OnError told %d times, want once for each of the 5 records lost", n)
+				}
+				fs.set(func(fs *fakeFS) { fs.writeErr, fs.partial, fs.writing, fs.writeGo = nil, false, nil, nil })
+				appendN(t, l, 7, 1)
+				l.Close()
+				rep := mustVerify(t, l.opts.Path)
+				if rep.Records != 2 || rep.LastSeq != 2 {
+					t.Fatalf("report %+v: want records 1 and 7 as seq 1 and 2", rep)
+				}
+				if got := parseLine(t, readLines(t, l.opts.Path)[1]); got.DurationMS != 7 {
+					t.Fatalf("second line is record %d, want 7", got.DurationMS)
+				}
+			})
+		})
+	}
+}
+
+// A lone caller never waits before its write (runtime.Gosched wakes an
+// idle processor); after a flight that found company, the next
+// waitFlights flights wait for more, and then stop.
+func TestFlightsWaitOnlyWhileBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := openTest(t, Options{Fsync: FsyncNever}, nil)
+		waits := func(n int) (waited int) {
+			for i := range n {
+				f, first := l.board([]byte(`{"n":` + string(rune('0'+i%10)) + `}`))
+				if !first {
+					t.Fatal("a lone Append joined a flight")
+				}
+				if f.wait {
+					waited++
+				}
+				l.fly(f)
+			}
+			return waited
+		}
+		if w := waits(10); w != 0 {
+			t.Fatalf("%d of 10 lone flights waited", w)
+		}
+		fs, held, first := startFlight(t, Options{Fsync: FsyncNever})
+		boarded := boardN(held, 2, 3)
+		fs.writeGo <- struct{}{}
+		<-fs.writing
+		fs.writeGo <- struct{}{}
+		for range 3 {
+			if err := <-boarded; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if !held.lastFlight.wait || held.busyFlights != waitFlights {
+			t.Fatalf("the flight after one in the air: wait %v, %d flights to wait; want true, %d",
+				held.lastFlight.wait, held.busyFlights, waitFlights)
+		}
+		fs.writing, fs.writeGo = nil, nil
+		l = held
+		// The first lone flight follows the flight of three, so it resets
+		// the count too.
+		if w := waits(waitFlights + 5); w != waitFlights {
+			t.Fatalf("%d lone flights waited after a busy one, want %d", w, waitFlights)
+		}
+	})
+}
