@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/internal/flights"
 	"github.com/toolgate/toolgate/internal/jsonscan"
 	"github.com/toolgate/toolgate/sanitize"
 )
@@ -70,8 +71,9 @@ type lineTransport struct {
 	in  *bufio.Reader
 	out io.WriteCloser
 
-	writeMu   sync.Mutex     // one message per Write, never interleaved
-	deadliner writeDeadliner // out, when it can time out a write; else nil
+	writeMu   sync.Mutex                        // one message per Write, never interleaved
+	sends     flights.Group[pendingLine, error] // requests with a deadline, written in flights (writeWithin)
+	deadliner writeDeadliner                    // out, when it can time out a write; else nil
 
 	mu      sync.Mutex
 	pending map[string]*pendingCall // by the id's JSON (idKey)
@@ -357,18 +359,62 @@ type writeDeadliner interface {
 // time out a write. Cancellation without a deadline does not interrupt
 // a write: it only blocks while the child is not reading, and every call
 // the gateway makes has a deadline.
+//
+// Lines with a deadline go out in flights (package flights): the requests
+// of calls that reach the upstream while another group is being written
+// are written together next, in one write(2) bounded by the earliest of
+// their deadlines. That is one system call, and one wake-up of the child,
+// for several calls.
 func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
 	deadline, ok := ctx.Deadline()
-	d := t.deadliner
-	if !ok || d == nil {
+	if !ok || t.deadliner == nil {
 		return t.write(line)
 	}
+	f, first := t.sends.Board(pendingLine{line, deadline})
+	if first {
+		t.fly(f)
+	}
+	return f.Wait()
+}
+
+// pendingLine is a request waiting for its flight: the caller's buffer,
+// valid until the flight has landed (the caller waits for it).
+type pendingLine struct {
+	line     []byte
+	deadline time.Time
+}
+
+// fly writes the flight of request lines f started, bounded by the
+// earliest deadline among them. A write that does not finish by then
+// closes the transport: part of a line may have been written, so nothing
+// more can follow it.
+func (t *lineTransport) fly(f *flights.Flight[pendingLine, error]) {
+	t.sends.Depart(f)
+	lines, deadline := f.Items[0].line, f.Items[0].deadline
+	if len(f.Items) > 1 {
+		buf := getLineBuf()
+		defer putLineBuf(buf)
+		for _, p := range f.Items {
+			buf.Write(p.line)
+			if p.deadline.Before(deadline) {
+				deadline = p.deadline
+			}
+		}
+		lines = buf.Bytes()
+	}
+	f.Result = t.writeBy(deadline, lines)
+	f.Land()
+}
+
+// writeBy writes lines in one Write, giving up at deadline.
+func (t *lineTransport) writeBy(deadline time.Time, lines []byte) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
+	d := t.deadliner
 	if err := d.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
-	_, err := t.out.Write(line)
+	_, err := t.out.Write(lines)
 	_ = d.SetWriteDeadline(time.Time{})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.shutdown()
