@@ -35,6 +35,12 @@ const (
 	// 22), over Streamable HTTP and over stdio.
 	RelayHTTP  = "relay-http"
 	RelayStdio = "relay-stdio"
+	// BaselineHTTP and BaselineStdio are toolgate-http and toolgate-stdio
+	// run from Options.Baseline, another toolgate binary (the commit
+	// before a change), so that a change is measured against its baseline
+	// in the same rounds (this host's speed moves between rounds).
+	BaselineHTTP  = "baseline-http"
+	BaselineStdio = "baseline-stdio"
 
 	GoEcho     = "go"
 	Everything = "everything"
@@ -61,6 +67,8 @@ type Options struct {
 
 	Toolgate   string            // a toolgate binary; built from Root when empty
 	Revision   string            // what Toolgate was built from, for the report
+	Baseline   string            // the toolgate binary of the baseline-* targets
+	BaseRev    string            // what Baseline was built from, for the report
 	Echo       []string          // the Go echo server's command; built from Root when empty
 	EchoEnv    map[string]string // its extra environment
 	Relay      []string          // the relay's command; built from Root (bench/cmd/relay) when empty
@@ -133,6 +141,9 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	if o.Toolgate != "" {
 		m.Toolgate = fmt.Sprintf("binary %s (%s)", o.Toolgate, cmp.Or(o.Revision, "revision not given"))
 	}
+	if o.Baseline != "" {
+		m.Toolgate += fmt.Sprintf("; baseline-* targets: binary %s (%s)", o.Baseline, cmp.Or(o.BaseRev, "revision not given"))
+	}
 	rep := &report.Report{Command: o.Command, Machine: m, Settings: report.Settings{
 		Rounds: o.Rounds, WarmupS: o.Warmup.Seconds(), DurationS: o.Duration.Seconds(), SettleS: max(0, o.Settle.Seconds()),
 		Concurrency: o.Concurrency, Quick: o.Quick, Client: o.Client.Describe()}}
@@ -154,6 +165,7 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 // env is what prepare made ready.
 type env struct {
 	toolgate string           // binary
+	baseline string           // the baseline-* targets' binary; "" when not given
 	echo     targets.Upstream // the Go echo server
 	relay    targets.Relay    // the zero-check relay's command, when a relay target runs
 	model    string           // model.conf text

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 
 // TestQuickRun runs the harness in -quick mode against the Go echo server,
 // directly, through the zero-check relay over HTTP and stdio, and through
-// toolgate over HTTP, with each load client, and checks the report's shape:
+// toolgate over HTTP (also as the baseline binary), with each load client, and checks the report's shape:
 // every row there, every figure non-zero, toolgate's ratio to the relay,
 // the client named. It asserts no timing.
 //
@@ -82,8 +82,8 @@ func quickRun(t *testing.T, root, toolgate string, client targets.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, err = harness.Run(ctx, harness.Options{Root: root, Out: out, Command: "test", Quick: true, Table: true, Client: client,
-		Upstreams: []string{harness.GoEcho}, Targets: []string{harness.Direct, harness.RelayHTTP, harness.RelayStdio, harness.ToolgateHTTP},
-		Toolgate: toolgate, Revision: "this tree, built by the test",
+		Upstreams: []string{harness.GoEcho}, Targets: []string{harness.Direct, harness.RelayHTTP, harness.RelayStdio, harness.ToolgateHTTP, harness.BaselineHTTP},
+		Toolgate: toolgate, Revision: "this tree, built by the test", Baseline: toolgate, BaseRev: "the same binary",
 		Echo: []string{self}, EchoEnv: map[string]string{execRole: "echoserver"},
 		Relay: []string{self}, RelayEnv: map[string]string{execRole: "relay"}, Log: &log})
 	if err != nil {
@@ -109,7 +109,7 @@ func quickRun(t *testing.T, root, toolgate string, client targets.Client) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| go | direct | 1 |", "| go | relay-http | 16 |", "| go | relay-stdio | 64 |", "| go | toolgate-http | 16 |",
-		"| go | toolgate-http | 64 |", "calls/s × relay", "Load client: " + string(client) + " ("} {
+		"| go | toolgate-http | 64 |", "| go | baseline-http | 16 |", "calls/s × relay", "baseline-* targets: binary " + toolgate, "Load client: " + string(client) + " ("} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, md)
 		}
@@ -131,15 +131,16 @@ func checkTable(t *testing.T, md string) {
 	}
 }
 
-// checkRows wants direct, relay-http, relay-stdio and toolgate-http at
-// concurrency 1, 16 and 64, each measured, with calls, latency and
-// throughput, and toolgate-http's ratios to relay-http. CPU is read in
+// checkRows wants direct, relay-http, relay-stdio, toolgate-http and
+// baseline-http at concurrency 1, 16 and 64, each measured, with calls,
+// latency and throughput, and toolgate-http's and baseline-http's ratios
+// to relay-http. CPU is read in
 // 10 ms ticks, so one short cell may show none: the sum over a target's
 // cells must not be zero.
 func checkRows(t *testing.T, rows []report.Row, log string) {
 	t.Helper()
-	if len(rows) != 12 {
-		t.Fatalf("%d rows, want 12 (4 targets × 3 concurrencies):\n%s", len(rows), log)
+	if len(rows) != 15 {
+		t.Fatalf("%d rows, want 15 (5 targets × 3 concurrencies):\n%s", len(rows), log)
 	}
 	var upstreamCPU float64
 	gatewayCPU := map[string]float64{}
@@ -161,17 +162,31 @@ func checkRows(t *testing.T, rows []report.Row, log string) {
 		if r.PeakRSSMB <= 0 {
 			t.Errorf("%s/%d: no peak RSS", r.Target, r.Concurrency)
 		}
-		wantRelay := r.Target == harness.ToolgateHTTP
+		wantRelay := r.Target == harness.ToolgateHTTP || r.Target == harness.BaselineHTTP
 		if got := r.P50VsRelay > 0 && r.TputVsRelay > 0; got != wantRelay {
-			t.Errorf("%s/%d: ratios to the relay %v and %v, want them only for toolgate-http", r.Target, r.Concurrency, r.P50VsRelay, r.TputVsRelay)
+			t.Errorf("%s/%d: ratios to the relay %v and %v, want them only for toolgate-http and baseline-http", r.Target, r.Concurrency, r.P50VsRelay, r.TputVsRelay)
 		}
 	}
 	if upstreamCPU <= 0 {
 		t.Errorf("upstream CPU per call %v, want above zero", upstreamCPU)
 	}
-	for _, target := range []string{harness.RelayHTTP, harness.RelayStdio, harness.ToolgateHTTP} {
+	for _, target := range []string{harness.RelayHTTP, harness.RelayStdio, harness.ToolgateHTTP, harness.BaselineHTTP} {
 		if gatewayCPU[target] <= 0 {
 			t.Errorf("%s: gateway CPU per call %v, want above zero", target, gatewayCPU[target])
 		}
+	}
+}
+
+// The baseline targets without a baseline binary stop the run before it
+// builds or starts anything, naming the flag.
+func TestBaselineTargetsNeedABinary(t *testing.T) {
+	root, err := harness.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = harness.Run(context.Background(), harness.Options{Root: root, Out: filepath.Join(t.TempDir(), "r.md"),
+		Quick: true, Table: true, Upstreams: []string{harness.GoEcho}, Targets: []string{harness.ToolgateHTTP, harness.BaselineStdio}})
+	if err == nil || !strings.Contains(err.Error(), "-baseline") {
+		t.Fatalf("run: %v, want an error naming -baseline", err)
 	}
 }

@@ -20,7 +20,10 @@ import (
 // prepare builds what is missing and installs the npm packages if the run
 // needs them.
 func prepare(ctx context.Context, o *Options, work string) (*env, error) {
-	e := &env{toolgate: o.Toolgate, npmDir: o.NPMDir, work: work}
+	e := &env{toolgate: o.Toolgate, baseline: o.Baseline, npmDir: o.NPMDir, work: work}
+	if e.baseline == "" && o.Table && (slices.Contains(o.Targets, BaselineHTTP) || slices.Contains(o.Targets, BaselineStdio)) {
+		return nil, fmt.Errorf("targets %s and %s need a baseline binary (-baseline)", BaselineHTTP, BaselineStdio)
+	}
 	var err error
 	if e.toolgate == "" {
 		if e.toolgate, err = build(ctx, o, work, "toolgate", "./cmd/toolgate"); err != nil {

@@ -63,7 +63,8 @@ func table(ctx context.Context, o *Options, e *env) []report.Row {
 
 // relayOf pairs each toolgate target with the relay on its transport, for
 // the × relay columns.
-var relayOf = map[string]string{ToolgateHTTP: RelayHTTP, ToolgateHTTPSlow: RelayHTTP, ToolgateStdio: RelayStdio}
+var relayOf = map[string]string{ToolgateHTTP: RelayHTTP, ToolgateHTTPSlow: RelayHTTP, ToolgateStdio: RelayStdio,
+	BaselineHTTP: RelayHTTP, BaselineStdio: RelayStdio}
 
 // rounds measures the cells round by round: round r runs, per upstream and
 // concurrency, every target once, starting with the r-th, so slow drift
@@ -157,15 +158,19 @@ func start(ctx context.Context, client targets.Client, e *env, name string, u ta
 	switch name {
 	case Direct:
 		return targets.StartDirect(ctx, client, u)
-	case ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio:
+	case ToolgateHTTP, ToolgateHTTPSlow, ToolgateStdio, BaselineHTTP, BaselineStdio:
 		cfg, err := writeGateway(e, name+"-"+u.Name, u, name == ToolgateHTTPSlow)
 		if err != nil {
 			return nil, err
 		}
-		if name != ToolgateStdio {
-			return targets.StartToolgateHTTP(ctx, client, name, e.toolgate, cfg, tool, benchKey)
+		bin := e.toolgate
+		if name == BaselineHTTP || name == BaselineStdio {
+			bin = e.baseline
 		}
-		return targets.StartToolgateStdio(ctx, client, name, e.toolgate, cfg, tool)
+		if name != ToolgateStdio && name != BaselineStdio {
+			return targets.StartToolgateHTTP(ctx, client, name, bin, cfg, tool, benchKey)
+		}
+		return targets.StartToolgateStdio(ctx, client, name, bin, cfg, tool)
 	case RelayHTTP:
 		return targets.StartRelayHTTP(ctx, client, name, e.relay, u)
 	case RelayStdio:
@@ -221,6 +226,9 @@ func tableNotes(o *Options, e *env) []string {
 		"CPU µs/call: utime+stime from /proc/<pid>/stat (10 ms ticks) around the measured part of the cell, divided by its calls. gateway: the gateway or proxy process; upstream: every process below it (or the direct upstream process), plus children it reaped meanwhile; client: this harness process, which makes the calls on the same cores (and reads the targets' log output). Peak RSS: the gateway's VmHWM, reset at each cell's start (clear_refs), so each cell shows its own peak. other CPU %: the share of the machine's CPU that other processes used during the cell (from /proc/stat): anything above a few % means the cell was disturbed.",
 		fmt.Sprintf("What bounds it on this machine: %d cores shared by the load client, the gateway and the upstream, so at saturation calls/s ≈ cores ÷ (client + gateway + upstream CPU per call). A small append+fsync in the work directory takes %.2f ms (median of 50) here: what every call would pay at concurrency 1 with audit.fsync: always (the default, interval, pays it once a second).",
 			runtime.NumCPU(), float64(e.fsync)/float64(time.Millisecond)),
+	}
+	if e.baseline != "" {
+		notes = append(notes, "baseline-http and baseline-stdio: toolgate-http and toolgate-stdio run from the baseline binary named above (the build before a change), same config; measured in the same rounds as toolgate, so that a change is compared with its baseline round by round.")
 	}
 	return notes
 }

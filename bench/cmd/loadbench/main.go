@@ -43,6 +43,8 @@ func run() int {
 	flag.StringVar(&tgts, "targets", "direct,relay-http,relay-stdio,toolgate-http,toolgate-http-nofast,toolgate-stdio,mcp-proxy,supergateway", "targets, comma-separated")
 	flag.StringVar(&o.Toolgate, "toolgate", "", "a toolgate binary to measure instead of building ./cmd/toolgate")
 	flag.StringVar(&o.Revision, "toolgate-rev", "", "what the -toolgate binary was built from (a commit), for the report")
+	flag.StringVar(&o.Baseline, "baseline", "", "a second toolgate binary, measured as the targets baseline-http and baseline-stdio (add them to -targets; they are added when -targets is not given)")
+	flag.StringVar(&o.BaseRev, "baseline-rev", "", "what the -baseline binary was built from (a commit), for the report")
 	flag.StringVar(&client, "client", "lean", "the load client: lean (the harness's own, cheap in CPU) or mcp-go (mcp-go's client)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the work directory (generated configs, audit trails)")
 	flag.Parse()
@@ -57,6 +59,9 @@ func run() int {
 		return 2
 	}
 	o.Upstreams, o.Targets = split(ups), split(tgts)
+	if o.Baseline != "" && !targetsGiven() {
+		o.Targets = append(o.Targets, harness.BaselineHTTP, harness.BaselineStdio)
+	}
 	cwd, _ := os.Getwd()
 	if o.Root, err = harness.FindRoot(cwd); err != nil {
 		fmt.Fprintln(os.Stderr, "loadbench:", err)
@@ -72,6 +77,13 @@ func run() int {
 	}
 	fmt.Fprintf(os.Stderr, "report written to %s (and .json) in %s\n", o.Out, time.Since(t0).Round(time.Second))
 	return 0
+}
+
+// targetsGiven reports whether -targets was on the command line.
+func targetsGiven() bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "targets" })
+	return given
 }
 
 func split(s string) []string {
