@@ -222,6 +222,10 @@ type Store struct {
 	// replyLost, when set (tests), makes a claim that reached the store
 	// fail as if its reply had been lost.
 	replyLost func() bool
+	// releasing, when set (tests), runs on the goroutine that releases an
+	// orphaned claim before it does: a test orders the release against
+	// the looks that race with it.
+	releasing func(ctx context.Context)
 }
 
 // Option configures a Store.
@@ -584,6 +588,9 @@ func (d *Store) releaseOrphan(k, owner string) {
 	c.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, orphanRetry)
 		defer cancel()
+		if d.releasing != nil {
+			d.releasing(ctx)
+		}
 		b := c.NewBackoff()
 		for {
 			err := c.Do(ctx, state.FeatureDedup, func(ctx context.Context) error {

@@ -417,7 +417,24 @@ func TestDedupFirstLookOutlivesABrokenConnection(t *testing.T) {
 	seedEpoch(t, b)
 	db := New(b)
 	var looks atomic.Int32
-	db.replyLost = func() bool { return looks.Add(1) == 1 }
+	secondLook := make(chan struct{})
+	db.replyLost = func() bool {
+		n := looks.Add(1)
+		if n == 2 {
+			close(secondLook)
+		}
+		return n == 1
+	}
+	// The release waits for the second look, which so finds the orphan:
+	// released first, it would leave nothing to find, and the second look
+	// would claim the call (seen in CI). The wait that follows looks at
+	// least once more: before the release or after it.
+	db.releasing = func(ctx context.Context) {
+		select {
+		case <-secondLook:
+		case <-ctx.Done():
+		}
+	}
 	r := receive(t, claimAsync(db, callKey, time.Minute))
 	if r.err != nil || r.claim.Lease == nil {
 		t.Fatalf("claim after a broken first look: %+v, %v; want the call", r.claim, r.err)
