@@ -2,10 +2,12 @@ package audit
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // startFlight appends rec(1) and returns once its write has started and
@@ -57,13 +59,14 @@ func TestAppendsDuringAWriteShareTheNext(t *testing.T) {
 			t.Fatalf("%d writes for 11 records, want 2 (one for the first, one for the ten)", n)
 		}
 		fs.writing, fs.writeGo = nil, nil
+		appendN(t, l, 12, 1) // chains to the flight's last line, as seq 12
 		l.Close()
-		if rep := mustVerify(t, l.opts.Path); rep.Records != 11 || rep.LastSeq != 11 {
-			t.Fatalf("report %+v: want 11 chained records", rep)
+		if rep := mustVerify(t, l.opts.Path); rep.Records != 12 || rep.LastSeq != 12 {
+			t.Fatalf("report %+v: want 12 chained records", rep)
 		}
 		lines, recent := readLines(t, l.opts.Path), l.Recent(20)
-		if len(recent) != 11 || string(recent[0]) != strings.TrimSuffix(lines[10], "\n") {
-			t.Fatalf("Recent has %d lines, the newest %q; want 11, the newest %q", len(recent), recent[0], lines[10])
+		if len(recent) != 12 || string(recent[0]) != strings.TrimSuffix(lines[11], "\n") {
+			t.Fatalf("Recent has %d lines, the newest %q; want 12, the newest %q", len(recent), recent[0], lines[11])
 		}
 	})
 }
@@ -106,4 +109,47 @@ func TestFailedFlightFailsAllItsRecords(t *testing.T) {
 			})
 		})
 	}
+}
+
+// With fsync: always every record of a flight waits for the fsync that
+// covers it, not only the one whose Append wrote the flight. Not in a
+// bubble: the records waiting for an fsync wait on a mutex.
+func TestFlightRecordsEachWaitForTheirFsync(t *testing.T) {
+	fs := newFakeFS()
+	fs.writing, fs.writeGo = make(chan struct{}), make(chan struct{})
+	fs.entered, fs.gate = make(chan struct{}), make(chan struct{})
+	l := openTest(t, Options{Fsync: FsyncAlways}, fs)
+	first := make(chan error, 1)
+	go func() { first <- l.Append(rec(1)) }()
+	<-fs.writing
+	boarded := make(chan error, 3)
+	for i := range 3 {
+		go func() { boarded <- l.Append(rec(2 + i)) }()
+	}
+	for give := time.Now().Add(time.Minute); l.flights.Boarding() < 3; runtime.Gosched() {
+		if time.Now().After(give) {
+			t.Fatalf("%d records boarded, want 3", l.flights.Boarding())
+		}
+	}
+	fs.writeGo <- struct{}{} // the first record's write ends; its fsync starts
+	<-fs.entered
+	<-fs.writing // the three are written while it runs
+	fs.writeGo <- struct{}{}
+	fs.gate <- struct{}{} // the first fsync ends
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	<-fs.entered // one fsync for the three
+	select {
+	case err := <-boarded:
+		t.Fatalf("a record of the flight returned (%v) before its fsync ended", err)
+	default:
+	}
+	fs.gate <- struct{}{}
+	for range 3 {
+		if err := <-boarded; err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.set(func(fs *fakeFS) { fs.entered, fs.gate, fs.writing, fs.writeGo = nil, nil, nil, nil })
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -374,7 +375,11 @@ func (l *Log) put(lines []byte, ends []int, last string) (*batch, error) {
 	l.prev = last
 	start := 0
 	for _, end := range ends {
-		l.recent.add(lines[start : end-1]) // not reused: Recent keeps it as it is
+		ln := lines[start : end-1] // not reused: Recent keeps it as it is
+		if len(ends) > 1 {
+			ln = bytes.Clone(ln) // else one kept line would keep its whole flight
+		}
+		l.recent.add(ln)
 		start = end
 	}
 	l.dirty = true

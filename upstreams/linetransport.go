@@ -362,9 +362,8 @@ type writeDeadliner interface {
 //
 // Lines with a deadline go out in flights (package flights): the requests
 // of calls that reach the upstream while another group is being written
-// are written together next, in one write(2) bounded by the earliest of
-// their deadlines. That is one system call, and one wake-up of the child,
-// for several calls.
+// are written together next, in one write(2). That is one system call, and
+// one wake-up of the child, for several calls.
 func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
 	deadline, ok := ctx.Deadline()
 	if !ok || t.deadliner == nil {
@@ -384,8 +383,13 @@ type pendingLine struct {
 	deadline time.Time
 }
 
-// fly writes the flight of request lines f started, bounded by the
-// earliest deadline among them. A write that does not finish by then
+// fly writes the flight of request lines f started, bounded by the latest
+// deadline among them: a child still reading is given the time its most
+// patient caller gives it, so one caller's short deadline does not fail
+// the others' requests and stop a child that is slow, not stuck. (A caller
+// whose deadline passes while the write goes on waits for it, as one
+// queued behind another's write did before flights; a write is only that
+// slow when the child has stopped reading.) A write not done by then
 // closes the transport: part of a line may have been written, so nothing
 // more can follow it.
 func (t *lineTransport) fly(f *flights.Flight[pendingLine, error]) {
@@ -396,7 +400,7 @@ func (t *lineTransport) fly(f *flights.Flight[pendingLine, error]) {
 		defer putLineBuf(buf)
 		for _, p := range f.Items {
 			buf.Write(p.line)
-			if p.deadline.Before(deadline) {
+			if p.deadline.After(deadline) {
 				deadline = p.deadline
 			}
 		}
@@ -406,10 +410,15 @@ func (t *lineTransport) fly(f *flights.Flight[pendingLine, error]) {
 	f.Land()
 }
 
-// writeBy writes lines in one Write, giving up at deadline.
+// writeBy writes lines in one Write, giving up at deadline. Nothing is
+// written once the transport is closed (a write before timed out, or Close
+// ran): the requests were not sent.
 func (t *lineTransport) writeBy(deadline time.Time, lines []byte) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
+	if t.isClosed() {
+		return fmt.Errorf("%w: %w", errNotStarted, transport.ErrTransportClosed)
+	}
 	d := t.deadliner
 	if err := d.SetWriteDeadline(deadline); err != nil {
 		return err

@@ -3,6 +3,7 @@ package upstreams
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -42,8 +43,9 @@ func (h *heldOutput) canTimeOut() bool { return true }
 func (h *heldOutput) Close() error     { return nil }
 
 // Requests that come while another is being written go out together next,
-// in one write, in the order they came, bounded by the earliest of their
-// deadlines; each still gets its own answer.
+// in one write, in the order they came, bounded by the latest of their
+// deadlines (one caller's short deadline must not fail the others' requests
+// to a child that is slow, not stuck); each still gets its own answer.
 func TestRequestsDuringAWriteShareTheNext(t *testing.T) {
 	// Not in a synctest bubble: pending calls are pooled with their
 	// channels, which a bubble must not share with the tests before it.
@@ -78,9 +80,7 @@ func TestRequestsDuringAWriteShareTheNext(t *testing.T) {
 	for id, within := range []time.Duration{2: 20 * time.Second, 3: 5 * time.Second, 4: 30 * time.Second} {
 		if id >= 2 {
 			go send(id, within)
-			for tr.sends.Boarding() < id-1 { // boarded, in this order
-				runtime.Gosched()
-			}
+			waitBoarded(t, tr, id-1) // in this order
 		}
 	}
 	out.hold <- struct{}{}
@@ -95,8 +95,8 @@ func TestRequestsDuringAWriteShareTheNext(t *testing.T) {
 	if i2, i3, i4 := bytes.Index(second, []byte(`"gw-2"`)), bytes.Index(second, []byte(`"gw-3"`)), bytes.Index(second, []byte(`"gw-4"`)); !(i2 >= 0 && i2 < i3 && i3 < i4) {
 		t.Fatalf("second write out of order: %s", second)
 	}
-	if got, want := out.deadlines[1], deadlines[3]; !got.Equal(want) {
-		t.Fatalf("second write bounded at %v, want the earliest deadline, gw-3's %v", got, want)
+	if got, want := out.deadlines[1], deadlines[4]; !got.Equal(want) {
+		t.Fatalf("second write bounded at %v, want the latest deadline, gw-4's %v", got, want)
 	}
 	for id := 1; id <= 4; id++ {
 		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":"gw-%d","result":{"n":%d}}`+"\n", id, id)
@@ -105,5 +105,54 @@ func TestRequestsDuringAWriteShareTheNext(t *testing.T) {
 		if err := <-answers; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// waitBoarded waits until n requests wait on the boarding flight.
+func waitBoarded(t *testing.T, tr *lineTransport, n int) {
+	t.Helper()
+	for give := time.Now().Add(generous); tr.sends.Boarding() < n; runtime.Gosched() {
+		if time.Now().After(give) {
+			t.Fatalf("%d requests boarded, want %d", tr.sends.Boarding(), n)
+		}
+	}
+}
+
+// A flight that departs after the transport closed writes nothing: its
+// requests fail as not sent (they may be retried), not as sent.
+func TestFlightAfterCloseIsNotSent(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	out := &heldOutput{started: make(chan []byte), hold: make(chan struct{})}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, out)
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		inW.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	send := func(id string, errs chan<- error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+			Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: []byte(`{}`)}})
+		errs <- err
+	}
+	first, second := make(chan error, 1), make(chan error, 1)
+	go send("gw-1", first)
+	<-out.started
+	go send("gw-2", second)
+	waitBoarded(t, tr, 1)
+	tr.Close()
+	out.hold <- struct{}{} // gw-1's write ends; it was sent, and the close ended its wait
+	if err := <-first; !errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, errNotStarted) {
+		t.Fatalf("gw-1: %v, want closed after it was sent", err)
+	}
+	if err := <-second; !errors.Is(err, errNotStarted) {
+		t.Fatalf("gw-2: %v, want not sent", err)
+	}
+	if n := len(out.deadlines); n != 1 {
+		t.Fatalf("%d writes, want only gw-1's", n)
 	}
 }

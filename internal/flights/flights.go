@@ -49,6 +49,7 @@ type Flight[T, R any] struct {
 	before *Flight[T, R] // the flight written before this one, until it has landed
 	done   chan struct{}
 	yield  bool
+	size   int // len(Items) once departed (Items are let go of at Land)
 }
 
 // Board adds item to the flight that is boarding, or starts one. first
@@ -62,7 +63,7 @@ func (g *Group[T, R]) Board(item T) (f *Flight[T, R], first bool) {
 		return f, false
 	}
 	f = &Flight[T, R]{Items: append(make([]T, 0, 4), item), before: g.last, done: make(chan struct{})}
-	if f.before != nil && (len(f.before.Items) > 1 || !f.before.landed()) {
+	if f.before != nil && (f.before.size > 1 || !f.before.landed()) {
 		g.linger = Linger
 	} else if g.linger > 0 {
 		g.linger--
@@ -84,6 +85,7 @@ func (g *Group[T, R]) Depart(f *Flight[T, R]) {
 	}
 	g.mu.Lock()
 	g.boarding = nil
+	f.size = len(f.Items)
 	g.mu.Unlock()
 }
 
@@ -98,8 +100,12 @@ func (g *Group[T, R]) Boarding() int {
 }
 
 // Land ends f's write: Wait returns for everyone on board, and the next
-// flight may depart.
-func (f *Flight[T, R]) Land() { close(f.done) }
+// flight may depart. f lets go of its Items (the group keeps the last
+// flight until the next one starts: a large request must not stay with it).
+func (f *Flight[T, R]) Land() {
+	f.Items = nil
+	close(f.done)
+}
 
 // Wait waits for f to land and returns its Result.
 func (f *Flight[T, R]) Wait() R {

@@ -61,6 +61,9 @@ func TestItemsDuringAWriteBoardTheNext(t *testing.T) {
 		if want := []int{1, 2, 2, 2}; !slices.Equal(outcomes, want) {
 			t.Fatalf("outcomes %v, want %v (the first write's, then the second's three times)", outcomes, want)
 		}
+		if f := w.g.last; f.before != nil || f.Items != nil || f.size != 3 {
+			t.Fatalf("the landed flight keeps the one before (%v) or its items (%v), size %d: want neither, 3", f.before != nil, f.Items, f.size)
+		}
 	})
 }
 
