@@ -42,25 +42,33 @@ func (h *heldOutput) SetWriteDeadline(t time.Time) error {
 func (h *heldOutput) canTimeOut() bool { return true }
 func (h *heldOutput) Close() error     { return nil }
 
+// heldTransport starts a transport writing to a heldOutput and reading
+// what the test writes to in; at cleanup it closes both and checks that no
+// goroutine is left. Not in a synctest bubble: pending calls are pooled
+// with their channels, which a bubble must not share with other tests.
+func heldTransport(t *testing.T) (tr *lineTransport, out *heldOutput, in *io.PipeWriter) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	out = &heldOutput{started: make(chan []byte), hold: make(chan struct{})}
+	inR, in := io.Pipe()
+	tr = newLineTransport(inR, out)
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tr.Close()
+		in.Close()
+		goleak.VerifyNone(t, before)
+	})
+	return tr, out, in
+}
+
 // Requests that come while another is being written go out together next,
 // in one write, in the order they came, bounded by the latest of their
 // deadlines (one caller's short deadline must not fail the others' requests
 // to a child that is slow, not stuck); each still gets its own answer.
 func TestRequestsDuringAWriteShareTheNext(t *testing.T) {
-	// Not in a synctest bubble: pending calls are pooled with their
-	// channels, which a bubble must not share with the tests before it.
-	before := goleak.IgnoreCurrent()
-	out := &heldOutput{started: make(chan []byte), hold: make(chan struct{})}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, out)
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		tr.Close()
-		inW.Close()
-		goleak.VerifyNone(t, before)
-	}()
+	tr, out, inW := heldTransport(t)
 	answers := make(chan error, 4)
 	deadlines := make([]time.Time, 5)
 	send := func(id int, within time.Duration) {
@@ -121,17 +129,7 @@ func waitBoarded(t *testing.T, tr *lineTransport, n int) {
 // A flight that departs after the transport closed writes nothing: its
 // requests fail as not sent (they may be retried), not as sent.
 func TestFlightAfterCloseIsNotSent(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	out := &heldOutput{started: make(chan []byte), hold: make(chan struct{})}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, out)
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		inW.Close()
-		goleak.VerifyNone(t, before)
-	}()
+	tr, out, _ := heldTransport(t)
 	send := func(id string, errs chan<- error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
