@@ -118,7 +118,9 @@ func TestFlightRecordsEachWaitForTheirFsync(t *testing.T) {
 	fs := newFakeFS()
 	fs.writing, fs.writeGo = make(chan struct{}), make(chan struct{})
 	fs.entered, fs.gate = make(chan struct{}), make(chan struct{})
+	gate := fs.gate
 	l := openTest(t, Options{Fsync: FsyncAlways}, fs)
+	t.Cleanup(func() { close(gate) }) // before Close: a failed check must not leave an fsync held
 	first := make(chan error, 1)
 	go func() { first <- l.Append(rec(1)) }()
 	<-fs.writing

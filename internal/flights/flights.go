@@ -1,6 +1,6 @@
 // Package flights groups writes that come while another is being made into
-// one: group commit for the gateway's per-call write(2)s (the audit trail,
-// the request lines to a stdio upstream).
+// one: group commit for the gateway's per-call write(2)s (the audit trail's
+// records).
 //
 // Each call first boards the flight that is boarding, or starts one. The
 // caller that started a flight departs it: it waits for the flight before

@@ -1,0 +1,89 @@
+package upstreams
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"go.uber.org/goleak"
+)
+
+// heldOutput is a child's stdin that can time out a write: each Write
+// reports itself on started and waits for a value on hold.
+type heldOutput struct {
+	started chan []byte
+	hold    chan struct{}
+}
+
+func (h *heldOutput) Write(p []byte) (int, error) {
+	h.started <- bytes.Clone(p)
+	<-h.hold
+	return len(p), nil
+}
+
+func (h *heldOutput) SetWriteDeadline(time.Time) error { return nil }
+func (h *heldOutput) canTimeOut() bool                 { return true }
+func (h *heldOutput) Close() error                     { return nil }
+
+// A request waiting for its turn to be written when the transport closes
+// writes nothing (a write before it may have ended in a partial line) and
+// fails as not sent, so it may be tried again; the request whose write was
+// under way was sent, and fails as closed.
+func TestRequestWaitingToBeWrittenWhenClosedIsNotSent(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	out := &heldOutput{started: make(chan []byte, 2), hold: make(chan struct{}, 2)}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, out)
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		inW.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	send := func(id string, errs chan<- error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+			Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: []byte(`{}`)}})
+		errs <- err
+	}
+	first, second := make(chan error, 1), make(chan error, 1)
+	go send("gw-1", first)
+	<-out.started
+	go send("gw-2", second)
+	for give := time.Now().Add(generous); pendingCount(tr) < 2; runtime.Gosched() {
+		if time.Now().After(give) {
+			t.Fatalf("%d requests registered, want 2", pendingCount(tr))
+		}
+	}
+	tr.Close()
+	out.hold <- struct{}{} // gw-1's write ends; it was sent, and the close ended its wait
+	if err := <-first; !errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, errNotStarted) {
+		t.Fatalf("gw-1: %v, want closed after it was sent", err)
+	}
+	select {
+	case err := <-second:
+		if !errors.Is(err, errNotStarted) {
+			t.Fatalf("gw-2: %v, want not sent", err)
+		}
+	case <-time.After(generous):
+		t.Fatal("gw-2 did not return")
+	}
+	if n := len(out.started); n != 0 {
+		t.Fatalf("%d more writes after the close, want none", n)
+	}
+}
+
+// pendingCount is how many requests wait for an answer.
+func pendingCount(tr *lineTransport) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.pending)
+}
