@@ -68,6 +68,12 @@ func TestAppendsDuringAWriteShareTheNext(t *testing.T) {
 		if len(recent) != 12 || string(recent[0]) != strings.TrimSuffix(lines[11], "\n") {
 			t.Fatalf("Recent has %d lines, the newest %q; want 12, the newest %q", len(recent), recent[0], lines[11])
 		}
+		for i := 1; i < 10; i++ { // newest first: recent[i+1] was written just before recent[i], in one write
+			older, newer := recent[i+1], recent[i]
+			if c := older[:cap(older)]; len(c) > len(older)+1 && &c[len(older)+1] == &newer[0] {
+				t.Fatal("Recent keeps the lines of a flight in the flight's buffer: one kept line holds them all")
+			}
+		}
 	})
 }
 
