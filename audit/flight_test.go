@@ -2,12 +2,10 @@ package audit
 
 import (
 	"errors"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
-	"time"
 )
 
 // startFlight appends rec(1) and returns once its write has started and
@@ -117,32 +115,32 @@ func TestFailedFlightFailsAllItsRecords(t *testing.T) {
 	}
 }
 
-// With fsync: always every record of a flight waits for the fsync that
-// covers it, not only the one whose Append wrote the flight. Not in a
-// bubble: the records waiting for an fsync wait on a mutex.
+// With fsync: always every record waits for the fsync that covers it,
+// whether its Append wrote its flight or boarded one: the three records
+// written while the first one's fsync runs return only after the next
+// fsync. Not in a bubble: records waiting for an fsync wait on a mutex.
 func TestFlightRecordsEachWaitForTheirFsync(t *testing.T) {
 	fs := newFakeFS()
-	fs.writing, fs.writeGo = make(chan struct{}), make(chan struct{})
-	fs.entered, fs.gate = make(chan struct{}), make(chan struct{})
+	fs.entered, fs.gate, fs.wrote = make(chan struct{}), make(chan struct{}), make(chan struct{}, 100)
 	gate := fs.gate
 	l := openTest(t, Options{Fsync: FsyncAlways}, fs)
 	t.Cleanup(func() { close(gate) }) // before Close: a failed check must not leave an fsync held
 	first := make(chan error, 1)
 	go func() { first <- l.Append(rec(1)) }()
-	<-fs.writing
+	<-fs.wrote
+	<-fs.entered // the first record's fsync runs, and is held
 	boarded := make(chan error, 3)
 	for i := range 3 {
 		go func() { boarded <- l.Append(rec(2 + i)) }()
 	}
-	for give := time.Now().Add(time.Minute); l.flights.Boarding() < 3; runtime.Gosched() {
-		if time.Now().After(give) {
-			t.Fatalf("%d records boarded, want 3", l.flights.Boarding())
-		}
+	for range 3 {
+		<-fs.wrote // in one flight or several
 	}
-	fs.writeGo <- struct{}{} // the first record's write ends; its fsync starts
-	<-fs.entered
-	<-fs.writing // the three are written while it runs
-	fs.writeGo <- struct{}{}
+	select {
+	case err := <-boarded:
+		t.Fatalf("a record returned (%v) before an fsync covering it had begun", err)
+	default:
+	}
 	fs.gate <- struct{}{} // the first fsync ends
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -150,7 +148,7 @@ func TestFlightRecordsEachWaitForTheirFsync(t *testing.T) {
 	<-fs.entered // one fsync for the three
 	select {
 	case err := <-boarded:
-		t.Fatalf("a record of the flight returned (%v) before its fsync ended", err)
+		t.Fatalf("a record returned (%v) before its fsync ended", err)
 	default:
 	}
 	fs.gate <- struct{}{}
@@ -159,5 +157,8 @@ func TestFlightRecordsEachWaitForTheirFsync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fs.set(func(fs *fakeFS) { fs.entered, fs.gate, fs.writing, fs.writeGo = nil, nil, nil, nil })
+	if n := fs.syncs.Load(); n != 2 {
+		t.Fatalf("%d fsyncs, want 2", n)
+	}
+	fs.set(func(fs *fakeFS) { fs.entered, fs.gate, fs.wrote = nil, nil, nil })
 }
