@@ -253,17 +253,12 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// line puts seq and prev in front of a body: `{"seq":N,"prev":"…",` + the
-// body's members, and the newline.
-func line(seq uint64, prev string, body []byte) []byte {
-	return appendLine(make([]byte, 0, len(body)+lineOverhead), seq, prev, body)
-}
-
 // lineOverhead bounds what a line adds to its body: seq and prev, their
 // keys and the newline (91 bytes with a 20-digit seq).
 const lineOverhead = 100
 
-// appendLine appends the line of body to b (see line).
+// appendLine appends the line of body to b: `{"seq":N,"prev":"…",` + the
+// body's members, and the newline.
 func appendLine(b []byte, seq uint64, prev string, body []byte) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)

@@ -89,16 +89,6 @@ func (g *Group[T, R]) Depart(f *Flight[T, R]) {
 	g.mu.Unlock()
 }
 
-// Boarding is how many items wait on the flight that is boarding.
-func (g *Group[T, R]) Boarding() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.boarding == nil {
-		return 0
-	}
-	return len(g.boarding.Items)
-}
-
 // Land ends f's write: Wait returns for everyone on board, and the next
 // flight may depart. f lets go of its Items (the group keeps the last
 // flight until the next one starts: a large request must not stay with it).
