@@ -281,7 +281,9 @@ func (c *Conn) openStdio(srv *Server, maxMessage int) error {
 	// reader sits outside the noticer, so a stream it gives up on (an
 	// endless message) also ends the connection.
 	out := &endNoticer{r: newCapReader(p.stdout, maxMessage, frameLine, c.noteOversize), onEnd: c.outputEnded}
-	c.tr = newLineTransport(out, c.stdin)
+	lt := newLineTransport(out, c.stdin)
+	lt.onStuck = c.stuck
+	c.tr = lt
 	return nil
 }
 
@@ -520,17 +522,20 @@ func (c *Conn) lostFaultID() uint64 {
 // waits for the answer, the caller's context, or the connection going down,
 // delivering progress meanwhile.
 //
-// mcp-go writes a stdio request with a blocking write that ignores the
-// context, so a child that stops reading its stdin would hold the call (and
-// every call queued behind it) past its deadline. Running the request aside
-// lets the caller leave at its deadline; when the write is still blocked
-// then, the child is declared down (its owner stops it, which also unblocks
-// the write).
+// A write to a child's stdin that cannot time out (its stdin is not a
+// polled pipe, or the call has no deadline) blocks while the child is not
+// reading, and would hold the call (and every call queued behind it) past
+// its deadline. Running the request aside lets the caller leave at its
+// deadline; when every write since it began is still blocked then, the
+// child is declared down (its owner stops it, which also unblocks the
+// write). A write that can time out is the transport's to judge: it
+// declares the child stuck when the write itself times out.
 func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *progressRoute, onProgress func(Progress)) (*transport.JSONRPCResponse, error) {
-	if lt, ok := c.tr.(*lineTransport); ok && route == nil && lt.timedWrites() {
-		if _, bounded := ctx.Deadline(); bounded {
-			return c.sendInline(ctx, lt, req)
-		}
+	lt, _ := c.tr.(*lineTransport)
+	_, bounded := ctx.Deadline()
+	timed := lt != nil && lt.timedWrites() && bounded
+	if timed && route == nil {
+		return c.sendInline(ctx, lt, req)
 	}
 	type answer struct {
 		resp *transport.JSONRPCResponse
@@ -549,8 +554,9 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 		down = c.life.Done()
 	}
 	done := make(chan answer, 1)
+	watch := c.stdin != nil && !timed
 	var mark int64
-	if c.stdin != nil {
+	if watch {
 		mark = c.stdin.mark()
 	}
 	if !c.goTracked(func() {
@@ -567,6 +573,9 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 		select {
 		case a := <-done:
 			route.deliver(onProgress)
+			if errors.Is(a.err, errWriteStuck) {
+				return nil, endAtDeadline(ctx)
+			}
 			if sseGaveUp(a.err) {
 				// Its timer is the caller's deadline: let the deadline
 				// itself end the call, so it counts as one.
@@ -576,7 +585,7 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 		case <-progressed:
 			route.deliver(onProgress)
 		case <-ctx.Done():
-			if c.stdin != nil && c.stdin.stuckSince(mark) {
+			if watch && c.stdin.stuckSince(mark) {
 				c.stuck()
 			}
 			return nil, ctx.Err()
@@ -601,17 +610,30 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 func (c *Conn) sendInline(ctx context.Context, lt *lineTransport, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	resp, err := lt.SendRequest(ctx, req)
 	if errors.Is(err, errWriteStuck) {
-		c.stuck()
-		<-ctx.Done() // the pipe's timer may fire a moment before the context's
-		return nil, ctx.Err()
+		return nil, endAtDeadline(ctx)
 	}
 	return resp, err
 }
 
-// stuck declares down a child that stopped reading its input.
+// endAtDeadline is a request's end when its write timed out at the
+// caller's deadline (the transport declared the child stuck): the call
+// ends as the deadline it met.
+func endAtDeadline(ctx context.Context) error {
+	<-ctx.Done() // the pipe's timer may fire a moment before the context's
+	return ctx.Err()
+}
+
+// stuck declares down a child that stopped reading its input: its
+// transport's write timed out, or (when its stdin cannot time out a write)
+// a call's deadline passed with every write since it began still blocked.
+// Every call waiting then sees it at once; only the first declares it, so
+// the log says it once and one Close stops the child.
 func (c *Conn) stuck() {
+	if c.closed.Swap(true) {
+		return // already down, or closing
+	}
 	c.log.Error("upstream stopped reading its input; stopping it")
-	c.markDown(errors.New("upstream stopped reading its input"))
+	c.kill(errors.New("upstream stopped reading its input"))
 	if !c.hooks.supervised {
 		go c.Close() // no owner watches this connection
 	}

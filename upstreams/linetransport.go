@@ -91,6 +91,11 @@ type lineTransport struct {
 
 	long []byte // a line longer than in's buffer, assembled (read loop only)
 
+	// onStuck is called once a write timed out, after the transport shut
+	// down: the child stopped reading, and its owner stops it. Set before
+	// Start.
+	onStuck func()
+
 	// gaveUp holds the keys of requests no longer waiting that the
 	// upstream may still answer (abandoned at their deadline, cancelled,
 	// or failed by garbage): their late answers are dropped, not taken as
@@ -373,13 +378,27 @@ func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
 	if !ok || d == nil {
 		return t.write(line)
 	}
+	err := t.writeBy(deadline, d, line)
+	if errors.Is(err, errWriteStuck) && t.onStuck != nil {
+		// Here, where the write timed out, and not by the callers: only
+		// this one write can time out (the transport is closed after it),
+		// and a caller may have left at its deadline before its write
+		// returned.
+		t.onStuck()
+	}
+	return err
+}
+
+// writeBy is writeWithin's write, under the write lock.
+func (t *lineTransport) writeBy(deadline time.Time, d writeDeadliner, line []byte) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
 	if t.isClosed() {
 		return errClosedBeforeWrite
 	}
 	if err := d.SetWriteDeadline(deadline); err != nil {
-		return err
+		// Nothing was written: the request was not sent.
+		return &CallError{Where: NotSent, Err: fmt.Errorf("bound the write to the upstream's input: %w", err)}
 	}
 	_, err := t.out.Write(line)
 	_ = d.SetWriteDeadline(time.Time{})

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +88,46 @@ func pendingCount(tr *lineTransport) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return len(tr.pending)
+}
+
+// deadlinelessOutput is a child's stdin whose write deadline cannot be
+// set (a closed pipe, or a file the runtime does not poll).
+type deadlinelessOutput struct{ writes atomic.Int32 }
+
+func (o *deadlinelessOutput) Write(p []byte) (int, error) { o.writes.Add(1); return len(p), nil }
+func (o *deadlinelessOutput) SetWriteDeadline(time.Time) error {
+	return os.ErrNoDeadline
+}
+func (o *deadlinelessOutput) canTimeOut() bool { return true }
+func (o *deadlinelessOutput) Close() error     { return nil }
+
+// A write whose deadline cannot be set is not made: the request fails as
+// not sent (it may be tried again), not as sent and lost.
+func TestRequestWhoseWriteCannotBeBoundedIsNotSent(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	out := &deadlinelessOutput{}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, out)
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tr.Close()
+		inW.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"),
+		Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: []byte(`{}`)}})
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Where != NotSent || !errors.Is(err, os.ErrNoDeadline) {
+		t.Fatalf("err %v, want a CallError NotSent naming the deadline", err)
+	}
+	if n := out.writes.Load(); n != 0 {
+		t.Fatalf("%d writes, want none", n)
+	}
+	if n := pendingCount(tr); n != 0 {
+		t.Fatalf("%d requests still wait for an answer, want none", n)
+	}
 }
