@@ -42,6 +42,12 @@ func (l *Log) openCurrent() error {
 	if err != nil {
 		return err
 	}
+	if last != nil && hashLine(last) != l.prev && l.broken != nil {
+		// The failed write ended on a line boundary: whole lines of
+		// records that were reported unwritten.
+		return fmt.Errorf("audit: %s: a failed write could not be truncated away (%w), so the file ends with records "+
+			"that were reported unwritten (after seq %d); not continuing the chain there", l.opts.Path, l.broken, l.seq)
+	}
 	if last != nil && hashLine(last) != l.prev {
 		return fmt.Errorf("audit: %s: its last line is not the last record written (seq %d); "+
 			"another process wrote to it, or it was swapped for another file; not continuing the chain there", l.opts.Path, l.seq)
@@ -62,7 +68,7 @@ func (l *Log) openCurrent() error {
 			return fmt.Errorf("audit: %w", err)
 		}
 	}
-	l.f, l.id, l.size = f, id, id.Size()
+	l.f, l.id, l.size, l.broken = f, id, id.Size(), nil
 	return nil
 }
 

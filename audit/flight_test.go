@@ -115,6 +115,36 @@ func TestFailedFlightFailsAllItsRecords(t *testing.T) {
 	}
 }
 
+// A failed flight that wrote whole lines before it failed, and that cannot
+// be truncated away, stops the trail with the reason: the file ends with
+// records reported unwritten (not "another process wrote to it").
+func TestFailedFlightOnALineBoundaryNotUndoneStopsTheTrail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs, l, first := startFlight(t, Options{Fsync: FsyncNever})
+		boarded := boardN(l, 2, 3)
+		fs.writeGo <- struct{}{}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		fs.set(func(fs *fakeFS) { fs.writeErr, fs.lines, fs.truncErr = syscall.ENOSPC, 2, syscall.EIO })
+		<-fs.writing
+		fs.writeGo <- struct{}{}
+		for range 3 {
+			if err := <-boarded; !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Append in the failed flight: %v, want ENOSPC", err)
+			}
+		}
+		fs.set(func(fs *fakeFS) { fs.writeErr, fs.truncErr, fs.writing, fs.writeGo = nil, nil, nil, nil })
+		for range 2 {
+			err := l.Append(rec(7))
+			if err == nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "could not be truncated away") ||
+				!strings.Contains(err.Error(), "after seq 1") {
+				t.Fatalf("Append after the lines left behind: %v, want the truncate's failure named", err)
+			}
+		}
+	})
+}
+
 // With fsync: always every record waits for the fsync that covers it,
 // whether its Append wrote its flight or boarded one: the three records
 // written while the first one's fsync runs return only after the next

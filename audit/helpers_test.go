@@ -21,6 +21,7 @@ type fakeFS struct {
 	mu       sync.Mutex
 	writeErr error // writes fail with it while set
 	partial  bool  // a failing write first writes half its bytes
+	lines    int   // a failing write first writes this many whole lines
 	truncErr error
 	syncErr  error
 
@@ -74,12 +75,19 @@ func (f *fakeFile) Write(b []byte) (int, error) {
 		<-f.fs.writeGo
 	}
 	f.fs.mu.Lock()
-	werr, partial := f.fs.writeErr, f.fs.partial
+	werr, partial, lines := f.fs.writeErr, f.fs.partial, f.fs.lines
 	f.fs.mu.Unlock()
 	if werr != nil {
 		n := 0
-		if partial {
+		switch {
+		case partial:
 			n, _ = f.File.Write(b[:len(b)/2])
+		case lines > 0:
+			end := 0
+			for range lines {
+				end += bytes.IndexByte(b[end:], '\n') + 1
+			}
+			n, _ = f.File.Write(b[:end])
 		}
 		return n, werr
 	}

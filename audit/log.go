@@ -132,9 +132,11 @@ type Log struct {
 	size int64
 	seq  uint64 // of the last record written
 	prev string // hash of the last line written
-	// broken: a failed write left bytes that could not be truncated away, so
-	// the file must be reopened (and its tail checked) before the next one.
-	broken  bool
+	// broken: a failed write left bytes that could not be truncated away
+	// (the truncate's error), so the file must be reopened and its tail
+	// checked before the next write. Kept until a reopen succeeds, so the
+	// check can say why the tail is not the chain's.
+	broken  error
 	statDue time.Time // replaced skips the stat before this (hooks.clock)
 	dirty   bool      // written since the last fsync
 	syncing bool      // an fsync of f runs outside mu; f must not be closed meanwhile
@@ -267,7 +269,13 @@ func (l *Log) Append(r Record) error {
 	if err = out.err; err == nil && out.b != nil {
 		err = l.commit(out.b)
 	}
-	l.report(err)
+	if err != nil {
+		// A success is recorded where it happened (fly, commit), in the
+		// order the writes and fsyncs ran: a waiter of an earlier flight
+		// that runs late must not mark the trail healthy after a later
+		// one failed.
+		l.report(err)
+	}
 	return err
 }
 
@@ -286,6 +294,9 @@ func (l *Log) fly(f *flights.Flight[[]byte, written]) {
 	l.mu.Lock()
 	b, warn, err := l.write(f.Items)
 	l.mu.Unlock()
+	if err == nil && b == nil {
+		l.health.Store(nil) // written, and no fsync to wait for; before Land, so before the next flight
+	}
 	f.Result = written{b, err}
 	f.Land()
 	l.warn(warn)
@@ -312,7 +323,7 @@ func (l *Log) write(bodies [][]byte) (b *batch, warn, err error) {
 		lines, ends, last := l.chain(bodies)
 		replaced := l.replaced()
 		full := !rotateFailed && l.size > 0 && l.size+int64(len(lines)) > l.opts.MaxBytes
-		if !replaced && !full && !l.broken {
+		if !replaced && !full && l.broken == nil {
 			b, err := l.put(lines, ends, last)
 			return b, warn, err
 		}
@@ -322,7 +333,7 @@ func (l *Log) write(bodies [][]byte) (b *batch, warn, err error) {
 		}
 		repairs++
 		switch {
-		case l.broken:
+		case l.broken != nil:
 			warn = errors.Join(warn, l.retire())
 		case replaced:
 			warn = errors.Join(warn, fmt.Errorf("audit: %s was moved, removed or replaced by something else; "+
@@ -365,7 +376,7 @@ func (l *Log) put(lines []byte, ends []int, last string) (*batch, error) {
 	if err != nil {
 		if n > 0 {
 			if terr := l.f.Truncate(l.size); terr != nil {
-				l.broken = true
+				l.broken = terr
 			}
 		}
 		return nil, fmt.Errorf("audit: write %s: %w", l.opts.Path, err)
@@ -419,6 +430,9 @@ func (l *Log) commit(b *batch) error {
 		l.syncing = false
 		l.cond.Broadcast()
 		l.mu.Unlock()
+		if err == nil {
+			l.health.Store(nil) // under syncMu: before any later fsync's outcome
+		}
 		cur.err = err
 		close(cur.done)
 	}
@@ -483,7 +497,7 @@ func (l *Log) retire() error {
 	if cerr := l.f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("audit: close %s: %w", l.opts.Path, cerr)
 	}
-	l.f, l.id, l.dirty, l.broken = nil, nil, false, false
+	l.f, l.id, l.dirty = nil, nil, false
 	return err
 }
 
