@@ -1,12 +1,12 @@
 package audit
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +132,9 @@ type Log struct {
 	size int64
 	seq  uint64 // of the last record written
 	prev string // hash of the last line written
+	// lines and ends are chain's buffers, reused flight after flight.
+	lines []byte
+	ends  []int
 	// broken: a failed write left bytes that could not be truncated away
 	// (the truncate's error), so the file must be reopened and its tail
 	// checked before the next write. Kept until a reopen succeeds, so the
@@ -348,21 +351,31 @@ func (l *Log) write(bodies [][]byte) (b *batch, warn, err error) {
 
 // chain makes the lines of bodies, continuing the chain from the last
 // line written: all in one buffer, ends[i] the end of the i-th (its
-// newline included), last the hash of the last. Under mu.
+// newline included), last the hash of the last. Under mu; lines and ends
+// are the Log's, valid until the next chain.
 func (l *Log) chain(bodies [][]byte) (lines []byte, ends []int, last string) {
 	size := 0
 	for _, body := range bodies {
 		size += len(body) + lineOverhead
 	}
-	lines, ends, last = make([]byte, 0, size), make([]int, len(bodies)), l.prev
+	lines, last = slices.Grow(l.lines[:0], size), l.prev
+	ends = slices.Grow(l.ends[:0], len(bodies))[:len(bodies)]
 	for i, body := range bodies {
 		start := len(lines)
 		lines = appendLine(lines, l.seq+uint64(i)+1, last, body)
 		ends[i] = len(lines)
 		last = hashLine(lines[start : len(lines)-1])
 	}
+	if cap(lines) <= maxKeptLines {
+		l.lines, l.ends = lines, ends
+	}
 	return lines, ends, last
 }
+
+// maxKeptLines: chain keeps its buffer for the next flight up to this
+// size (a flight of 16 calls' records is about 8 KiB); a flight with a
+// huge record allocates its own.
+const maxKeptLines = 64 << 10
 
 // maxRepairs bounds the reopens and rotations one Append may do, in case
 // something keeps removing the file as soon as it is created.
@@ -386,11 +399,8 @@ func (l *Log) put(lines []byte, ends []int, last string) (*batch, error) {
 	l.prev = last
 	start := 0
 	for _, end := range ends {
-		ln := lines[start : end-1] // not reused: Recent keeps it as it is
-		if len(ends) > 1 {
-			ln = bytes.Clone(ln) // else one kept line would keep its whole flight
-		}
-		l.recent.add(ln)
+		l.recent.add(lines[start : end-1]) // copied: lines is reused
+
 		start = end
 	}
 	l.dirty = true

@@ -26,6 +26,24 @@ func TestRecentIsTheFilesLastLinesNewestFirst(t *testing.T) {
 	}
 }
 
+// The lines Recent returned stay as they were while later records take
+// their slots (each slot reuses its buffer).
+func TestRecentLinesAreTheCallers(t *testing.T) {
+	l := openTest(t, Options{Fsync: FsyncNever, KeepRecent: 2}, nil)
+	appendN(t, l, 1, 2)
+	held := l.Recent(0)
+	was := []string{string(held[0]), string(held[1])}
+	appendN(t, l, 3, 4) // every slot taken twice over
+	for i, ln := range held {
+		if string(ln) != was[i] {
+			t.Fatalf("line %d Recent returned changed to\n%s\nfrom\n%s", i, ln, was[i])
+		}
+	}
+	if now := l.Recent(0); string(now[0]) == was[0] || !strings.Contains(string(now[0]), `"seq":6,`) {
+		t.Fatalf("Recent after more records: %q", now)
+	}
+}
+
 func TestRecentOffByDefault(t *testing.T) {
 	l := openTest(t, Options{Fsync: FsyncNever}, nil)
 	appendN(t, l, 1, 2)

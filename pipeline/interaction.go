@@ -34,8 +34,8 @@ type callNotes struct {
 	seq      int      // notes seen while recording, in order
 	logs     []seqLog // the first MaxNoteLogs, within MaxNoteLogBytes
 	logBytes int
-	progress [MaxNoteProgress]seqProgress // ring: the last MaxNoteProgress
-	nProg    int                          // progress notes seen
+	progress []seqProgress // ring: the last MaxNoteProgress; made by the first
+	nProg    int           // progress notes seen
 }
 
 type seqLog struct {
@@ -149,6 +149,11 @@ func NoteProgress(ctx context.Context, p upstreams.Progress) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.seq++
+	if n.progress == nil {
+		// Made when needed: a call object with the ring inside was 3.5 KB,
+		// the largest allocation of a call that sends no progress (most).
+		n.progress = make([]seqProgress, MaxNoteProgress)
+	}
 	n.progress[n.nProg%MaxNoteProgress] = seqProgress{n.seq, p}
 	n.nProg++
 }

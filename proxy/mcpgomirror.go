@@ -170,7 +170,7 @@ func encodeAnswer(id json.RawMessage, res *mcp.CallToolResult, failed error) ([]
 		e.Error.Code, e.Error.Message = mcp.INTERNAL_ERROR, failed.Error()
 		return json.Marshal(e)
 	}
-	if buf, ok := appendResponse(make([]byte, 0, 512), id, res); ok {
+	if buf, ok := appendResponse(nil, id, res); ok { // it sizes the buffer once
 		return buf, nil
 	}
 	return json.Marshal(fastResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: res})

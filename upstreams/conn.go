@@ -413,7 +413,7 @@ func (c *Conn) roundTripOnce(ctx context.Context, method string, params any, rou
 	if !c.Alive() {
 		return nil, &CallError{Where: NotSent, Err: c.downErr()}
 	}
-	id := mcp.NewRequestId(fmt.Sprintf("gw-%d", c.seq.Add(1)))
+	id := mcp.NewRequestId("gw-" + strconv.FormatInt(c.seq.Add(1), 10))
 	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params}
 	if c.modern {
 		if err := c.modernize(ctx, &req); err != nil {
