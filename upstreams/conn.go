@@ -433,8 +433,11 @@ func (c *Conn) roundTripOnce(ctx context.Context, method string, params any, rou
 		return nil, &CallError{Where: NotSent, Err: c.downErr()}
 	case err != nil && ctx.Err() != nil:
 		// The caller gave up (deadline, or the client cancelled): tell the
-		// upstream, so a tool still running can stop.
-		c.goTracked(func() { c.cancelUpstream(id, ctx.Err()) })
+		// upstream, so a tool still running can stop; unless the request
+		// was never written.
+		if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Where != NotSent {
+			c.goTracked(func() { c.cancelUpstream(id, ctx.Err()) })
+		}
 		return nil, ctx.Err()
 	case err != nil:
 		c.noteFailure(err)

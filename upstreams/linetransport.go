@@ -396,6 +396,13 @@ func (t *lineTransport) writeBy(deadline time.Time, d writeDeadliner, line []byt
 	if t.isClosed() {
 		return errClosedBeforeWrite
 	}
+	if !time.Now().Before(deadline) {
+		// The deadline passed while the request waited for its turn
+		// (writes before it were slow): nothing of it was written. A write
+		// started now would time out at once, and that would read as a
+		// child that stopped reading.
+		return &CallError{Where: NotSent, Err: fmt.Errorf("%w while waiting to be written", os.ErrDeadlineExceeded)}
+	}
 	if err := d.SetWriteDeadline(deadline); err != nil {
 		// Nothing was written: the request was not sent.
 		return &CallError{Where: NotSent, Err: fmt.Errorf("bound the write to the upstream's input: %w", err)}

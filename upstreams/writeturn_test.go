@@ -131,3 +131,63 @@ func TestRequestWhoseWriteCannotBeBoundedIsNotSent(t *testing.T) {
 		t.Fatalf("%d requests still wait for an answer, want none", n)
 	}
 }
+
+// A request whose deadline passes while it waits for its turn to be
+// written (a slow write before it) is not written, fails as not sent, and
+// does not make the child look stuck: the write before it finishes, and
+// the transport carries on.
+func TestRequestWhoseDeadlinePassesInTheQueueIsNotWritten(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	out := &heldOutput{started: make(chan []byte, 2), hold: make(chan struct{}, 2)}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, out)
+	stuck := make(chan struct{}, 1)
+	tr.onStuck = func() { stuck <- struct{}{} }
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tr.Close()
+		inW.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	send := func(ctx context.Context, id string, errs chan<- error) {
+		_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+			Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: []byte(`{}`)}})
+		errs <- err
+	}
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	first, second := make(chan error, 1), make(chan error, 1)
+	go send(long, "gw-1", first)
+	<-out.started // gw-1's write is under way, and held
+	go send(short, "gw-2", second)
+	for give := time.Now().Add(generous); pendingCount(tr) < 2; runtime.Gosched() {
+		if time.Now().After(give) {
+			t.Fatalf("%d requests registered, want 2", pendingCount(tr))
+		}
+	}
+	<-short.Done()         // gw-2's deadline passes while it waits for the write lock
+	out.hold <- struct{}{} // gw-1's write ends
+	select {
+	case err := <-second:
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.Where != NotSent || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("gw-2: %v, want not sent, its deadline named", err)
+		}
+	case <-time.After(generous):
+		t.Fatal("gw-2 did not return")
+	}
+	if n := len(out.started); n != 0 {
+		t.Fatalf("gw-2 was written (%d more writes)", n)
+	}
+	if len(stuck) != 0 || tr.isClosed() {
+		t.Fatal("a request that missed its turn made the child look stuck")
+	}
+	cancelLong() // gw-1 still waits for an answer: end it
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("gw-1: %v, want cancelled while waiting for its answer", err)
+	}
+}
