@@ -60,8 +60,12 @@ type Conn struct {
 	modern   bool                   // the 2026-07-28 era was negotiated (see modern.go)
 	listener listener               // the subscriptions/listen request of a modern connection
 	closed   atomic.Bool            // down or closing: no new requests
-	stdin    *watchedWriter         // nil unless stdio
-	closing  sync.Once
+	// stuckDeclared: stuck ran. Not closed: a request failed by the same
+	// stuck write may mark the connection down first, and the child must
+	// still be stopped.
+	stuckDeclared atomic.Bool
+	stdin         *watchedWriter // nil unless stdio
+	closing       sync.Once
 
 	// versionRetried: a request was sent again after a -32022;
 	// versionUnknown: a -32022 named no version toolgate speaks (each
@@ -526,18 +530,17 @@ func (c *Conn) lostFaultID() uint64 {
 // delivering progress meanwhile.
 //
 // A write to a child's stdin that cannot time out (its stdin is not a
-// polled pipe, or the call has no deadline) blocks while the child is not
-// reading, and would hold the call (and every call queued behind it) past
+// polled pipe) blocks while the child is not reading, and would hold the call (and every call queued behind it) past
 // its deadline. Running the request aside lets the caller leave at its
 // deadline; when every write since it began is still blocked then, the
 // child is declared down (its owner stops it, which also unblocks the
-// write). A write that can time out is the transport's to judge: it
-// declares the child stuck when the write itself times out.
+// write). A write that can time out is the transport's to judge: every
+// such write is bounded, and the transport declares the child stuck when
+// one times out.
 func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *progressRoute, onProgress func(Progress)) (*transport.JSONRPCResponse, error) {
 	lt, _ := c.tr.(*lineTransport)
-	_, bounded := ctx.Deadline()
-	timed := lt != nil && lt.timedWrites() && bounded
-	if timed && route == nil {
+	timed := lt != nil && lt.timedWrites()
+	if _, bounded := ctx.Deadline(); timed && bounded && route == nil {
 		return c.sendInline(ctx, lt, req)
 	}
 	type answer struct {
@@ -632,11 +635,11 @@ func endAtDeadline(ctx context.Context) error {
 // Every call waiting then sees it at once; only the first declares it, so
 // the log says it once and one Close stops the child.
 func (c *Conn) stuck() {
-	if c.closed.Swap(true) {
-		return // already down, or closing
+	if c.stuckDeclared.Swap(true) {
+		return
 	}
 	c.log.Error("upstream stopped reading its input; stopping it")
-	c.kill(errors.New("upstream stopped reading its input"))
+	c.markDown(errors.New("upstream stopped reading its input"))
 	if !c.hooks.supervised {
 		go c.Close() // no owner watches this connection
 	}

@@ -70,7 +70,10 @@ type lineTransport struct {
 	in  *bufio.Reader
 	out io.WriteCloser
 
-	writeMu   sync.Mutex     // one message per Write, never interleaved
+	// writeTurn is the right to write (one message per Write, never
+	// interleaved): a one-slot semaphore rather than a mutex, so that a
+	// request waits for its turn only until its deadline.
+	writeTurn chan struct{}
 	deadliner writeDeadliner // out, when it can time out a write; else nil
 
 	mu      sync.Mutex
@@ -90,6 +93,9 @@ type lineTransport struct {
 	closing   sync.Once
 
 	long []byte // a line longer than in's buffer, assembled (read loop only)
+
+	// untimedBound is untimedWriteBound, shorter in tests. Set before Start.
+	untimedBound time.Duration
 
 	// onStuck is called once a write timed out, after the transport shut
 	// down: the child stopped reading, and its owner stops it. Set before
@@ -148,6 +154,7 @@ const maxServing = 64
 func newLineTransport(in io.Reader, out io.WriteCloser) *lineTransport {
 	t := &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
 		pending: map[string]*pendingCall{}, gaveUp: map[string]struct{}{}, done: make(chan struct{}), serving: make(chan struct{}, maxServing),
+		writeTurn: make(chan struct{}, 1), untimedBound: untimedWriteBound,
 		ctx: context.Background()}
 	if d, ok := out.(writeDeadliner); ok && d.canTimeOut() {
 		t.deadliner = d
@@ -339,7 +346,7 @@ func (t *lineTransport) writeJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	return t.write(append(b, '\n'))
+	return t.writeWithin(context.Background(), append(b, '\n'))
 }
 
 // errWriteStuck: a write did not finish by its caller's deadline, because
@@ -358,10 +365,12 @@ type writeDeadliner interface {
 	canTimeOut() bool
 }
 
-// writeWithin writes line, giving up at ctx's deadline when the output can
-// time out a write. Cancellation without a deadline does not interrupt
-// a write: it only blocks while the child is not reading, and every call
-// the gateway makes has a deadline.
+// writeWithin writes line when its turn comes, before ctx's deadline when
+// the output can time out a write. A message without a deadline of its own
+// (a notification, an answer to the upstream's request) gets
+// untimedWriteBound: every write holds the turn for a bounded time, so no
+// request waits behind one for ever. Cancellation does not interrupt a
+// write once it began: it only blocks while the child is not reading.
 //
 // Each request is its own write(2). Grouping the requests of concurrent
 // calls into one write (package flights, as the audit trail does) took the
@@ -373,31 +382,24 @@ type writeDeadliner interface {
 // spread, so the simple rule stays until writes that advance deadline by
 // deadline are worth building.
 func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
-	deadline, ok := ctx.Deadline()
-	d := t.deadliner
-	if !ok || d == nil {
-		return t.write(line)
+	if err := t.takeTurn(ctx); err != nil {
+		return err
 	}
-	err := t.writeBy(deadline, d, line)
-	if errors.Is(err, errWriteStuck) && t.onStuck != nil {
-		// Here, where the write timed out, and not by the callers: only
-		// this one write can time out (the transport is closed after it),
-		// and a caller may have left at its deadline before its write
-		// returned.
-		t.onStuck()
-	}
-	return err
-}
-
-// writeBy is writeWithin's write, under the write lock.
-func (t *lineTransport) writeBy(deadline time.Time, d writeDeadliner, line []byte) error {
-	t.writeMu.Lock()
-	defer t.writeMu.Unlock()
+	defer t.endTurn()
 	if t.isClosed() {
 		return errClosedBeforeWrite
 	}
+	d := t.deadliner
+	if d == nil {
+		_, err := t.out.Write(line) // unbounded: the Conn watches the caller's deadline (Conn.send)
+		return err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(t.untimedBound)
+	}
 	if !time.Now().Before(deadline) {
-		// The deadline passed while the request waited for its turn
+		// The deadline passed while the message waited for its turn
 		// (writes before it were slow): nothing of it was written. A write
 		// started now would time out at once, and that would read as a
 		// child that stopped reading.
@@ -410,28 +412,46 @@ func (t *lineTransport) writeBy(deadline time.Time, d writeDeadliner, line []byt
 	_, err := t.out.Write(line)
 	_ = d.SetWriteDeadline(time.Time{})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Declared here, where the write timed out, and first: the
+		// shutdown fails the requests waiting for answers, and the child's
+		// cause must be this, not their "transport closed". Only this one
+		// write can time out: the transport is closed after it.
+		if t.onStuck != nil {
+			t.onStuck()
+		}
 		t.shutdown()
 		return fmt.Errorf("%w: %w", errWriteStuck, err)
 	}
 	return err
 }
 
+// untimedWriteBound bounds a write that has no deadline of its own: a
+// child that takes nothing of a notification or an answer (a few KB at
+// most, far under a pipe's 64 KiB) for this long has stopped reading.
+const untimedWriteBound = 10 * time.Second
+
+// takeTurn waits for the right to write, or for ctx to end: then nothing
+// was written, and the request was not sent.
+func (t *lineTransport) takeTurn(ctx context.Context) error {
+	select {
+	case t.writeTurn <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case t.writeTurn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &CallError{Where: NotSent, Err: fmt.Errorf("%w while waiting to be written", context.Cause(ctx))}
+	}
+}
+
+func (t *lineTransport) endTurn() { <-t.writeTurn }
+
 // errClosedBeforeWrite: the transport closed (a write before timed out,
 // or Close ran) while the message waited for its turn to be written;
 // nothing of it was written, and nothing may follow a partial line.
 var errClosedBeforeWrite = fmt.Errorf("%w: %w", errNotStarted, transport.ErrTransportClosed)
-
-// write sends one whole line in one Write call: the watchedWriter counts
-// writes to tell a child that stopped reading.
-func (t *lineTransport) write(line []byte) error {
-	t.writeMu.Lock()
-	defer t.writeMu.Unlock()
-	if t.isClosed() {
-		return errClosedBeforeWrite
-	}
-	_, err := t.out.Write(line)
-	return err
-}
 
 // lineBufs are the buffers requests are built in.
 var lineBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -647,11 +647,14 @@ func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
 		pr.Close()
 		goleak.VerifyNone(t, before)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// Fill the pipe first, so that a small request blocks: a large one
+	// took long enough to build under -race on a busy machine that its
+	// deadline passed before its write began (then it is not sent at all).
+	fillPipe(t, pw)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", 1<<20) + `"}`) // more than a pipe holds; nobody reads
 	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"), Method: "tools/call",
-		Params: toolCallParams{Name: "echo", Arguments: big}}
+		Params: toolCallParams{Name: "echo", Arguments: json.RawMessage(`{}`)}}
 	if _, err := tr.SendRequest(ctx, req); !errors.Is(err, errWriteStuck) {
 		t.Fatalf("err %v, want errWriteStuck", err)
 	}

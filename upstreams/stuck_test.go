@@ -4,10 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // A child that stops reading its input is declared down once, however many
@@ -26,7 +36,7 @@ func TestChildThatStopsReadingIsDeclaredDownOnce(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range calls {
 				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second) // well past building a 512 KiB line under -race
 					defer cancel()
 					if progress {
 						_, errs[i] = h.set.CallToolProgress(ctx, "s", "echo", big, func(Progress) {})
@@ -47,5 +57,143 @@ func TestChildThatStopsReadingIsDeclaredDownOnce(t *testing.T) {
 				t.Fatalf("declared stuck %d times, want once; log:\n%s", n, h.logs)
 			}
 		})
+	}
+}
+
+// A message without a deadline of its own (here a notification) is bounded
+// too: when the child stops reading, it times out, declares the child
+// stuck, and the request waiting for its turn behind it fails as not sent
+// at once, long before its own deadline.
+func TestUntimedWriteIsBounded(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, &watchedWriter{w: pw})
+	tr.untimedBound = 200 * time.Millisecond
+	stuck := make(chan struct{}, 2)
+	tr.onStuck = func() { stuck <- struct{}{} }
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tr.Close()
+		inW.Close()
+		pr.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	fillPipe(t, pw)
+	noted := make(chan error, 1)
+	go func() {
+		noted <- tr.SendNotification(context.Background(), mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+			Notification: mcp.Notification{Method: "notifications/cancelled"}})
+	}()
+	for give := time.Now().Add(generous); len(tr.writeTurn) == 0; runtime.Gosched() { // the notification holds the turn
+		if time.Now().After(give) {
+			t.Fatal("the notification did not take its turn")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	_, err = tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"),
+		Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: json.RawMessage(`{}`)}})
+	if !errors.Is(err, errNotStarted) || ctx.Err() != nil {
+		t.Fatalf("request behind the blocked notification: %v (its context: %v), want not sent before its deadline", err, ctx.Err())
+	}
+	if err := <-noted; !errors.Is(err, errWriteStuck) {
+		t.Fatalf("notification: %v, want errWriteStuck", err)
+	}
+	if n := len(stuck); n != 1 {
+		t.Fatalf("declared stuck %d times, want once", n)
+	}
+}
+
+// fillPipe writes to w until its pipe is full: the next write blocks.
+func fillPipe(t *testing.T, w *os.File) {
+	t.Helper()
+	if err := w.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, 1<<20)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("filling the pipe: %v", err)
+	}
+	if err := w.SetWriteDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stuck write fails the requests waiting for their answers; the child's
+// cause is still "stopped reading its input", and a connection no
+// supervisor owns stops its child itself.
+func TestStuckChildOfAnUnsupervisedConnIsStopped(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	var logs testkit.LogBuffer
+	conn, err := Dial(callCtx(t, generous), stdioServer(t, "s"), 1<<20, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		conn.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	lt := conn.tr.(*lineTransport)
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := conn.CallTool(callCtx(t, generous), "tick", json.RawMessage(`{"ms":60000}`))
+		waiting <- err
+	}()
+	for give := time.Now().Add(generous); pendingCount(lt) < 1; runtime.Gosched() {
+		if time.Now().After(give) {
+			t.Fatal("the waiting call was not sent")
+		}
+	}
+	if _, err := conn.CallTool(callCtx(t, generous), "stop_reading", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", 1<<19) + `"}`)
+	if _, err := conn.CallTool(callCtx(t, time.Second), "echo", big); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the blocked call: %v, want its deadline", err)
+	}
+	if err := <-waiting; err == nil {
+		t.Fatal("the call waiting for its answer succeeded after the transport shut down")
+	}
+	if cause := conn.Err(); cause == nil || !strings.Contains(cause.Error(), "stopped reading its input") {
+		t.Fatalf("connection's cause %v, want stopped reading its input", cause)
+	}
+	select {
+	case <-conn.proc.exited:
+	case <-time.After(generous):
+		t.Fatalf("the stuck child was not stopped; log:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "stopped reading its input; stopping it"); n != 1 {
+		t.Fatalf("declared stuck %d times, want once; log:\n%s", n, logs.String())
+	}
+}
+
+// A connection already marked down for another reason (a request failed by
+// the same stuck write may get there first) still stops a stuck child when
+// no supervisor owns it.
+func TestStuckAfterMarkedDownStillStopsTheChild(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	var logs testkit.LogBuffer
+	conn, err := Dial(callCtx(t, generous), stdioServer(t, "s"), 1<<20, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		conn.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	conn.noteFailure(transport.ErrTransportClosed)
+	conn.stuck()
+	select {
+	case <-conn.proc.exited:
+	case <-time.After(generous):
+		t.Fatalf("the stuck child was not stopped; log:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "stopped reading its input; stopping it") {
+		t.Fatalf("stuck not logged:\n%s", logs.String())
 	}
 }

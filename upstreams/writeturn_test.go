@@ -133,9 +133,9 @@ func TestRequestWhoseWriteCannotBeBoundedIsNotSent(t *testing.T) {
 }
 
 // A request whose deadline passes while it waits for its turn to be
-// written (a slow write before it) is not written, fails as not sent, and
-// does not make the child look stuck: the write before it finishes, and
-// the transport carries on.
+// written (a slow write before it) leaves at its deadline, is not written,
+// fails as not sent, and does not make the child look stuck: the write
+// before it finishes, and the transport carries on.
 func TestRequestWhoseDeadlinePassesInTheQueueIsNotWritten(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	out := &heldOutput{started: make(chan []byte, 2), hold: make(chan struct{}, 2)}
@@ -169,17 +169,16 @@ func TestRequestWhoseDeadlinePassesInTheQueueIsNotWritten(t *testing.T) {
 			t.Fatalf("%d requests registered, want 2", pendingCount(tr))
 		}
 	}
-	<-short.Done()         // gw-2's deadline passes while it waits for the write lock
-	out.hold <- struct{}{} // gw-1's write ends
-	select {
+	select { // gw-2's deadline passes while it waits for its turn: it leaves then, gw-1's write still held
 	case err := <-second:
 		var ce *CallError
-		if !errors.As(err, &ce) || ce.Where != NotSent || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if !errors.As(err, &ce) || ce.Where != NotSent || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("gw-2: %v, want not sent, its deadline named", err)
 		}
 	case <-time.After(generous):
-		t.Fatal("gw-2 did not return")
+		t.Fatal("gw-2 did not return at its deadline")
 	}
+	out.hold <- struct{}{} // gw-1's write ends
 	if n := len(out.started); n != 0 {
 		t.Fatalf("gw-2 was written (%d more writes)", n)
 	}
