@@ -46,7 +46,8 @@ func (l *Log) openCurrent() error {
 		// The failed write ended on a line boundary: whole lines of
 		// records that were reported unwritten.
 		return fmt.Errorf("audit: %s: a failed write could not be truncated away (%w), so the file ends with records "+
-			"that were reported unwritten (after seq %d); not continuing the chain there", l.opts.Path, l.broken, l.seq)
+			"that were reported unwritten (after seq %d); not continuing the chain there. Cut them off with "+
+			"`truncate -s %d %s` and start again", l.opts.Path, l.broken, l.seq, l.size, l.opts.Path)
 	}
 	if last != nil && hashLine(last) != l.prev {
 		return fmt.Errorf("audit: %s: its last line is not the last record written (seq %d); "+

@@ -138,7 +138,7 @@ func TestFailedFlightOnALineBoundaryNotUndoneStopsTheTrail(t *testing.T) {
 		for range 2 {
 			err := l.Append(rec(7))
 			if err == nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "could not be truncated away") ||
-				!strings.Contains(err.Error(), "after seq 1") {
+				!strings.Contains(err.Error(), "after seq 1") || !strings.Contains(err.Error(), "truncate -s ") {
 				t.Fatalf("Append after the lines left behind: %v, want the truncate's failure named", err)
 			}
 		}

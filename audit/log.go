@@ -152,9 +152,17 @@ type Log struct {
 
 	recent *recentLines // the last lines written, for Recent; nil: none kept
 
-	health atomic.Pointer[error] // nil: the last write (or fsync) succeeded
-	stop   chan struct{}         // closes the interval flusher
-	done   chan struct{}         // closed when it has returned
+	// The trail's health, in two parts so that each is set in the order
+	// its operations ran: writes by the flight that made them (before it
+	// lands, so before the next flight writes), fsyncs by whoever ran
+	// them. Set by the waiting callers instead, a caller of an earlier
+	// flight that ran late could overwrite a later flight's outcome, and
+	// an fsync of earlier lines could clear a later write's failure.
+	// nil: the last one succeeded.
+	writeHealth, syncHealth atomic.Pointer[error]
+
+	stop chan struct{} // closes the interval flusher
+	done chan struct{} // closed when it has returned
 }
 
 // batch is a group of FsyncAlways records flushed by one fsync.
@@ -240,13 +248,27 @@ func (l *Log) Slot() int { return l.slot }
 // calls while the trail cannot be written.
 func (l *Log) FailClosed() bool { return l.opts.FailClosed }
 
-// Err is the trail's health: the error of the last failed write or fsync,
-// or nil once a later one succeeded. Readiness checks read it.
+// Err is the trail's health: the error of the last write if it failed,
+// else of the last fsync if it failed, else nil. Readiness checks read it.
 func (l *Log) Err() error {
-	if p := l.health.Load(); p != nil {
+	if p := l.writeHealth.Load(); p != nil {
+		return *p
+	}
+	if p := l.syncHealth.Load(); p != nil {
 		return *p
 	}
 	return nil
+}
+
+// setHealth records the outcome of a write or fsync in h; ErrClosed is no
+// outcome.
+func setHealth(h *atomic.Pointer[error], err error) {
+	switch {
+	case err == nil:
+		h.Store(nil)
+	case !errors.Is(err, ErrClosed):
+		h.Store(&err)
+	}
 }
 
 // Append writes r as the next line of the chain. It returns nil once the
@@ -272,13 +294,7 @@ func (l *Log) Append(r Record) error {
 	if err = out.err; err == nil && out.b != nil {
 		err = l.commit(out.b)
 	}
-	if err != nil {
-		// A success is recorded where it happened (fly, commit), in the
-		// order the writes and fsyncs ran: a waiter of an earlier flight
-		// that runs late must not mark the trail healthy after a later
-		// one failed.
-		l.report(err)
-	}
+	l.tell(err) // each record lost is told; the health is set where it happened
 	return err
 }
 
@@ -297,9 +313,7 @@ func (l *Log) fly(f *flights.Flight[[]byte, written]) {
 	l.mu.Lock()
 	b, warn, err := l.write(f.Items)
 	l.mu.Unlock()
-	if err == nil && b == nil {
-		l.health.Store(nil) // written, and no fsync to wait for; before Land, so before the next flight
-	}
+	setHealth(&l.writeHealth, err)
 	f.Result = written{b, err}
 	f.Land()
 	l.warn(warn)
@@ -440,9 +454,7 @@ func (l *Log) commit(b *batch) error {
 		l.syncing = false
 		l.cond.Broadcast()
 		l.mu.Unlock()
-		if err == nil {
-			l.health.Store(nil) // under syncMu: before any later fsync's outcome
-		}
+		setHealth(&l.syncHealth, err) // under syncMu: before any later fsync's outcome
 		cur.err = err
 		close(cur.done)
 	}
@@ -483,7 +495,8 @@ func (l *Log) flushDirty() {
 	}
 	l.cond.Broadcast()
 	l.mu.Unlock()
-	l.report(err)
+	setHealth(&l.syncHealth, err)
+	l.tell(err)
 }
 
 // retire flushes (policy permitting) and closes the current file, and
@@ -498,6 +511,7 @@ func (l *Log) retire() error {
 		if err = l.f.Sync(); err != nil {
 			err = fmt.Errorf("audit: fsync %s: %w", l.opts.Path, err)
 		}
+		setHealth(&l.syncHealth, err) // under mu, no other fsync running
 	}
 	if b := l.pending; b != nil {
 		b.err = err
@@ -554,20 +568,13 @@ func (l *Log) Close() error {
 	err := l.retire()
 	l.mu.Unlock()
 	l.unlock()
-	l.report(err)
+	l.tell(err)
 	return err
 }
 
-// report records the outcome of a write or fsync as the trail's health.
-func (l *Log) report(err error) {
-	if err == nil || errors.Is(err, ErrClosed) {
-		if err == nil {
-			l.health.Store(nil)
-		}
-		return
-	}
-	l.health.Store(&err)
-	if l.opts.OnError != nil {
+// tell passes a failure on to Options.OnError.
+func (l *Log) tell(err error) {
+	if err != nil && !errors.Is(err, ErrClosed) && l.opts.OnError != nil {
 		l.opts.OnError(err)
 	}
 }

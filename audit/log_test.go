@@ -235,6 +235,53 @@ func TestPartialWriteNotUndoneStopsTheTrail(t *testing.T) {
 	}
 }
 
+// An fsync of earlier records that succeeds after a later write failed
+// does not mark the trail healthy: with fsync always (the group fsync runs
+// while the next records are written) and with the interval flusher.
+func TestFsyncAfterAFailedWriteKeepsTheFailure(t *testing.T) {
+	t.Run("always", func(t *testing.T) {
+		fs := newFakeFS()
+		fs.entered, fs.gate = make(chan struct{}), make(chan struct{})
+		l := openTest(t, Options{Fsync: FsyncAlways}, fs)
+		first := make(chan error, 1)
+		go func() { first <- l.Append(rec(1)) }()
+		<-fs.entered // rec(1)'s fsync runs, and is held
+		fs.set(func(fs *fakeFS) { fs.writeErr = syscall.ENOSPC })
+		if err := l.Append(rec(2)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Append: %v, want ENOSPC", err)
+		}
+		fs.gate <- struct{}{} // rec(1)'s fsync ends, successfully
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Err(); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Err after the earlier fsync succeeded: %v, want the later write's ENOSPC", err)
+		}
+		fs.set(func(fs *fakeFS) { fs.writeErr, fs.entered, fs.gate = nil, nil, nil })
+		appendN(t, l, 3, 1)
+		if err := l.Err(); err != nil {
+			t.Fatalf("Err after a record was written and synced: %v", err)
+		}
+	})
+	t.Run("interval", func(t *testing.T) {
+		fs := newFakeFS()
+		l := openTest(t, Options{Fsync: FsyncInterval, FsyncInterval: time.Second}, fs)
+		appendN(t, l, 1, 1)
+		fs.set(func(fs *fakeFS) { fs.writeErr = syscall.ENOSPC })
+		if err := l.Append(rec(2)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Append: %v, want ENOSPC", err)
+		}
+		fs.tick <- time.Now() // flushes rec(1)
+		fs.tick <- time.Now() // returns once the first tick was handled
+		if n := fs.syncs.Load(); n != 1 {
+			t.Fatalf("%d fsyncs, want 1", n)
+		}
+		if err := l.Err(); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Err after the flush: %v, want the later write's ENOSPC", err)
+		}
+	})
+}
+
 // With fsync: always, a failed fsync fails the Append: the record may not
 // be on disk.
 func TestSyncFailureIsReported(t *testing.T) {
