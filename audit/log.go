@@ -452,9 +452,9 @@ func (l *Log) commit(b *batch) error {
 		}
 		l.mu.Lock()
 		l.syncing = false
+		setHealth(&l.syncHealth, err) // under mu: before a rotation's fsync, which waits for syncing
 		l.cond.Broadcast()
 		l.mu.Unlock()
-		setHealth(&l.syncHealth, err) // under syncMu: before any later fsync's outcome
 		cur.err = err
 		close(cur.done)
 	}
@@ -493,9 +493,9 @@ func (l *Log) flushDirty() {
 		l.dirty = true // try again at the next tick
 		err = fmt.Errorf("audit: fsync %s: %w", l.opts.Path, err)
 	}
+	setHealth(&l.syncHealth, err) // under mu, as in commit
 	l.cond.Broadcast()
 	l.mu.Unlock()
-	setHealth(&l.syncHealth, err)
 	l.tell(err)
 }
 

@@ -431,6 +431,9 @@ func (c *Conn) roundTripOnce(ctx context.Context, method string, params any, rou
 		defer c.relays.remove(key)
 	}
 	resp, err := c.send(ctx, req, route, onProgress)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		waitDeadline(ctx) // a write gave up at the deadline a moment before the context's timer
+	}
 	oversize := c.pending.remove(key)
 	switch {
 	case errors.Is(err, errNotStarted):
@@ -579,7 +582,7 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 		select {
 		case a := <-done:
 			route.deliver(onProgress)
-			if errors.Is(a.err, errWriteStuck) {
+			if _, bounded := ctx.Deadline(); bounded && errors.Is(a.err, errWriteStuck) {
 				return nil, endAtDeadline(ctx)
 			}
 			if sseGaveUp(a.err) {

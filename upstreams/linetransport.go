@@ -94,8 +94,10 @@ type lineTransport struct {
 
 	long []byte // a line longer than in's buffer, assembled (read loop only)
 
-	// untimedBound is untimedWriteBound, shorter in tests. Set before Start.
-	untimedBound time.Duration
+	// untimedBound and stuckAfter are the constants of those names,
+	// shorter in tests. Set before Start.
+	untimedBound, stuckAfter time.Duration
+	written                  atomic.Int64 // writes that succeeded
 
 	// onStuck is called once a write timed out, after the transport shut
 	// down: the child stopped reading, and its owner stops it. Set before
@@ -154,7 +156,7 @@ const maxServing = 64
 func newLineTransport(in io.Reader, out io.WriteCloser) *lineTransport {
 	t := &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
 		pending: map[string]*pendingCall{}, gaveUp: map[string]struct{}{}, done: make(chan struct{}), serving: make(chan struct{}, maxServing),
-		writeTurn: make(chan struct{}, 1), untimedBound: untimedWriteBound,
+		writeTurn: make(chan struct{}, 1), untimedBound: untimedWriteBound, stuckAfter: stuckAfter,
 		ctx: context.Background()}
 	if d, ok := out.(writeDeadliner); ok && d.canTimeOut() {
 		t.deadliner = d
@@ -333,7 +335,11 @@ func (t *lineTransport) SendNotification(ctx context.Context, n mcp.JSONRPCNotif
 	if t.isClosed() {
 		return transport.ErrTransportClosed
 	}
-	if err := t.writeJSON(n); err != nil {
+	b, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("failed to write notification: %w", err)
+	}
+	if err := t.writeLine(ctx, append(b, '\n'), notice); err != nil {
 		return fmt.Errorf("failed to write notification: %w", err)
 	}
 	return nil
@@ -346,7 +352,7 @@ func (t *lineTransport) writeJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	return t.writeWithin(context.Background(), append(b, '\n'))
+	return t.writeLine(context.Background(), append(b, '\n'), notice)
 }
 
 // errWriteStuck: a write did not finish by its caller's deadline, because
@@ -365,12 +371,17 @@ type writeDeadliner interface {
 	canTimeOut() bool
 }
 
-// writeWithin writes line when its turn comes, before ctx's deadline when
-// the output can time out a write. A message without a deadline of its own
-// (a notification, an answer to the upstream's request) gets
-// untimedWriteBound: every write holds the turn for a bounded time, so no
-// request waits behind one for ever. Cancellation does not interrupt a
-// write once it began: it only blocks while the child is not reading.
+// writeKind says what a write that timed out having written nothing may
+// conclude: a request's caller waited its whole deadline, a notice is best
+// effort.
+type writeKind int
+
+const (
+	request writeKind = iota // may judge the child stuck (see writeLine)
+	notice                   // a notification or an answer: dropped
+)
+
+// writeWithin writes a request's line when its turn comes (writeLine).
 //
 // Each request is its own write(2). Grouping the requests of concurrent
 // calls into one write (package flights, as the audit trail does) took the
@@ -382,6 +393,28 @@ type writeDeadliner interface {
 // spread, so the simple rule stays until writes that advance deadline by
 // deadline are worth building.
 func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
+	return t.writeLine(ctx, line, request)
+}
+
+// writeLine writes line when its turn comes, waiting for the turn only
+// until ctx ends (then nothing was written). When the output can time out
+// a write (a pipe the runtime polls), every write is bounded, so no message
+// waits behind one for ever:
+//
+//   - With a deadline (a request; a cancellation notice), the write gives
+//     up at it. Bytes written and the rest not: a partial line, which
+//     nothing may follow, so the transport shuts down and the child is
+//     declared stuck (it stops and restarts). Nothing written: the stream
+//     is whole. A notice is dropped. A request fails as not sent, unless
+//     the child took no message at all in at least stuckAfter (the
+//     request's wait and write): then it stopped reading.
+//   - Without one (an answer to the upstream's request, a notification),
+//     the write goes on as long as the child takes bytes, and the child is
+//     declared stuck after untimedBound with none taken.
+//
+// Cancellation does not interrupt a write once it began.
+func (t *lineTransport) writeLine(ctx context.Context, line []byte, kind writeKind) error {
+	mark, since := t.written.Load(), time.Now()
 	if err := t.takeTurn(ctx); err != nil {
 		return err
 	}
@@ -392,46 +425,92 @@ func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
 	d := t.deadliner
 	if d == nil {
 		_, err := t.out.Write(line) // unbounded: the Conn watches the caller's deadline (Conn.send)
-		return err
+		return t.wrote(err)
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(t.untimedBound)
+	deadline, bounded := ctx.Deadline()
+	if !bounded {
+		return t.writeWhileTaken(d, line)
 	}
 	if !time.Now().Before(deadline) {
 		// The deadline passed while the message waited for its turn
-		// (writes before it were slow): nothing of it was written. A write
-		// started now would time out at once, and that would read as a
-		// child that stopped reading.
-		return &CallError{Where: NotSent, Err: fmt.Errorf("%w while waiting to be written", os.ErrDeadlineExceeded)}
+		// (writes before it were slow). A write started now would time
+		// out at once, and that would read as a child that stopped reading.
+		return notWritten(os.ErrDeadlineExceeded)
 	}
 	if err := d.SetWriteDeadline(deadline); err != nil {
-		// Nothing was written: the request was not sent.
 		return &CallError{Where: NotSent, Err: fmt.Errorf("bound the write to the upstream's input: %w", err)}
 	}
-	_, err := t.out.Write(line)
+	n, err := t.out.Write(line)
 	_ = d.SetWriteDeadline(time.Time{})
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// Declared here, where the write timed out, and first: the
-		// shutdown fails the requests waiting for answers, and the child's
-		// cause must be this, not their "transport closed". Only this one
-		// write can time out: the transport is closed after it.
-		if t.onStuck != nil {
-			t.onStuck()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return t.wrote(err)
+	}
+	tookNone := t.written.Load() == mark && time.Since(since) >= t.stuckAfter
+	if n > 0 || (kind == request && tookNone) {
+		return t.declareStuck(err)
+	}
+	return notWritten(err)
+}
+
+// notWritten is the error of a message of which nothing was written
+// before its deadline: not sent, and a timeout.
+func notWritten(err error) error {
+	return &CallError{Where: NotSent, Err: fmt.Errorf("%w while waiting to be written (%w)", context.DeadlineExceeded, err)}
+}
+
+// writeWhileTaken writes line without a deadline of its own: in windows
+// of untimedBound, for as long as each window takes some of it.
+func (t *lineTransport) writeWhileTaken(d writeDeadliner, line []byte) error {
+	defer func() { _ = d.SetWriteDeadline(time.Time{}) }()
+	for begun := false; ; begun = true {
+		if err := d.SetWriteDeadline(time.Now().Add(t.untimedBound)); err != nil {
+			return err
 		}
-		t.shutdown()
-		return fmt.Errorf("%w: %w", errWriteStuck, err)
+		n, err := t.out.Write(line)
+		line = line[n:]
+		switch {
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return t.wrote(err)
+		case n == 0 && !begun:
+			return &CallError{Where: NotSent, Err: t.declareStuck(err)}
+		case n == 0:
+			return t.declareStuck(err)
+		}
+	}
+}
+
+// wrote counts a write that succeeded: a sign the child reads.
+func (t *lineTransport) wrote(err error) error {
+	if err == nil {
+		t.written.Add(1)
 	}
 	return err
 }
 
-// untimedWriteBound bounds a write that has no deadline of its own: a
-// child that takes nothing of a notification or an answer (a few KB at
-// most, far under a pipe's 64 KiB) for this long has stopped reading.
+// declareStuck ends the transport after a write that timed out. Declared
+// first: the shutdown fails the requests waiting for answers, and the
+// child's cause must be this, not their "transport closed". Only this one
+// write can time out: the transport is closed after it.
+func (t *lineTransport) declareStuck(err error) error {
+	if t.onStuck != nil {
+		t.onStuck()
+	}
+	t.shutdown()
+	return fmt.Errorf("%w: %w", errWriteStuck, err)
+}
+
+// untimedBound: a child that takes nothing of a message for this long,
+// with nothing else to do than read it, has stopped reading.
 const untimedWriteBound = 10 * time.Second
 
+// stuckAfter: a request whose write timed out having written nothing
+// declares the child stuck only if the child took no message for at least
+// this long; a shorter wait (a call with little time left, a pipe full for
+// a moment) says nothing about the child.
+const stuckAfter = time.Second
+
 // takeTurn waits for the right to write, or for ctx to end: then nothing
-// was written, and the request was not sent.
+// was written, and the message was not sent.
 func (t *lineTransport) takeTurn(ctx context.Context) error {
 	select {
 	case t.writeTurn <- struct{}{}:

@@ -635,6 +635,7 @@ func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
 	}
 	inR, inW := io.Pipe()
 	tr := newLineTransport(inR, &watchedWriter{w: pw})
+	tr.stuckAfter = 100 * time.Millisecond // the request waits 300 ms with nothing taken
 	if !tr.timedWrites() {
 		t.Fatal("a pipe's write end cannot time out a write")
 	}

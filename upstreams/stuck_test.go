@@ -197,3 +197,37 @@ func TestStuckAfterMarkedDownStillStopsTheChild(t *testing.T) {
 		t.Fatalf("stuck not logged:\n%s", logs.String())
 	}
 }
+
+// A request without a deadline of its own is written for as long as the
+// child takes its bytes; when a whole untimedBound passes with none taken,
+// the child is declared stuck and the request ends (it does not wait for
+// a deadline it has not got).
+func TestRequestWithoutDeadlineEndsWhenTheChildStopsReading(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	conn, err := Dial(callCtx(t, generous), stdioServer(t, "s"), 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		conn.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	conn.tr.(*lineTransport).untimedBound = 300 * time.Millisecond
+	if _, err := conn.CallTool(callCtx(t, generous), "stop_reading", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", 1<<19) + `"}`)
+	done := make(chan error, 1)
+	go func() { _, err := conn.CallTool(context.Background(), "echo", big); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errWriteStuck) {
+			t.Fatalf("the call: %v, want the stuck write", err)
+		}
+	case <-time.After(generous):
+		t.Fatal("a call without a deadline hangs after its child was declared stuck")
+	}
+	if conn.Alive() {
+		t.Fatal("the connection is still alive")
+	}
+}

@@ -190,3 +190,111 @@ func TestRequestWhoseDeadlinePassesInTheQueueIsNotWritten(t *testing.T) {
 		t.Fatalf("gw-1: %v, want cancelled while waiting for its answer", err)
 	}
 }
+
+// timingOutOutput is a child's stdin whose writes are held (as
+// heldOutput's), except that while timeouts is above zero a write times
+// out at once having written nothing, and counts one down.
+type timingOutOutput struct {
+	heldOutput
+	timeouts atomic.Int32
+}
+
+func (o *timingOutOutput) Write(p []byte) (int, error) {
+	if o.timeouts.Add(-1) >= 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	o.timeouts.Store(0)
+	return o.heldOutput.Write(p)
+}
+
+// newTimingOut starts a transport over a timingOutOutput; onStuck counts
+// on stuck.
+func newTimingOut(t *testing.T, stuckAfter time.Duration) (tr *lineTransport, out *timingOutOutput, stuck chan struct{}) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	out = &timingOutOutput{heldOutput: heldOutput{started: make(chan []byte, 4), hold: make(chan struct{}, 4)}}
+	inR, inW := io.Pipe()
+	tr = newLineTransport(inR, out)
+	tr.stuckAfter = stuckAfter
+	stuck = make(chan struct{}, 4)
+	tr.onStuck = func() { stuck <- struct{}{} }
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tr.Close()
+		inW.Close()
+		goleak.VerifyNone(t, before)
+	})
+	return tr, out, stuck
+}
+
+func echoRequest(id string) transport.JSONRPCRequest {
+	return transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+		Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: []byte(`{}`)}}
+}
+
+// A write that times out having written nothing leaves the stream whole.
+// It declares the child stuck only when the child took no message for at
+// least stuckAfter; otherwise the request fails as not sent (a timeout),
+// and the transport carries on. A notice is dropped either way.
+func TestWriteTimedOutWithNothingWritten(t *testing.T) {
+	ctx := func() context.Context { return callCtx(t, time.Minute) }
+	t.Run("the child took a message meanwhile", func(t *testing.T) {
+		tr, out, stuck := newTimingOut(t, 0)
+		first, second := make(chan error, 1), make(chan error, 1)
+		go func() { _, err := tr.SendRequest(ctx(), echoRequest("gw-1")); first <- err }()
+		<-out.started // gw-1's write is held
+		go func() { _, err := tr.SendRequest(ctx(), echoRequest("gw-2")); second <- err }()
+		for give := time.Now().Add(generous); pendingCount(tr) < 2; runtime.Gosched() {
+			if time.Now().After(give) {
+				t.Fatalf("%d requests registered, want 2", pendingCount(tr))
+			}
+		}
+		out.timeouts.Store(1)  // gw-2's write will time out, writing nothing
+		out.hold <- struct{}{} // gw-1's write completes: the child took it
+		err := <-second
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.Where != NotSent || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("gw-2: %v, want not sent, a timeout", err)
+		}
+		if len(stuck) != 0 || tr.isClosed() {
+			t.Fatal("declared stuck although the child took a message while gw-2 waited")
+		}
+		tr.Close()
+		<-first
+	})
+	t.Run("nothing taken for long enough", func(t *testing.T) {
+		tr, out, stuck := newTimingOut(t, 0)
+		out.timeouts.Store(1)
+		if _, err := tr.SendRequest(ctx(), echoRequest("gw-1")); !errors.Is(err, errWriteStuck) {
+			t.Fatalf("gw-1: %v, want errWriteStuck", err)
+		}
+		if len(stuck) != 1 || !tr.isClosed() {
+			t.Fatal("not declared stuck")
+		}
+	})
+	t.Run("nothing taken in too short a wait", func(t *testing.T) {
+		tr, out, stuck := newTimingOut(t, time.Hour)
+		out.timeouts.Store(1)
+		var ce *CallError
+		if _, err := tr.SendRequest(ctx(), echoRequest("gw-1")); !errors.As(err, &ce) || ce.Where != NotSent {
+			t.Fatalf("gw-1: %v, want not sent", err)
+		}
+		if len(stuck) != 0 || tr.isClosed() {
+			t.Fatal("declared stuck after a wait shorter than stuckAfter")
+		}
+	})
+	t.Run("a notice is dropped", func(t *testing.T) {
+		tr, out, stuck := newTimingOut(t, 0)
+		out.timeouts.Store(1)
+		err := tr.SendNotification(ctx(), mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+			Notification: mcp.Notification{Method: "notifications/cancelled"}})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("notice: %v, want a timeout", err)
+		}
+		if len(stuck) != 0 || tr.isClosed() {
+			t.Fatal("a notice that wrote nothing declared the child stuck")
+		}
+	})
+}
