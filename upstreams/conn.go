@@ -442,7 +442,7 @@ func (c *Conn) roundTripOnce(ctx context.Context, method string, params any, rou
 		// The caller gave up (deadline, or the client cancelled): tell the
 		// upstream, so a tool still running can stop; unless the request
 		// was never written.
-		if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Where != NotSent {
+		if !notSent(err) {
 			c.goTracked(func() { c.cancelUpstream(id, ctx.Err()) })
 		}
 		return nil, ctx.Err()
@@ -597,6 +597,15 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 			if watch && c.stdin.stuckSince(mark) {
 				c.stuck()
 			}
+			if timed && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// Every wait of the request's goroutine ends at this
+				// deadline too (its turn to write, its bounded write, its
+				// answer): its outcome says whether the request was
+				// written, so no cancellation follows one that was not.
+				if a := <-done; notSent(a.err) {
+					return nil, a.err
+				}
+			}
 			return nil, ctx.Err()
 		case <-down:
 			select {
@@ -622,6 +631,12 @@ func (c *Conn) sendInline(ctx context.Context, lt *lineTransport, req transport.
 		return nil, endAtDeadline(ctx)
 	}
 	return resp, err
+}
+
+// notSent reports a CallError saying the request was not written.
+func notSent(err error) bool {
+	ce := (*CallError)(nil)
+	return errors.As(err, &ce) && ce.Where == NotSent
 }
 
 // endAtDeadline is a request's end when its write timed out at the

@@ -3,8 +3,10 @@ package upstreams
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -297,4 +299,46 @@ func TestWriteTimedOutWithNothingWritten(t *testing.T) {
 			t.Fatal("a notice that wrote nothing declared the child stuck")
 		}
 	})
+}
+
+// A call with progress (its request runs on a goroutine of its own) whose
+// deadline passes while its request waits for its turn to be written is
+// not written, and no cancellation naming it follows: the upstream never
+// saw it.
+func TestNoCancellationForARequestNeverWritten(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	out := &heldOutput{started: make(chan []byte, 16), hold: make(chan struct{}, 16)}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, out)
+	c := &Conn{name: "s", tr: tr, log: slog.New(slog.DiscardHandler)}
+	c.life, c.kill = context.WithCancelCause(context.Background())
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tr.Close()
+		inW.Close()
+		goleak.VerifyNone(t, before)
+	}()
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	first := make(chan error, 1)
+	go func() { _, err := c.CallTool(long, "echo", json.RawMessage(`{}`)); first <- err }()
+	<-out.started // gw-1's write is held
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.CallToolProgress(short, "echo", json.RawMessage(`{}`), func(Progress) {}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("gw-2: %v, want its deadline", err)
+	}
+	for range cap(out.hold) {
+		out.hold <- struct{}{} // gw-1's write, and anything after it
+	}
+	c.bg.Wait() // gw-2's goroutine, and a cancellation if one was started
+	for len(out.started) > 0 {
+		if line := <-out.started; bytes.Contains(line, []byte("notifications/cancelled")) {
+			t.Fatalf("a cancellation was written for a request never written: %s", line)
+		}
+	}
+	cancelLong()
+	<-first
 }
