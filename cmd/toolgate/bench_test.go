@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
+
+	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/toolgate/toolgate/internal/testupstream"
 )
@@ -27,7 +30,7 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 	// replayed and the breaker would never see the later calls.
 	servers := fmt.Sprintf("  live:\n    url: %q\n    egress: {allow: [loopback]}\n    tools: {echo: {retry_safe: true}}\n  dead:\n    url: %q\n    egress: {allow: [loopback]}\n    breaker: {failures: 3, open_for: 1h}\n    tools: {echo: {retry_safe: true}}\n", liveURL, deadURL)
 	url, _ := httpGateway(b, writeConfig(b, servers))
-	c := connectHTTP(b, url, aliceKey)
+	c := connectHTTP(b, url, aliceKey, keepAlive(b))
 	stopDead() // from now on every call to dead is refused: the first counted, the rest known down
 	for range 20 {
 		callE2E(b, c, "dead__echo", `{}`)
@@ -51,9 +54,18 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 //	go test ./cmd/toolgate -run XXX -bench CallStdioUpstream -benchtime 3000x -cpuprofile cpu.out
 func BenchmarkCallStdioUpstream(b *testing.B) {
 	url, _ := httpGateway(b, writeConfig(b, stdioUpstream(b, "up", "")))
-	c := connectHTTP(b, url, aliceKey)
+	c := connectHTTP(b, url, aliceKey, keepAlive(b))
 	b.ReportAllocs()
 	for b.Loop() {
 		callE2E(b, c, "up__echo", `{"n":1}`)
 	}
+}
+
+// keepAlive gives a benchmark's client its own pool with keep-alives on (a
+// caller's usual connection; no server requests here, so the race
+// ownHTTPClient avoids cannot arise).
+func keepAlive(b *testing.B) transport.StreamableHTTPCOption {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	b.Cleanup(tr.CloseIdleConnections)
+	return transport.WithHTTPBasicClient(&http.Client{Transport: tr})
 }

@@ -64,11 +64,15 @@ func (a *clientAnswers) ListRoots(_ context.Context, _ mcp.ListRootsRequest) (*m
 // client able to answer sampling, elicitation and roots.
 func connectVersion(t *testing.T, url, key, version string, answers *clientAnswers) *client.Client {
 	t.Helper()
-	// mcp-go's server sends its own requests (sampling, elicitation,
-	// roots) on the client's GET listening stream only: open it.
+	// The gateway's requests to the client (sampling, elicitation, roots)
+	// come on the call's own POST stream from the fast path, and on the
+	// client's GET listening stream from mcp-go's server: open it.
 	// (2026-07-28 has no listening stream: those requests come back as
 	// input_required results instead.)
-	trOpts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key})}
+	trOpts := []transport.StreamableHTTPCOption{
+		transport.WithHTTPBasicClient(ownHTTPClient(t)), // see ownHTTPClient
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}),
+	}
 	if !mcp.IsModernProtocol(version) {
 		trOpts = append(trOpts, transport.WithContinuousListening())
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -186,7 +187,7 @@ func httpGatewayFull(t testing.TB, cfgPath string) (string, *syncBuffer, *gatewa
 // connectHTTP is a real mcp-go client over Streamable HTTP.
 func connectHTTP(t testing.TB, url, key string, extra ...transport.StreamableHTTPCOption) *client.Client {
 	t.Helper()
-	opts := extra
+	opts := append([]transport.StreamableHTTPCOption{transport.WithHTTPBasicClient(ownHTTPClient(t))}, extra...)
 	if key != "" {
 		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
 	}
@@ -209,6 +210,25 @@ func connectStdio(t testing.TB, cfgPath string) *client.Client {
 	write(t, own, mustRead(t, cfgPath)+"audit: {file: "+filepath.Base(own)+".audit.log}\n")
 	tr := transport.NewStdio(self(t), []string{execRole + "=toolgate", "GORACE=atexit_sleep_ms=0"}, "serve", "--stdio", "--config", own)
 	return initClient(t, client.NewClient(tr))
+}
+
+// ownHTTPClient is an HTTP client for one mcp-go client alone, with no
+// connection reuse. mcp-go's Streamable HTTP transport defaults to
+// http.DefaultTransport, whose pool every client of the process shares,
+// and it cancels requests whose answer is already on its way: the POST of
+// its answer to a server's request (sampling, elicitation, roots) ends with
+// the stream that carried the request, or at Close, often while the
+// server's 202 travels. net/http (go1.26) puts a connection back in the
+// pool before it hands a body-less response to its request; a cancellation
+// in between closes the connection under whichever request took it next,
+// and that request fails with "context canceled" on a live context (the
+// next client's initialize, or this client's next call). With a connection
+// per request, a cancellation breaks only its own request.
+func ownHTTPClient(t testing.TB) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 func initClient(t testing.TB, c *client.Client) *client.Client {
