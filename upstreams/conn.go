@@ -568,8 +568,18 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 	if watch {
 		mark = c.stdin.mark()
 	}
+	var claim *writeClaim
+	if lt != nil {
+		claim = new(writeClaim)
+	}
 	if !c.goTracked(func() {
-		resp, err := c.tr.SendRequest(reqCtx, req)
+		var resp *transport.JSONRPCResponse
+		var err error
+		if lt != nil {
+			resp, err = lt.sendClaimed(reqCtx, req, claim)
+		} else {
+			resp, err = c.tr.SendRequest(reqCtx, req)
+		}
 		done <- answer{resp, err}
 	}) {
 		return nil, errNotStarted
@@ -597,14 +607,10 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 			if watch && c.stdin.stuckSince(mark) {
 				c.stuck()
 			}
-			if timed && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				// Every wait of the request's goroutine ends at this
-				// deadline too (its turn to write, its bounded write, its
-				// answer): its outcome says whether the request was
-				// written, so no cancellation follows one that was not.
-				if a := <-done; notSent(a.err) {
-					return nil, a.err
-				}
+			if claim != nil && claim.abandon() {
+				// Its write had not begun, and now will not: no
+				// cancellation follows a request the child never saw.
+				return nil, &CallError{Where: NotSent, Err: fmt.Errorf("%w while waiting to be written", ctx.Err())}
 			}
 			return nil, ctx.Err()
 		case <-down:

@@ -3,6 +3,7 @@ package upstreams
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,7 +98,9 @@ type lineTransport struct {
 	// untimedBound and stuckAfter are the constants of those names,
 	// shorter in tests. Set before Start.
 	untimedBound, stuckAfter time.Duration
-	written                  atomic.Int64 // writes that succeeded
+	clock                    func() time.Time // time.Now; a test's own for stuckAfter
+	written                  atomic.Int64     // writes that succeeded
+	blockedSince             atomic.Int64 // see tookNoneSince; unix ns, 0: none
 
 	// onStuck is called once a write timed out, after the transport shut
 	// down: the child stopped reading, and its owner stops it. Set before
@@ -156,7 +159,7 @@ const maxServing = 64
 func newLineTransport(in io.Reader, out io.WriteCloser) *lineTransport {
 	t := &lineTransport{in: bufio.NewReaderSize(in, lineReadSize), out: out,
 		pending: map[string]*pendingCall{}, gaveUp: map[string]struct{}{}, done: make(chan struct{}), serving: make(chan struct{}, maxServing),
-		writeTurn: make(chan struct{}, 1), untimedBound: untimedWriteBound, stuckAfter: stuckAfter,
+		writeTurn: make(chan struct{}, 1), untimedBound: untimedWriteBound, stuckAfter: stuckAfter, clock: time.Now,
 		ctx: context.Background()}
 	if d, ok := out.(writeDeadliner); ok && d.canTimeOut() {
 		t.deadliner = d
@@ -232,6 +235,13 @@ func (t *lineTransport) isClosed() bool { return t.closed.Load() }
 // can time out a write (see writeWithin); otherwise it does not watch ctx,
 // and the Conn runs the request on a goroutine of its own.
 func (t *lineTransport) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	return t.sendClaimed(ctx, req, nil)
+}
+
+// sendClaimed is SendRequest for a request whose caller may leave before
+// its write begins (Conn.send's goroutine path): claim decides, once,
+// whether it is written or abandoned. nil: the caller is the writer.
+func (t *lineTransport) sendClaimed(ctx context.Context, req transport.JSONRPCRequest, claim *writeClaim) (*transport.JSONRPCResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -244,7 +254,7 @@ func (t *lineTransport) SendRequest(ctx context.Context, req transport.JSONRPCRe
 	if err != nil {
 		return nil, err
 	}
-	if err := t.writeWithin(ctx, buf.Bytes()); err != nil {
+	if err := t.writeLine(ctx, buf.Bytes(), request, claim); err != nil {
 		t.abandon(call)
 		return nil, fmt.Errorf("failed to write request: %w", err)
 	}
@@ -339,7 +349,7 @@ func (t *lineTransport) SendNotification(ctx context.Context, n mcp.JSONRPCNotif
 	if err != nil {
 		return fmt.Errorf("failed to write notification: %w", err)
 	}
-	if err := t.writeLine(ctx, append(b, '\n'), notice); err != nil {
+	if err := t.writeLine(ctx, append(b, '\n'), notice, nil); err != nil {
 		return fmt.Errorf("failed to write notification: %w", err)
 	}
 	return nil
@@ -352,7 +362,7 @@ func (t *lineTransport) writeJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	return t.writeLine(context.Background(), append(b, '\n'), notice)
+	return t.writeLine(context.Background(), append(b, '\n'), notice, nil)
 }
 
 // errWriteStuck: a write did not finish by its caller's deadline, because
@@ -393,8 +403,17 @@ const (
 // spread, so the simple rule stays until writes that advance deadline by
 // deadline are worth building.
 func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
-	return t.writeLine(ctx, line, request)
+	return t.writeLine(ctx, line, request, nil)
 }
+
+// writeClaim settles, once, a race between a request's write and its
+// caller leaving: the write begins only while the caller waits, and a
+// caller that leaves first knows nothing was written (so no cancellation
+// follows it).
+type writeClaim struct{ state atomic.Int32 } // 0 waiting, 1 written, 2 abandoned
+
+func (w *writeClaim) write() bool   { return w == nil || w.state.CompareAndSwap(0, 1) }
+func (w *writeClaim) abandon() bool { return w.state.CompareAndSwap(0, 2) }
 
 // writeLine writes line when its turn comes, waiting for the turn only
 // until ctx ends (then nothing was written). When the output can time out
@@ -413,14 +432,19 @@ func (t *lineTransport) writeWithin(ctx context.Context, line []byte) error {
 //     declared stuck after untimedBound with none taken.
 //
 // Cancellation does not interrupt a write once it began.
-func (t *lineTransport) writeLine(ctx context.Context, line []byte, kind writeKind) error {
-	mark, since := t.written.Load(), time.Now()
+func (t *lineTransport) writeLine(ctx context.Context, line []byte, kind writeKind, claim *writeClaim) error {
+	mark, since := t.written.Load(), t.clock()
 	if err := t.takeTurn(ctx); err != nil {
 		return err
 	}
 	defer t.endTurn()
 	if t.isClosed() {
 		return errClosedBeforeWrite
+	}
+	if err := ctx.Err(); err != nil || !claim.write() {
+		// The turn came as the caller left (select picks either when
+		// both are ready).
+		return &CallError{Where: NotSent, Err: fmt.Errorf("%w while waiting to be written", cmp.Or(err, context.Canceled))}
 	}
 	d := t.deadliner
 	if d == nil {
@@ -445,11 +469,24 @@ func (t *lineTransport) writeLine(ctx context.Context, line []byte, kind writeKi
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return t.wrote(err)
 	}
-	tookNone := t.written.Load() == mark && time.Since(since) >= t.stuckAfter
-	if n > 0 || (kind == request && tookNone) {
+	if n > 0 || (kind == request && t.tookNoneSince(mark, since)) {
 		return t.declareStuck(err)
 	}
 	return notWritten(err)
+}
+
+// tookNoneSince reports, for a request whose write timed out having
+// written nothing, whether the child took no message for stuckAfter. No
+// write completed while this request waited (mark), nor since the first
+// of the requests before it that timed out the same way (blockedSince,
+// cleared by every write that completes): so a child stuck under calls
+// whose deadlines are all shorter than stuckAfter is still found.
+func (t *lineTransport) tookNoneSince(mark int64, since time.Time) bool {
+	if t.written.Load() != mark {
+		return false // the child took a message meanwhile: slow, not stuck
+	}
+	t.blockedSince.CompareAndSwap(0, since.UnixNano())
+	return t.clock().UnixNano()-t.blockedSince.Load() >= int64(t.stuckAfter)
 }
 
 // notWritten is the error of a message of which nothing was written
@@ -464,7 +501,10 @@ func (t *lineTransport) writeWhileTaken(d writeDeadliner, line []byte) error {
 	defer func() { _ = d.SetWriteDeadline(time.Time{}) }()
 	for begun := false; ; begun = true {
 		if err := d.SetWriteDeadline(time.Now().Add(t.untimedBound)); err != nil {
-			return err
+			if begun { // part of the line is out: nothing may follow it
+				return t.declareStuck(err)
+			}
+			return &CallError{Where: NotSent, Err: fmt.Errorf("bound the write to the upstream's input: %w", err)}
 		}
 		n, err := t.out.Write(line)
 		line = line[n:]
@@ -483,6 +523,7 @@ func (t *lineTransport) writeWhileTaken(d writeDeadliner, line []byte) error {
 func (t *lineTransport) wrote(err error) error {
 	if err == nil {
 		t.written.Add(1)
+		t.blockedSince.Store(0)
 	}
 	return err
 }

@@ -102,8 +102,9 @@ func TestUntimedWriteIsBounded(t *testing.T) {
 	if !errors.Is(err, errNotStarted) || ctx.Err() != nil {
 		t.Fatalf("request behind the blocked notification: %v (its context: %v), want not sent before its deadline", err, ctx.Err())
 	}
-	if err := <-noted; !errors.Is(err, errWriteStuck) {
-		t.Fatalf("notification: %v, want errWriteStuck", err)
+	var ce *CallError
+	if err := <-noted; !errors.Is(err, errWriteStuck) || !errors.As(err, &ce) || ce.Where != NotSent {
+		t.Fatalf("notification: %v, want errWriteStuck, not sent (nothing of it was written)", err)
 	}
 	if n := len(stuck); n != 1 {
 		t.Fatalf("declared stuck %d times, want once", n)
@@ -229,5 +230,56 @@ func TestRequestWithoutDeadlineEndsWhenTheChildStopsReading(t *testing.T) {
 	}
 	if conn.Alive() {
 		t.Fatal("the connection is still alive")
+	}
+}
+
+// A message without a deadline is written for as long as the child keeps
+// taking its bytes, however long that is in all: a slow child is not a
+// stuck one.
+func TestUntimedWriteToASlowReaderCompletes(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	tr := newLineTransport(inR, &watchedWriter{w: pw})
+	tr.untimedBound = 200 * time.Millisecond
+	stuck := make(chan struct{}, 2)
+	tr.onStuck = func() { stuck <- struct{}{} }
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	readerDone := make(chan struct{})
+	stopReading := make(chan struct{})
+	go func() { // the slow child: 16 KiB every 100 ms, so 64 KiB + a window of 200 ms is never idle
+		defer close(readerDone)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		buf := make([]byte, 16<<10)
+		for {
+			select {
+			case <-stopReading:
+				return
+			case <-tick.C:
+				if _, err := io.ReadFull(pr, buf); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(stopReading)
+		tr.Close()
+		inW.Close()
+		pr.Close()
+		<-readerDone
+		goleak.VerifyNone(t, before)
+	}()
+	pad := strings.Repeat("x", 256<<10)
+	err = tr.SendNotification(context.Background(), mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: "notifications/message", Params: mcp.NotificationParams{AdditionalFields: map[string]any{"pad": pad}}}})
+	if err != nil || len(stuck) != 0 {
+		t.Fatalf("notification to a slow reader: %v (stuck %d), want written", err, len(stuck))
 	}
 }

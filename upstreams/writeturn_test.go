@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -306,6 +308,13 @@ func TestWriteTimedOutWithNothingWritten(t *testing.T) {
 // not written, and no cancellation naming it follows: the upstream never
 // saw it.
 func TestNoCancellationForARequestNeverWritten(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) { noCancellationWhenLeaving(t, false) })
+	t.Run("cancelled", func(t *testing.T) { noCancellationWhenLeaving(t, true) })
+}
+
+// noCancellationWhenLeaving: gw-2's caller leaves (at its deadline, or
+// cancelling) while gw-2 waits for its turn behind gw-1's held write.
+func noCancellationWhenLeaving(t *testing.T, cancelling bool) {
 	before := goleak.IgnoreCurrent()
 	out := &heldOutput{started: make(chan []byte, 16), hold: make(chan struct{}, 16)}
 	inR, inW := io.Pipe()
@@ -326,9 +335,20 @@ func TestNoCancellationForARequestNeverWritten(t *testing.T) {
 	go func() { _, err := c.CallTool(long, "echo", json.RawMessage(`{}`)); first <- err }()
 	<-out.started // gw-1's write is held
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	want := context.DeadlineExceeded
+	if cancelling {
+		short, cancelShort = context.WithCancel(context.Background())
+		want = context.Canceled
+		go func() {
+			for pendingCount(tr) < 2 { // gw-2 registered: it waits for its turn
+				runtime.Gosched()
+			}
+			cancelShort()
+		}()
+	}
 	defer cancelShort()
-	if _, err := c.CallToolProgress(short, "echo", json.RawMessage(`{}`), func(Progress) {}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("gw-2: %v, want its deadline", err)
+	if _, err := c.CallToolProgress(short, "echo", json.RawMessage(`{}`), func(Progress) {}); !errors.Is(err, want) {
+		t.Fatalf("gw-2: %v, want %v", err, want)
 	}
 	for range cap(out.hold) {
 		out.hold <- struct{}{} // gw-1's write, and anything after it
@@ -341,4 +361,30 @@ func TestNoCancellationForARequestNeverWritten(t *testing.T) {
 	}
 	cancelLong()
 	<-first
+}
+
+// A child stuck under calls whose deadlines are all shorter than
+// stuckAfter is still found: the time counts from the first of the
+// requests that timed out with nothing written, no write completing since.
+func TestStuckFoundUnderShortDeadlines(t *testing.T) {
+	tr, out, stuck := newTimingOut(t, time.Second)
+	var now time.Time
+	var clockMu sync.Mutex
+	tr.clock = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	at := func(d time.Duration) { clockMu.Lock(); now = time.Unix(1e9, 0).Add(d); clockMu.Unlock() }
+	for i, d := range []time.Duration{0, 600 * time.Millisecond, 1100 * time.Millisecond} {
+		at(d)
+		out.timeouts.Store(1)
+		_, err := tr.SendRequest(callCtx(t, time.Minute), echoRequest(fmt.Sprintf("gw-%d", i+1)))
+		if i < 2 {
+			var ce *CallError
+			if !errors.As(err, &ce) || ce.Where != NotSent || len(stuck) != 0 {
+				t.Fatalf("request %d at %v: %v (stuck %d), want not sent", i+1, d, err, len(stuck))
+			}
+			continue
+		}
+		if !errors.Is(err, errWriteStuck) || len(stuck) != 1 {
+			t.Fatalf("request 3, 1.1 s after the first blocked one: %v (stuck %d), want the child declared stuck", err, len(stuck))
+		}
+	}
 }
