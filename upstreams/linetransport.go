@@ -100,7 +100,7 @@ type lineTransport struct {
 	untimedBound, stuckAfter time.Duration
 	clock                    func() time.Time // time.Now; a test's own for stuckAfter
 	written                  atomic.Int64     // writes that succeeded
-	blockedSince             atomic.Int64 // see tookNoneSince; unix ns, 0: none
+	blockedSince             atomic.Int64     // see tookNoneSince; unix ns, 0: none
 
 	// onStuck is called once a write timed out, after the transport shut
 	// down: the child stopped reading, and its owner stops it. Set before
