@@ -425,8 +425,9 @@ func (w *writeClaim) abandon() bool { return w.state.CompareAndSwap(0, 2) }
 //     nothing may follow, so the transport shuts down and the child is
 //     declared stuck (it stops and restarts). Nothing written: the stream
 //     is whole. A notice is dropped. A request fails as not sent, unless
-//     the child took no message at all in at least stuckAfter (the
-//     request's wait and write): then it stopped reading.
+//     the child took no message at all in at least stuckAfter, over this
+//     request's wait and those of the requests that timed out the same
+//     way before it (tookNoneSince): then it stopped reading.
 //   - Without one (an answer to the upstream's request, a notification),
 //     the write goes on as long as the child takes bytes, and the child is
 //     declared stuck after untimedBound with none taken.
@@ -540,7 +541,7 @@ func (t *lineTransport) declareStuck(err error) error {
 	return fmt.Errorf("%w: %w", errWriteStuck, err)
 }
 
-// untimedBound: a child that takes nothing of a message for this long,
+// untimedWriteBound: a child that takes nothing of a message for this long,
 // with nothing else to do than read it, has stopped reading.
 const untimedWriteBound = 10 * time.Second
 
