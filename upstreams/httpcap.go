@@ -28,7 +28,47 @@ type cappedTransport struct {
 	creds       Credentials // may be nil: the configured headers only
 }
 
+// RoundTrip sends an answer to the upstream's own request (a JSON-RPC
+// response) on a context of its own. mcp-go cancels an answer's context
+// when the stream that carried the request ends, which may be while the
+// upstream's body-less 202 is on its way: net/http has by then put the
+// connection back in its pool, and the cancellation closes it under
+// whichever request took it next, which fails with context canceled on a
+// live context (a call that was sent, to all appearances the upstream's
+// fault). The answer is bounded by answerTimeout instead; the call it
+// serves waits for the upstream anyway.
 func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !isAnswer(req) {
+		return t.roundTrip(req)
+	}
+	ctx, release := context.WithTimeout(context.WithoutCancel(req.Context()), answerTimeout)
+	resp, err := t.roundTrip(req.WithContext(ctx))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+// answerTimeout bounds an answer to the upstream's request, sent without
+// its caller's cancellation: an upstream acknowledges one at once (202).
+const answerTimeout = 10 * time.Second
+
+// releasingBody ends an answer's context when its body is closed: not
+// before, since a body is read on that context.
+type releasingBody struct {
+	io.ReadCloser
+	release context.CancelFunc
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
+
+func (t *cappedTransport) roundTrip(req *http.Request) (*http.Response, error) {
 	var authorization string
 	if t.creds != nil {
 		var err error
