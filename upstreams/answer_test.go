@@ -2,10 +2,13 @@ package upstreams
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -89,5 +92,42 @@ func BenchmarkIsAnswer(b *testing.B) {
 		if isAnswer(req) {
 			b.Fatal("a request taken for an answer")
 		}
+	}
+}
+
+// blockingTransport holds every request until its context ends.
+type blockingTransport struct{ started chan struct{} }
+
+func (b blockingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.started <- struct{}{}
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// An answer sent without its caller's cancellation still ends when its
+// connection does (Conn.Close), as mcp-go's own cancellation made it.
+func TestAnswerEndsWithItsConnection(t *testing.T) {
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	base := blockingTransport{started: make(chan struct{}, 1)}
+	tr := &cappedTransport{base: base, max: 1 << 20, onOversize: func([]byte) {}, life: life}
+	req, err := http.NewRequest(http.MethodPost, "http://upstream.invalid/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(req)
+		done <- err
+	}()
+	<-base.started
+	end() // the connection closes
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("answer: %v, want cancelled with its connection", err)
+		}
+	case <-time.After(answerTimeout / 2):
+		t.Fatal("an answer outlived its connection")
 	}
 }

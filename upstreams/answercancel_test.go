@@ -100,7 +100,7 @@ func answerCancelRace(t *testing.T, d, window, deadline time.Duration) (calls, s
 // race is met on every run; on ec799d7 calls failed with context canceled
 // or hung until their deadline.
 func TestAnswerCancelSparesPooledCalls(t *testing.T) {
-	calls, spurious := answerCancelRace(t, 2*time.Second, time.Millisecond, 5*time.Second)
+	calls, spurious := answerCancelRace(t, 2*time.Second, time.Millisecond, generous)
 	t.Logf("%d calls, %d failed with context canceled on a live context", calls, spurious)
 	if spurious > 0 {
 		t.Errorf("%d of %d calls failed with context canceled on a live context", spurious, calls)

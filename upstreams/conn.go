@@ -307,7 +307,7 @@ func (c *Conn) httpClient(srv *Server, maxMessage int) *http.Client {
 	base := egress.New(srv.Egress).Transport()
 	c.http = base
 	return &http.Client{
-		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded, creds: srv.Credentials},
+		Transport: &cappedTransport{base: base, max: maxMessage, onOversize: c.noteOversize, onStreamEnd: c.hooks.streamEnded, creds: srv.Credentials, life: c.life},
 		// A redirect would carry the configured upstream headers (its
 		// credentials) to whatever host the upstream names: refuse it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

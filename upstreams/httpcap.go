@@ -26,6 +26,9 @@ type cappedTransport struct {
 	onOversize  func(id []byte)
 	onStreamEnd func()      // may be nil
 	creds       Credentials // may be nil: the configured headers only
+	// life ends with the connection: an answer sent without its caller's
+	// cancellation still ends then. nil: never.
+	life context.Context
 }
 
 // RoundTrip sends an answer to the upstream's own request (a JSON-RPC
@@ -41,7 +44,12 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !isAnswer(req) {
 		return t.roundTrip(req)
 	}
-	ctx, release := context.WithTimeout(context.WithoutCancel(req.Context()), answerTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), answerTimeout)
+	release := cancel
+	if t.life != nil {
+		stop := context.AfterFunc(t.life, cancel) // Close ends it, as mcp-go's own cancellation did
+		release = func() { stop(); cancel() }
+	}
 	resp, err := t.roundTrip(req.WithContext(ctx))
 	if err != nil {
 		release()
@@ -53,6 +61,8 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // answerTimeout bounds an answer to the upstream's request, sent without
 // its caller's cancellation: an upstream acknowledges one at once (202).
+// It covers reading the reply's body too; the call the answer serves ends
+// at its own deadline whatever this is.
 const answerTimeout = 10 * time.Second
 
 // releasingBody ends an answer's context when its body is closed: not
