@@ -174,11 +174,21 @@ func TestDedupWaitersShareOneConnection(t *testing.T) {
 	during := connectedClients(t, a)
 	bPool := int(b.Redis().PoolStats().TotalConns)
 	aGrew := int(a.Redis().PoolStats().TotalConns - aPool)
-	poolSize := b.Redis().Options().PoolSize
-	t.Logf("connections: %d before, %d with %d waiters (b's pool %d of %d, a's pool grew by %d)",
-		before, during, n, bPool, poolSize, aGrew)
-	if extra := during - before - aGrew; extra > bPool+1 || extra > poolSize+1 {
-		t.Fatalf("%d waiters opened %d connections: more than b's pool (%d, at most %d) and its subscription", n, extra, bPool, poolSize)
+	poolSize, dials := b.Redis().Options().PoolSize, b.Redis().Options().MaxConcurrentDials
+	t.Logf("connections: %d before, %d with %d waiters (b's pool %d of %d, %d dials at most, a's pool grew by %d)",
+		before, during, n, bPool, poolSize, dials, aGrew)
+	if poolSize+dials+1 >= n {
+		t.Fatalf("%d waiters cannot tell a connection per waiter from b's pool (%d) and dials (%d)", n, poolSize, dials)
+	}
+	// The server can also count connections go-redis is still dialing for
+	// a look that took a freed one meanwhile (queuedNewConn: at most
+	// MaxConcurrentDials at once; one that finds the pool full is closed
+	// when put back), which the pool does not count yet: a CI run saw 22
+	// beyond a's with a pool of 20. A connection or subscription per
+	// waiter would be 50 or more.
+	if extra := during - before - aGrew; extra > poolSize+dials+1 {
+		t.Fatalf("%d waiters opened %d connections: more than b's pool (%d), its dials in flight (at most %d) and its subscription",
+			n, extra, poolSize, dials)
 	}
 
 	if err := held.Lease.Done(ctx, []byte(`"one"`)); err != nil {
