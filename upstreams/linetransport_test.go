@@ -628,26 +628,13 @@ func TestLineTransportBoundsServedRequests(t *testing.T) {
 // its input) gives up, and closes the transport: part of the line may be in
 // the pipe, so nothing more can follow it.
 func TestLineTransportStuckWriteGivesUpAtTheDeadline(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, &watchedWriter{w: pw})
-	tr.stuckAfter = 100 * time.Millisecond // the request waits 300 ms with nothing taken
+	_, pw, out := pipeOutput(t)
+	tr, _ := startOver(t, out, func(tr *lineTransport) {
+		tr.stuckAfter = 100 * time.Millisecond // the request waits 300 ms with nothing taken
+	})
 	if !tr.timedWrites() {
 		t.Fatal("a pipe's write end cannot time out a write")
 	}
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		tr.Close()
-		inW.Close()
-		pr.Close()
-		goleak.VerifyNone(t, before)
-	}()
 	// Fill the pipe first, so that a small request blocks: a large one
 	// took long enough to build under -race on a busy machine that its
 	// deadline passed before its write began (then it is not sent at all).

@@ -65,25 +65,8 @@ func TestChildThatStopsReadingIsDeclaredDownOnce(t *testing.T) {
 // stuck, and the request waiting for its turn behind it fails as not sent
 // at once, long before its own deadline.
 func TestUntimedWriteIsBounded(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, &watchedWriter{w: pw})
-	tr.untimedBound = 200 * time.Millisecond
-	stuck := make(chan struct{}, 2)
-	tr.onStuck = func() { stuck <- struct{}{} }
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		tr.Close()
-		inW.Close()
-		pr.Close()
-		goleak.VerifyNone(t, before)
-	}()
+	_, pw, out := pipeOutput(t)
+	tr, stuck := startOver(t, out, func(tr *lineTransport) { tr.untimedBound = 200 * time.Millisecond })
 	fillPipe(t, pw)
 	noted := make(chan error, 1)
 	go func() {
@@ -97,7 +80,7 @@ func TestUntimedWriteIsBounded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	_, err = tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"),
+	_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"),
 		Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: json.RawMessage(`{}`)}})
 	if !errors.Is(err, errNotStarted) || ctx.Err() != nil {
 		t.Fatalf("request behind the blocked notification: %v (its context: %v), want not sent before its deadline", err, ctx.Err())
@@ -237,19 +220,8 @@ func TestRequestWithoutDeadlineEndsWhenTheChildStopsReading(t *testing.T) {
 // taking its bytes, however long that is in all: a slow child is not a
 // stuck one.
 func TestUntimedWriteToASlowReaderCompletes(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, &watchedWriter{w: pw})
-	tr.untimedBound = 200 * time.Millisecond
-	stuck := make(chan struct{}, 2)
-	tr.onStuck = func() { stuck <- struct{}{} }
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	pr, _, out := pipeOutput(t)
+	tr, stuck := startOver(t, out, func(tr *lineTransport) { tr.untimedBound = 200 * time.Millisecond })
 	readerDone := make(chan struct{})
 	stopReading := make(chan struct{})
 	go func() { // the slow child: 16 KiB every 100 ms, so 64 KiB + a window of 200 ms is never idle
@@ -270,14 +242,11 @@ func TestUntimedWriteToASlowReaderCompletes(t *testing.T) {
 	}()
 	defer func() {
 		close(stopReading)
-		tr.Close()
-		inW.Close()
-		pr.Close()
+		tr.Close() // ends a read the slow child is in
 		<-readerDone
-		goleak.VerifyNone(t, before)
 	}()
 	pad := strings.Repeat("x", 256<<10)
-	err = tr.SendNotification(context.Background(), mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+	err := tr.SendNotification(context.Background(), mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
 		Notification: mcp.Notification{Method: "notifications/message", Params: mcp.NotificationParams{AdditionalFields: map[string]any{"pad": pad}}}})
 	if err != nil || len(stuck) != 0 {
 		t.Fatalf("notification to a slow reader: %v (stuck %d), want written", err, len(stuck))

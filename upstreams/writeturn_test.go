@@ -108,18 +108,8 @@ func (o *deadlinelessOutput) Close() error     { return nil }
 // A write whose deadline cannot be set is not made: the request fails as
 // not sent (it may be tried again), not as sent and lost.
 func TestRequestWhoseWriteCannotBeBoundedIsNotSent(t *testing.T) {
-	before := goleak.IgnoreCurrent()
 	out := &deadlinelessOutput{}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, out)
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		tr.Close()
-		inW.Close()
-		goleak.VerifyNone(t, before)
-	}()
+	tr, _ := startOver(t, out, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId("gw-1"),
@@ -141,20 +131,8 @@ func TestRequestWhoseWriteCannotBeBoundedIsNotSent(t *testing.T) {
 // fails as not sent, and does not make the child look stuck: the write
 // before it finishes, and the transport carries on.
 func TestRequestWhoseDeadlinePassesInTheQueueIsNotWritten(t *testing.T) {
-	before := goleak.IgnoreCurrent()
 	out := &heldOutput{started: make(chan []byte, 2), hold: make(chan struct{}, 2)}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, out)
-	stuck := make(chan struct{}, 1)
-	tr.onStuck = func() { stuck <- struct{}{} }
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		tr.Close()
-		inW.Close()
-		goleak.VerifyNone(t, before)
-	}()
+	tr, stuck := startOver(t, out, nil)
 	send := func(ctx context.Context, id string, errs chan<- error) {
 		_, err := tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
 			Method: "tools/call", Params: toolCallParams{Name: "echo", Arguments: []byte(`{}`)}})
@@ -211,17 +189,19 @@ func (o *timingOutOutput) Write(p []byte) (int, error) {
 	return o.heldOutput.Write(p)
 }
 
-// newTimingOut starts a transport over a timingOutOutput; onStuck counts
-// on stuck.
-func newTimingOut(t *testing.T, stuckAfter time.Duration) (tr *lineTransport, out *timingOutOutput, stuck chan struct{}) {
+// startOver starts a transport writing to out and reading from a pipe
+// nobody writes; its onStuck counts on stuck. set, if given, adjusts it
+// before Start. At cleanup it is closed, and no goroutine may be left.
+func startOver(t *testing.T, out io.WriteCloser, set func(*lineTransport)) (tr *lineTransport, stuck chan struct{}) {
 	t.Helper()
 	before := goleak.IgnoreCurrent()
-	out = &timingOutOutput{heldOutput: heldOutput{started: make(chan []byte, 4), hold: make(chan struct{}, 4)}}
 	inR, inW := io.Pipe()
 	tr = newLineTransport(inR, out)
-	tr.stuckAfter = stuckAfter
 	stuck = make(chan struct{}, 4)
 	tr.onStuck = func() { stuck <- struct{}{} }
+	if set != nil {
+		set(tr)
+	}
 	if err := tr.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +210,26 @@ func newTimingOut(t *testing.T, stuckAfter time.Duration) (tr *lineTransport, ou
 		inW.Close()
 		goleak.VerifyNone(t, before)
 	})
+	return tr, stuck
+}
+
+// pipeOutput is a child's stdin that can time out a write: a pipe's write
+// end, behind the watchedWriter, and its read end (closed at cleanup).
+func pipeOutput(t *testing.T) (pr, pw *os.File, out *watchedWriter) {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close() })
+	return pr, pw, &watchedWriter{w: pw}
+}
+
+// newTimingOut starts a transport over a timingOutOutput.
+func newTimingOut(t *testing.T, stuckAfter time.Duration) (tr *lineTransport, out *timingOutOutput, stuck chan struct{}) {
+	t.Helper()
+	out = &timingOutOutput{heldOutput: heldOutput{started: make(chan []byte, 4), hold: make(chan struct{}, 4)}}
+	tr, stuck = startOver(t, out, func(tr *lineTransport) { tr.stuckAfter = stuckAfter })
 	return tr, out, stuck
 }
 
@@ -315,20 +315,10 @@ func TestNoCancellationForARequestNeverWritten(t *testing.T) {
 // noCancellationWhenLeaving: gw-2's caller leaves (at its deadline, or
 // cancelling) while gw-2 waits for its turn behind gw-1's held write.
 func noCancellationWhenLeaving(t *testing.T, cancelling bool) {
-	before := goleak.IgnoreCurrent()
 	out := &heldOutput{started: make(chan []byte, 16), hold: make(chan struct{}, 16)}
-	inR, inW := io.Pipe()
-	tr := newLineTransport(inR, out)
+	tr, _ := startOver(t, out, nil)
 	c := &Conn{name: "s", tr: tr, log: slog.New(slog.DiscardHandler)}
 	c.life, c.kill = context.WithCancelCause(context.Background())
-	if err := tr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		tr.Close()
-		inW.Close()
-		goleak.VerifyNone(t, before)
-	}()
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
 	first := make(chan error, 1)
