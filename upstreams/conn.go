@@ -595,6 +595,12 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 			if _, bounded := ctx.Deadline(); bounded && errors.Is(a.err, errWriteStuck) {
 				return nil, endAtDeadline(ctx)
 			}
+			if a.err != nil && down != nil && c.life.Err() != nil && ctx.Err() == nil {
+				// The connection going down cancelled the request (the
+				// AfterFunc above), and its failure came first: it is
+				// the loss, one fault with the others'.
+				return nil, &connLostError{fault: c.lostFaultID(), cause: context.Cause(c.life)}
+			}
 			if sseGaveUp(a.err) {
 				// Its timer is the caller's deadline: let the deadline
 				// itself end the call, so it counts as one.
@@ -617,7 +623,9 @@ func (c *Conn) send(ctx context.Context, req transport.JSONRPCRequest, route *pr
 			select {
 			case a := <-done:
 				route.deliver(onProgress)
-				return a.resp, a.err
+				if a.err == nil || ctx.Err() != nil {
+					return a.resp, a.err // answered before the loss, or the caller's own end
+				}
 			default:
 			}
 			return nil, &connLostError{fault: c.lostFaultID(), cause: context.Cause(c.life)}
