@@ -397,6 +397,12 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 			max(recovering.Left.Round(100*time.Millisecond), 100*time.Millisecond)).WithDetail("shared duplicate suppression: "+err.Error())
 	case ctx.Err() != nil:
 		x.Stage, x.Failed = "deduplicate", doError(err)
+	case errors.Is(err, ErrWaitInterrupted):
+		// Before SharedFailOpen: failing open would run a call known to be
+		// running elsewhere, the duplicate this link exists to stop.
+		x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.RateLimited,
+			"an identical call is running on another gateway replica and the shared state store failed while this call waited for its answer, so it was not run; retry in %s",
+			sharedDownWait).WithDetail("shared duplicate suppression: "+err.Error())
 	case g.SharedFailOpen:
 		if g.Log != nil {
 			g.Log.Warn("shared duplicate suppression unavailable; call suppressed on this replica only", "tool", x.Tool.ID, "err", err)

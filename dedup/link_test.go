@@ -486,6 +486,27 @@ func TestSharedDedupStoreDown(t *testing.T) {
 	}
 }
 
+// A call that waited for an identical call running on another replica,
+// and lost sight of it when the store failed, is refused, retryable, and
+// never run, even under dedup_on_failure open: running it is the very
+// duplicate the link stops.
+func TestSharedDedupInterruptedWaitNeverRuns(t *testing.T) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	shared.err = fmt.Errorf("%w: %w", ErrWaitInterrupted, errors.New("the shared state store is unavailable: dial tcp 10.0.0.7:6379: connection refused"))
+	p := replicas(t, 1, up, shared)[0]
+	for _, open := range []bool{false, true} {
+		p.dedup.SharedFailOpen = open
+		env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
+		if pipelinetest.Code(env) != "rate_limited" || !env.Retryable || up.Calls.Load() != 0 ||
+			!strings.Contains(*env.Message, "was not run") || strings.Contains(*env.Message, "10.0.0.7") {
+			t.Fatalf("interrupted wait, fail open %v: %+v, %d executions", open, env, up.Calls.Load())
+		}
+	}
+}
+
 // An identical call whose replica died mid-call: outcome unknown, and this
 // one is not run (not retryable for a tool that is not retry-safe).
 func TestSharedDedupAbandoned(t *testing.T) {

@@ -30,8 +30,10 @@ type Shared interface {
 	// stopped (its lease ran out) without recording an outcome; a
 	// *RecoveringError (errors.Is ErrRecovering) while the store recovers
 	// from losing its data and nothing may be claimed yet; ctx's error when
-	// ctx ended while waiting; anything else means the store failed and
-	// nothing was decided. After an error the caller holds nothing.
+	// ctx ended while waiting; ErrWaitInterrupted (with the store's error)
+	// when the store failed while waiting; anything else means the store
+	// failed and nothing was decided. After an error the caller holds
+	// nothing.
 	Claim(ctx context.Context, key Key, window time.Duration) (Claim, error)
 }
 
@@ -59,6 +61,16 @@ type Lease interface {
 // lease) before it recorded what happened. Whether that call reached the
 // tool is unknown, so the identical call must not run again on its own.
 var ErrAbandoned = errors.New("dedup: the replica running an identical call stopped before it recorded the outcome")
+
+// ErrWaitInterrupted is in Shared.Claim's error when the store failed
+// while Claim waited for an identical call running on some replica (the
+// store unreachable for longer than the wait allows, or a look failing
+// otherwise). Unlike a store failure at the first look, it is known that
+// the call was running, so the caller must not run it, even when it runs
+// calls the store cannot check (SharedFailOpen): it is refused, and a retry
+// once the store is back joins or replays the answer. The error also wraps
+// the store's own.
+var ErrWaitInterrupted = errors.New("dedup: the shared store failed while this call waited for an identical call running elsewhere")
 
 // ErrRecovering is what a *RecoveringError is (errors.Is): the shared store
 // recently lost its data (a restart without persistence, a flush) or never

@@ -463,33 +463,52 @@ func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 // lease would run out), so a lost message or a dead owner is noticed. It
 // registers before it first looks: a message sent after that look wakes it.
 //
-// A look that fails on a broken connection while the store is not known
-// down (EOF, seen in CI from a waiter looking again around a Redis
-// restart) is not the end of the wait: the caller still waits for a call
-// that ran, and giving up would make it run again under
-// dedup_on_failure open. It looks again when woken or at the next
-// recheck, under a new owner (the failed look's claim, if its script ran,
-// is being released in the background, and that release must not take a
-// later claim), up to maxBrokenLooks in a row; a store found down meanwhile
-// fails the next look with ErrUnavailable (or a refused dial), which ends
-// the wait as before.
+// The call waited for is known to be running, so a look that fails does
+// not end the wait at once: giving up would refuse a call whose answer is
+// coming, and under dedup_on_failure open a waiter given up on would have
+// run it again. The wait goes on through
+//   - a store that cannot be reached (known down, or a refused dial), for
+//     up to one lease: when the store is back (its health check wakes every
+//     waiter) the call is joined; after a lease its marker, unrenewed, would
+//     be gone anyway;
+//   - a connection that broke under the look (EOF, seen in CI from a
+//     waiter looking again around a Redis restart), up to maxBrokenLooks in
+//     a row: a connection that keeps breaking while the store answers its
+//     health check ends the wait rather than pile up releases.
+//
+// A look whose script may have run (anything but a known-down store) is
+// followed by one under a new owner: the failed look's claim, if it made
+// one, is being released in the background, and that release must not
+// take a later claim. Every failure that ends the wait is
+// dedup.ErrWaitInterrupted, so that the caller is refused, never run.
 func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
 	wake, done := d.await(k)
 	defer done()
 	broken := 0
+	var unreachableSince time.Time // the first look, of those failing in a row, that could not reach the store
 	for {
 		r, err := d.claim(ctx, k, owner, window, true)
-		if err != nil && (!brokenConnection(err) || ctx.Err() != nil || broken == maxBrokenLooks) {
+		switch {
+		case err == nil:
+			broken, unreachableSince = 0, time.Time{}
+		case ctx.Err() != nil:
 			return dedup.Claim{}, err
+		case unreachable(err) && (unreachableSince.IsZero() || time.Since(unreachableSince) < d.lease):
+			if unreachableSince.IsZero() {
+				unreachableSince = time.Now()
+			}
+		case brokenConnection(err) && broken < maxBrokenLooks:
+			broken++
+		default:
+			return dedup.Claim{}, fmt.Errorf("%w: %w", dedup.ErrWaitInterrupted, err)
 		}
 		if err != nil {
-			broken++
-			if owner, err = newOwner(); err != nil {
-				return dedup.Claim{}, err
+			if !errors.Is(err, state.ErrUnavailable) {
+				if owner, err = newOwner(); err != nil {
+					return dedup.Claim{}, err
+				}
 			}
 			r = claimReply{kind: "run", left: d.recheck}
-		} else {
-			broken = 0
 		}
 		switch r.kind {
 		case "claimed": // the call was released: it never ran, so this one may
@@ -518,9 +537,15 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 
 // maxBrokenLooks bounds the looks in a row that a waiter lets fail on a
 // broken connection: each leaves a release running in the background for
-// up to orphanRetry, so a connection that keeps breaking while the store
-// answers its health check ends the wait rather than piling them up.
+// up to orphanRetry.
 const maxBrokenLooks = 3
+
+// unreachable reports an error of a store that could not be reached: known
+// down (state.ErrUnavailable: nothing was sent), or a dial refused before
+// the health check noticed.
+func unreachable(err error) bool {
+	return errors.Is(err, state.ErrUnavailable) || errors.Is(err, syscall.ECONNREFUSED)
+}
 
 // brokenConnection reports an error of a connection that broke under the
 // command (not ErrUnavailable: the store is not known down; not a reply

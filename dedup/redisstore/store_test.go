@@ -445,6 +445,83 @@ func TestDedupFirstLookOutlivesABrokenConnection(t *testing.T) {
 	}
 }
 
+// A duplicate waiting when the store goes away keeps waiting, although
+// its looks fail while the store is down, and joins the answer once the
+// store is back: refusing it would have made its client retry, and under
+// dedup_on_failure open would have run the call a second time.
+func TestDedupWaiterOutlivesAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	a, evA := redistest.Open(t, srv, "t:")
+	b, evB := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
+	db.recheck = time.Millisecond
+	looked := make(chan struct{}, 1)
+	db.looked = func() {
+		select {
+		case looked <- struct{}{}:
+		default:
+		}
+	}
+	ctx := context.Background()
+	held, err := da.Claim(ctx, callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	waiter := claimAsync(db, callKey, time.Minute)
+	waitWaiters(t, db, callKey, 1)
+
+	srv.Kill()
+	evB.WaitStatus(t, false)
+	for i := 0; i < 3; { // looks that found the store down, the waiter still waiting
+		select {
+		case <-looked:
+			i++
+		case r := <-waiter:
+			t.Fatalf("the wait ended while the store was down: %+v, %v", r.claim, r.err)
+		}
+	}
+	srv.Restart()
+	evA.WaitStatus(t, true)
+	evB.WaitStatus(t, true)
+	if err := held.Lease.Done(ctx, []byte(`"once"`)); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, waiter)
+	if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` || r.claim.Sharing != dedup.Joined {
+		t.Fatalf("duplicate waiting across an outage: %+v, %v", r.claim, r.err)
+	}
+}
+
+// A store that stays unreachable for a lease ends the wait: the marker of
+// the call waited for, which its holder could not renew, would be gone by
+// then. The error is an interrupted wait, so that the caller is refused,
+// never run, and it is not before a lease.
+func TestDedupWaiterGivesUpAfterALeaseUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	const lease = 300 * time.Millisecond
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(lease))
+	db.recheck = 10 * time.Millisecond
+	held, err := da.Claim(context.Background(), callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	waiter := claimAsync(db, callKey, time.Minute)
+	waitWaiters(t, db, callKey, 1)
+	killed := time.Now()
+	srv.Kill()
+	r := receive(t, waiter)
+	if !errors.Is(r.err, dedup.ErrWaitInterrupted) || !unreachable(r.err) || r.claim.Lease != nil {
+		t.Fatalf("store unreachable for a lease: %+v, %v; want an interrupted wait", r.claim, r.err)
+	}
+	if waited := time.Since(killed); waited < lease {
+		t.Fatalf("gave up %s after the store went away; the wait allows a lease (%s) from the first failed look", waited, lease)
+	}
+}
+
 // A connection that keeps breaking while the store answers its health
 // check ends the wait after maxBrokenLooks more looks, with the error.
 func TestDedupWaiterGivesUpOnAConnectionThatKeepsBreaking(t *testing.T) {
@@ -462,8 +539,8 @@ func TestDedupWaiterGivesUpOnAConnectionThatKeepsBreaking(t *testing.T) {
 	var looks atomic.Int32
 	db.replyLost = func() bool { return looks.Add(1) > 1 } // every look of the wait breaks
 	r := receive(t, claimAsync(db, callKey, time.Minute))
-	if !errors.Is(r.err, io.EOF) || r.claim.Lease != nil {
-		t.Fatalf("after broken looks: %+v, %v; want the EOF", r.claim, r.err)
+	if !errors.Is(r.err, io.EOF) || !errors.Is(r.err, dedup.ErrWaitInterrupted) || r.claim.Lease != nil {
+		t.Fatalf("after broken looks: %+v, %v; want the EOF, as an interrupted wait", r.claim, r.err)
 	}
 	if n := looks.Load(); n != 1+1+maxBrokenLooks {
 		t.Fatalf("%d looks, want Claim's own, then %d broken ones let go and the one that ends it", n, maxBrokenLooks)
