@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,5 +68,34 @@ func BenchmarkKeyFor(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = ArgsKeyFor("alice", "orders/update_order_status", declared, c)
+	}
+}
+
+// BenchmarkDoUniqueFull is a unique call's way through a full table: the
+// gateway's usual case (every call's arguments differ), with the table at
+// its bound of finished results, each kept for the window: recorded, the
+// oldest evicted, the expired purged.
+func BenchmarkDoUniqueFull(b *testing.B) {
+	const kept = 100_000
+	now := time.Unix(0, 0)
+	tb := NewTable[string](kept, func() time.Time { return now })
+	fn := func(context.Context) string { return "done" }
+	ctx := context.Background()
+	keys := make([]Key, 2*kept)
+	for i := range keys {
+		keys[i] = ArgsKey("alice", "orders/get", []byte(`{"order_id":`+strconv.Itoa(i)+`}`))
+	}
+	for i := range kept {
+		now = now.Add(time.Millisecond)
+		tb.Do(ctx, keys[i], time.Minute, fn, nil)
+	}
+	b.ReportAllocs()
+	i := kept
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		if _, s, _ := tb.Do(ctx, keys[i%len(keys)], time.Minute, fn, nil); s != Executed {
+			b.Fatal(s)
+		}
+		i++
 	}
 }

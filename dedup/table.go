@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -74,7 +73,7 @@ type Table[R any] struct {
 	entries  map[Key]*entry[R] // in flight and finished
 	age      entryList[R]      // finished entries in the order they finished, oldest first
 	whole    entryList[R]      // those of them not stripped (LimitBytes), in the same order
-	expiry   expiryHeap[R]     // finished entries by expiry, for purging
+	expiry   []*expiryQueue[R] // finished entries by expiry, one queue per window, for purging
 	finished int               // finished entries kept
 
 	onJoin func(Key) // test hook: a caller is about to wait for a call in flight
@@ -104,7 +103,8 @@ type entry[R any] struct {
 	expires    time.Time
 	age        link[R] // in Table.age
 	whole      link[R] // in Table.whole unless stripped
-	heapIndex  int
+	queue      *expiryQueue[R]
+	expiry     link[R] // in queue
 }
 
 // NewTable returns a table that keeps at most maxEntries finished results
@@ -170,7 +170,7 @@ func (t *Table[R]) LimitBytes(max int64, sizeOf func(R) int64, lastOut func(R) b
 //     one. window <= 0 records nothing (only calls in flight are joined).
 //   - Time is read from the table's clock: once when Do starts (for replay
 //     and purging) and once when fn returns (the start of the window).
-//   - Expired results are purged on every Do (amortised O(log n) each).
+//   - Expired results are purged on every Do (O(1) each).
 //
 // fn must not call Do with the same key: it would wait for itself.
 func (t *Table[R]) Do(ctx context.Context, key Key, window time.Duration, fn func(ctx context.Context) R, record func(R) bool) (R, Sharing, error) {
@@ -204,7 +204,7 @@ func (t *Table[R]) DoLeaving(ctx context.Context, key Key, window time.Duration,
 		}
 		t.drop(e)
 	}
-	e := &entry[R]{key: key, done: make(chan struct{}), leave: leave, out: new(callOutcome[R]), heapIndex: -1}
+	e := &entry[R]{key: key, done: make(chan struct{}), leave: leave, out: new(callOutcome[R])}
 	t.entries[key] = e
 	t.mu.Unlock()
 	return t.execute(ctx, e, window, fn, record)
@@ -267,9 +267,9 @@ func (t *Table[R]) execute(ctx context.Context, e *entry[R], window time.Duratio
 // finish publishes e's outcome to its joiners and keeps it for replay, or
 // forgets it.
 func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Duration) {
-	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now() // under mu: entries reach their expiry queue in clock order
 	e.out.result, e.out.err = r, err
 	close(e.done)
 	e.out, e.result = nil, r
@@ -291,7 +291,8 @@ func (t *Table[R]) finish(e *entry[R], r R, err error, keep bool, window time.Du
 	e.finishedAt = now
 	e.expires = now.Add(window)
 	t.age.pushNewest(e)
-	heap.Push(&t.expiry, e)
+	e.queue = t.expiryQueue(window)
+	e.queue.entries.pushNewest(e)
 	if !e.stripped {
 		t.whole.pushNewest(e)
 	}
@@ -335,11 +336,41 @@ func (t *Table[R]) evictable() *entry[R] {
 	return t.whole.oldest
 }
 
-// purge drops the finished entries whose window has passed. Callers hold mu.
+// purge drops the finished entries whose window has passed: the oldest of
+// each queue while they have. Callers hold mu.
 func (t *Table[R]) purge(now time.Time) {
-	for len(t.expiry) > 0 && !now.Before(t.expiry[0].expires) {
-		t.drop(t.expiry[0])
+	for _, q := range t.expiry {
+		for e := q.entries.oldest; e != nil && !now.Before(e.expires); e = q.entries.oldest {
+			t.drop(e)
+		}
 	}
+}
+
+// expiryQueue holds the finished entries recorded with one window, in the
+// order they finished, which is the order they expire in: finish reads the
+// clock under the table's mutex. A queue per window makes recording,
+// dropping and purging O(1) each; the heap it replaced made 17 comparisons
+// a record with the 180,000 answers a minute of unique calls at 3,000 a
+// second keeps, about 1% of the gateway's CPU at 16 callers. A clock that
+// steps back (a test's) only delays a purge: a replay checks its entry's
+// expiry itself.
+type expiryQueue[R any] struct {
+	window  time.Duration
+	entries entryList[R]
+}
+
+// expiryQueue is window's queue, made on its first use: windows come from
+// the configuration (the default, a tool's, the idempotency key window),
+// so there are few. Callers hold mu.
+func (t *Table[R]) expiryQueue(window time.Duration) *expiryQueue[R] {
+	for _, q := range t.expiry {
+		if q.window == window {
+			return q
+		}
+	}
+	q := &expiryQueue[R]{window: window, entries: entryList[R]{at: func(e *entry[R]) *link[R] { return &e.expiry }}}
+	t.expiry = append(t.expiry, q)
+	return q
 }
 
 // drop forgets the finished entry e. Callers hold mu.
@@ -349,7 +380,8 @@ func (t *Table[R]) drop(e *entry[R]) {
 	if !e.stripped {
 		t.whole.remove(e)
 	}
-	heap.Remove(&t.expiry, e.heapIndex)
+	e.queue.entries.remove(e)
+	e.queue = nil
 	t.finished--
 	t.bytes -= e.size
 }
@@ -401,28 +433,4 @@ func (t *Table[R]) Len() (inFlight, finished int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.entries) - t.finished, t.finished
-}
-
-// expiryHeap orders finished entries by expiry, soonest first.
-type expiryHeap[R any] []*entry[R]
-
-func (h expiryHeap[R]) Len() int           { return len(h) }
-func (h expiryHeap[R]) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
-func (h expiryHeap[R]) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex = i
-	h[j].heapIndex = j
-}
-func (h *expiryHeap[R]) Push(x any) {
-	e := x.(*entry[R])
-	e.heapIndex = len(*h)
-	*h = append(*h, e)
-}
-func (h *expiryHeap[R]) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.heapIndex = -1
-	return e
 }

@@ -11,7 +11,8 @@ import (
 
 // checkInvariants holds the table's bookkeeping to what its entries are:
 // the age list links every finished entry in order, the whole list exactly
-// those not stripped, the expiry heap and the map the same set, and bytes
+// those not stripped, the expiry queues and the map the same set (each
+// queue of one window, in expiry order), and bytes
 // their sum, never over the bound.
 func (t *Table[R]) checkInvariants(tb testing.TB) {
 	t.mu.Lock()
@@ -25,8 +26,8 @@ func (t *Table[R]) checkInvariants(tb testing.TB) {
 			tb.Fatalf("age list: a broken back link at %d", n)
 		case !e.kept || t.entries[e.key] != e:
 			tb.Fatalf("age list: entry %d is not a kept entry of the map", n)
-		case e.heapIndex < 0 || e.heapIndex >= len(t.expiry) || t.expiry[e.heapIndex] != e:
-			tb.Fatalf("entry %d is not where the expiry heap says", n)
+		case e.queue == nil || !t.queued(e):
+			tb.Fatalf("entry %d is not in an expiry queue", n)
 		case e.size != t.sizeOf(e.result):
 			tb.Fatalf("entry %d: size %d, sizeOf %d", n, e.size, t.sizeOf(e.result))
 		case e.stripped && e.whole != (link[R]{}):
@@ -37,8 +38,8 @@ func (t *Table[R]) checkInvariants(tb testing.TB) {
 		}
 		n, bytes = n+1, bytes+e.size
 	}
-	if prev != t.age.newest || n != t.finished || n != len(t.expiry) || n != len(t.entries)-t.inFlightLocked() {
-		tb.Fatalf("%d entries in the age list; finished %d, heap %d, map %d", n, t.finished, len(t.expiry), len(t.entries))
+	if queued := t.checkQueues(tb); prev != t.age.newest || n != t.finished || n != queued || n != len(t.entries)-t.inFlightLocked() {
+		tb.Fatalf("%d entries in the age list; finished %d, queued %d, map %d", n, t.finished, queued, len(t.entries))
 	}
 	if bytes != t.bytes || t.bytes > t.maxBytes {
 		tb.Fatalf("bytes %d, their sum %d, the bound %d", t.bytes, bytes, t.maxBytes)
@@ -54,6 +55,42 @@ func (t *Table[R]) checkInvariants(tb testing.TB) {
 	if i != len(whole) || t.whole.newest != prev {
 		tb.Fatalf("the whole list has %d entries, want %d", i, len(whole))
 	}
+}
+
+// checkQueues checks each expiry queue's links and order and returns how
+// many entries they hold.
+func (t *Table[R]) checkQueues(tb testing.TB) int {
+	n := 0
+	for qi, q := range t.expiry {
+		var prev *entry[R]
+		for e := q.entries.oldest; e != nil; prev, e = e, e.expiry.next {
+			switch {
+			case e.expiry.prev != prev || e.queue != q:
+				tb.Fatalf("expiry queue %d: a broken link at entry %d", qi, n)
+			case !e.kept || t.entries[e.key] != e:
+				tb.Fatalf("expiry queue %d: entry %d is not a kept entry of the map", qi, n)
+			case prev != nil && e.expires.Before(prev.expires):
+				tb.Fatalf("expiry queue %d: entry %d expires before the one queued before it", qi, n)
+			case e.expires.Sub(e.finishedAt) != q.window:
+				tb.Fatalf("expiry queue %d (window %s): entry %d of window %s", qi, q.window, n, e.expires.Sub(e.finishedAt))
+			}
+			n++
+		}
+		if q.entries.newest != prev {
+			tb.Fatalf("expiry queue %d: its newest is not its last", qi)
+		}
+	}
+	return n
+}
+
+// queued reports whether e is linked in its queue.
+func (t *Table[R]) queued(e *entry[R]) bool {
+	for x := e.queue.entries.oldest; x != nil; x = x.expiry.next {
+		if x == e {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Table[R]) inFlightLocked() int {
