@@ -40,8 +40,7 @@ func (r *Recorder) Link() Link {
 		err := next(ctx, x)
 		x.answered()
 		d := x.Duration()
-		r.logCall(x, d)
-		r.auditCall(x, d)
+		r.logCall(x, d, r.auditCall(x, d))
 		r.Metrics.CallFinished(x.MetricTool(), outcomeLabel(x), x.ErrorCode(), d)
 		return err
 	}}
@@ -77,8 +76,26 @@ func outcomeLabel(x *Exchange) string {
 // logCall writes the one decision line per call: who, what, the outcome
 // and why. The why (policy or schema detail) stays in the log, never in
 // the client's message.
-func (r *Recorder) logCall(x *Exchange, d time.Duration) {
+//
+// A call that succeeded and that the audit trail recorded (audited) is
+// logged at debug: the trail holds everything its line would say, and is
+// the access log; the log at info is for what needs an operator, the calls
+// that were refused or failed. The success line cost 4% of the gateway's
+// CPU a call at 16 callers and 14% at one (and its reader's CPU besides).
+// A call the trail did not take (no trail, or its write failed) is logged
+// at info, so that every call is written down somewhere.
+func (r *Recorder) logCall(x *Exchange, d time.Duration, audited bool) {
 	if r.Log == nil {
+		return
+	}
+	level := slog.LevelInfo
+	switch {
+	case x.Failed == nil && audited:
+		level = slog.LevelDebug
+	case x.Failed != nil && x.Failed.Code == envelope.InternalError:
+		level = slog.LevelError
+	}
+	if !r.Log.Handler().Enabled(context.Background(), level) {
 		return
 	}
 	var room [16]slog.Attr // the most a line has: no allocation for the list
@@ -108,7 +125,6 @@ func (r *Recorder) logCall(x *Exchange, d time.Duration) {
 	if len(x.Redactions) > 0 {
 		attrs = append(attrs, slog.Any("redactions", map[string]int(x.Redactions)))
 	}
-	level := slog.LevelInfo
 	if x.Failed == nil {
 		attrs = append(attrs, slog.String("outcome", "ok"))
 	} else {
@@ -117,32 +133,27 @@ func (r *Recorder) logCall(x *Exchange, d time.Duration) {
 		if x.Failed.Detail != "" {
 			attrs = append(attrs, slog.String("reason", x.Failed.Detail))
 		}
-		if x.Failed.Code == envelope.InternalError {
-			level = slog.LevelError
-		}
 	}
 	r.writeLine(level, "tools/call", attrs)
 }
 
 // writeLine hands the line to the logger's handler itself: Logger.LogAttrs
 // would also walk the stack for the caller's PC (runtime.Callers, 16% of
-// logCall's CPU samples), which no handler of ours prints.
+// logCall's CPU samples), which no handler of ours prints. The caller has
+// checked that level is enabled.
 func (r *Recorder) writeLine(level slog.Level, msg string, attrs []slog.Attr) {
-	ctx := context.Background()
-	h := r.Log.Handler()
-	if !h.Enabled(ctx, level) {
-		return
-	}
 	rec := slog.NewRecord(time.Now(), level, msg, 0)
 	rec.AddAttrs(attrs...)
-	_ = h.Handle(ctx, rec) // as Logger does: a line that cannot be written is not the call's failure
+	_ = r.Log.Handler().Handle(context.Background(), rec) // as Logger does: a line that cannot be written is not the call's failure
 }
 
 // auditCall appends the call's record: who, what (canonical tool and the
 // digest of the arguments), what was decided and why.
-func (r *Recorder) auditCall(x *Exchange, d time.Duration) {
+// auditCall appends the call's audit record and reports whether it was
+// written.
+func (r *Recorder) auditCall(x *Exchange, d time.Duration) bool {
 	if r.Audit == nil {
-		return
+		return false
 	}
 	rec := audit.Record{
 		Time: x.Started, Kind: audit.KindCall, Principal: x.Call.Subject.Principal, Session: x.Call.Session,
@@ -175,9 +186,11 @@ func (r *Recorder) auditCall(x *Exchange, d time.Duration) {
 		}
 		rec.Details["redactions"] = x.Redactions.Clone()
 	}
-	if err := r.Audit.Append(rec); err != nil && r.Log != nil {
+	err := r.Audit.Append(rec)
+	if err != nil && r.Log != nil {
 		r.Log.Error("audit record not written", "tool", rec.Tool, "principal", rec.Principal, "err", err)
 	}
+	return err == nil
 }
 
 // auditTool is the canonical tool, or "" when the name resolved to nothing

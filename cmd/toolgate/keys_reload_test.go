@@ -368,10 +368,16 @@ func TestAdminKeyReload(t *testing.T) {
 		t.Errorf("approvals list with the old admin key: exit %d, stderr %q; want %d, unknown or revoked key", code, stderr, exitKeyRefused)
 	}
 	// The API keys did not change, and still work.
-	if _, env := callE2E(t, connectHTTP(t, url, aliceKey), "hostile__echo", `{}`); env["ok"] != true {
+	alice := connectHTTP(t, url, aliceKey)
+	if _, env := callE2E(t, alice, "hostile__echo", `{}`); env["ok"] != true {
 		t.Errorf("alice after the admin key reload: %v", env)
 	}
-	waitCallLine(t, p, "alice", "hostile__echo")
+	// A refused call's line is at info (a successful one is at debug, the
+	// audit trail holding it): the last line to wait for.
+	if _, env := callE2E(t, alice, "hostile__nope", `{}`); env["error_code"] != "tool_not_found" {
+		t.Errorf("alice's call of no tool: %v", env)
+	}
+	waitCallLine(t, p, "alice", "hostile__nope")
 	for _, secret := range []string{oldAdmin, newAdmin, authn.HashKey(oldAdmin), authn.HashKey(newAdmin)} {
 		if strings.Contains(p.stderr.String(), secret) {
 			t.Error("the gateway logged an admin key or its hash")
