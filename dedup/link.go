@@ -387,6 +387,10 @@ func (g *Guard) runShared(ctx context.Context, x *pipeline.Exchange, next pipeli
 			a.remote = claim.Sharing
 			return a
 		}
+	case errors.Is(err, ErrWaitInterrupted) && errors.Is(err, ErrAbandoned):
+		x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.UpstreamError,
+			"an identical call was running on another gateway replica and the shared state store could not be reached for longer than that call's lease; "+
+				"the outcome is unknown, so this call was not run").WithDetail(err.Error())
 	case errors.Is(err, ErrAbandoned):
 		x.Stage, x.Failed = "deduplicate", envelope.Errorf(envelope.UpstreamError,
 			"an identical call was running on another gateway replica that stopped before it recorded the outcome; "+

@@ -507,6 +507,28 @@ func TestSharedDedupInterruptedWaitNeverRuns(t *testing.T) {
 	}
 }
 
+// A waiter that lost sight of the identical call for longer than its
+// lease (the store unreachable all that while) is told the outcome is
+// unknown, not retryable, and the call is not run, fail open or not: the
+// marker it waited for, unrenewed, would be gone.
+func TestSharedDedupWaitPastTheLeaseIsAbandoned(t *testing.T) {
+	up := &countingUpstream{Fn: func(context.Context, int32) (json.RawMessage, error) {
+		return json.RawMessage(pipelinetest.OKText), nil
+	}}
+	shared := newFakeShared()
+	shared.err = fmt.Errorf("%w: %w: the store was unreachable for a lease (10s): %w", ErrWaitInterrupted, ErrAbandoned,
+		errors.New("the shared state store is unavailable: dial tcp 10.0.0.7:6379: connection refused"))
+	p := replicas(t, 1, up, shared)[0]
+	for _, open := range []bool{false, true} {
+		p.dedup.SharedFailOpen = open
+		env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
+		if pipelinetest.Code(env) != "upstream_error" || env.Retryable || up.Calls.Load() != 0 ||
+			!strings.Contains(*env.Message, "outcome is unknown") || strings.Contains(*env.Message, "10.0.0.7") {
+			t.Fatalf("wait past the lease, fail open %v: %+v, %d executions", open, env, up.Calls.Load())
+		}
+	}
+}
+
 // An identical call whose replica died mid-call: outcome unknown, and this
 // one is not run (not retryable for a tool that is not retry-safe).
 func TestSharedDedupAbandoned(t *testing.T) {

@@ -63,13 +63,15 @@ type Lease interface {
 var ErrAbandoned = errors.New("dedup: the replica running an identical call stopped before it recorded the outcome")
 
 // ErrWaitInterrupted is in Shared.Claim's error when the store failed
-// while Claim waited for an identical call running on some replica (the
-// store unreachable for longer than the wait allows, or a look failing
-// otherwise). Unlike a store failure at the first look, it is known that
-// the call was running, so the caller must not run it, even when it runs
-// calls the store cannot check (SharedFailOpen): it is refused, and a retry
-// once the store is back joins or replays the answer. The error also wraps
-// the store's own.
+// while Claim waited for an identical call running on some replica.
+// Unlike a store failure at the first look, it is known that the call was
+// running, so the caller must not run it, even when it runs calls the
+// store cannot check (SharedFailOpen). When the store was unreachable for
+// longer than the call's lease, the error is also ErrAbandoned: the
+// marker, unrenewed, would be gone, and the outcome is unknown. Otherwise
+// (a look that kept failing) it is refused for now, and a retry once the
+// store answers joins or replays the answer. The error also wraps the
+// store's own.
 var ErrWaitInterrupted = errors.New("dedup: the shared store failed while this call waited for an identical call running elsewhere")
 
 // ErrRecovering is what a *RecoveringError is (errors.Is): the shared store

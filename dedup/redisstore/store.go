@@ -467,20 +467,27 @@ func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 // not end the wait at once: giving up would refuse a call whose answer is
 // coming, and under dedup_on_failure open a waiter given up on would have
 // run it again. The wait goes on through
-//   - a store that cannot be reached (known down, or a refused dial), for
-//     up to one lease: when the store is back (its health check wakes every
-//     waiter) the call is joined; after a lease its marker, unrenewed, would
-//     be gone anyway;
-//   - a connection that broke under the look (EOF, seen in CI from a
-//     waiter looking again around a Redis restart), up to maxBrokenLooks in
-//     a row: a connection that keeps breaking while the store answers its
-//     health check ends the wait rather than pile up releases.
+//   - a store that cannot be reached or cannot answer (known down, a
+//     refused dial, a server still loading its data, a replica or a
+//     primary that lost its replicas), for up to one lease: when the store
+//     is back (its health check wakes every waiter) the call is joined.
+//     After a lease the marker of the call waited for, unrenewed, would be
+//     gone, so the wait ends as one that found it gone would
+//     (dedup.ErrAbandoned: the outcome is unknown, and the call is not run,
+//     now or on a retry);
+//   - a look that broke or timed out under the store (EOF, seen in CI from
+//     a waiter looking again around a Redis restart; an operation timeout
+//     while the store stalls, before its health check calls it down), up to
+//     maxBrokenLooks in a row: a connection that keeps breaking while the
+//     store answers its health check ends the wait rather than pile up
+//     releases.
 //
-// A look whose script may have run (anything but a known-down store) is
+// A look whose script may have run (one that broke or timed out) is
 // followed by one under a new owner: the failed look's claim, if it made
 // one, is being released in the background, and that release must not
-// take a later claim. Every failure that ends the wait is
-// dedup.ErrWaitInterrupted, so that the caller is refused, never run.
+// take a later claim. Every failure that ends the wait, but the caller's
+// own context ending, is dedup.ErrWaitInterrupted, so that the caller is
+// refused, never run.
 func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration) (dedup.Claim, error) {
 	wake, done := d.await(k)
 	defer done()
@@ -492,20 +499,22 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 		case err == nil:
 			broken, unreachableSince = 0, time.Time{}
 		case ctx.Err() != nil:
-			return dedup.Claim{}, err
-		case unreachable(err) && (unreachableSince.IsZero() || time.Since(unreachableSince) < d.lease):
-			if unreachableSince.IsZero() {
-				unreachableSince = time.Now()
-			}
-		case brokenConnection(err) && broken < maxBrokenLooks:
+			return dedup.Claim{}, ctx.Err()
+		case unreachable(err) && unreachableSince.IsZero():
+			unreachableSince = time.Now()
+		case unreachable(err) && time.Since(unreachableSince) >= d.lease:
+			return dedup.Claim{}, fmt.Errorf("%w: %w: the store was unreachable for a lease (%s): %w",
+				dedup.ErrWaitInterrupted, dedup.ErrAbandoned, d.lease, err)
+		case unreachable(err):
+		case brokenLook(err) && broken < maxBrokenLooks:
 			broken++
 		default:
 			return dedup.Claim{}, fmt.Errorf("%w: %w", dedup.ErrWaitInterrupted, err)
 		}
 		if err != nil {
-			if !errors.Is(err, state.ErrUnavailable) {
+			if mayHaveRun(err) {
 				if owner, err = newOwner(); err != nil {
-					return dedup.Claim{}, err
+					return dedup.Claim{}, fmt.Errorf("%w: %w", dedup.ErrWaitInterrupted, err)
 				}
 			}
 			r = claimReply{kind: "run", left: d.recheck}
@@ -540,11 +549,32 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 // up to orphanRetry.
 const maxBrokenLooks = 3
 
-// unreachable reports an error of a store that could not be reached: known
-// down (state.ErrUnavailable: nothing was sent), or a dial refused before
-// the health check noticed.
+// unreachable reports an error of a store that could not be reached or
+// refused to run the command: known down (state.ErrUnavailable), a dial
+// refused before the health check noticed, or a server that answers every
+// command with an error for now: LOADING (reading its data after a
+// restart), MASTERDOWN and READONLY (a failover under way).
 func unreachable(err error) bool {
-	return errors.Is(err, state.ErrUnavailable) || errors.Is(err, syscall.ECONNREFUSED)
+	if errors.Is(err, state.ErrUnavailable) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		msg := reply.Error()
+		return strings.HasPrefix(msg, "LOADING") || strings.HasPrefix(msg, "MASTERDOWN") || strings.HasPrefix(msg, "READONLY")
+	}
+	return false
+}
+
+// mayHaveRun reports whether a look that failed with err may have run its
+// script: anything but a store that could not be reached or refused it.
+func mayHaveRun(err error) bool { return !unreachable(err) }
+
+// brokenLook reports a look that broke under the command or timed out
+// waiting for its reply (the operation timeout, not the caller's context).
+func brokenLook(err error) bool {
+	var ne net.Error
+	return brokenConnection(err) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // brokenConnection reports an error of a connection that broke under the
@@ -584,7 +614,7 @@ func (d *Store) claim(ctx context.Context, k, owner string, window time.Duration
 		return err
 	})
 	if err != nil {
-		if !errors.Is(err, state.ErrUnavailable) { // else it was never sent
+		if mayHaveRun(err) {
 			d.releaseOrphan(k, owner)
 		}
 		return claimReply{}, err
