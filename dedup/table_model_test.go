@@ -61,7 +61,12 @@ func (t *Table[R]) checkInvariants(tb testing.TB) {
 // many entries they hold.
 func (t *Table[R]) checkQueues(tb testing.TB) int {
 	n := 0
+	windows := map[time.Duration]bool{}
 	for qi, q := range t.expiry {
+		if windows[q.window] {
+			tb.Fatalf("expiry queue %d: a second queue for window %s", qi, q.window)
+		}
+		windows[q.window] = true
 		var prev *entry[R]
 		for e := q.entries.oldest; e != nil; prev, e = e, e.expiry.next {
 			switch {

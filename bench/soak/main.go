@@ -586,7 +586,9 @@ func startGateway(ctx context.Context, bin, cfg, logPath string) (*gateway, erro
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin, "serve", "--config", cfg)
+	// At debug the log has a tools/call line for every call (at info, a
+	// success the audit trail recorded has none), which logNotes counts.
+	cmd := exec.Command(bin, "serve", "--config", cfg, "--log-level", "debug")
 	cmd.Dir = filepath.Dir(cfg)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -753,7 +755,8 @@ func (g *gateway) kill() {
 }
 
 // logNotes counts the gateway's log lines by level, message and server, except the one line per
-// tools/call, whose number it gives alone (it should equal the calls made).
+// tools/call (the gateway logs at debug here), whose number it gives alone (it should equal the
+// calls made).
 func (g *gateway) logNotes() []string {
 	f, err := os.Open(g.logPath)
 	if err != nil {
