@@ -523,7 +523,8 @@ func TestSharedDedupWaitPastTheLeaseIsAbandoned(t *testing.T) {
 		p.dedup.SharedFailOpen = open
 		env := pipelinetest.Envelope(t, p.Handle(context.Background(), getOrder))
 		if pipelinetest.Code(env) != "upstream_error" || env.Retryable || up.Calls.Load() != 0 ||
-			!strings.Contains(*env.Message, "outcome is unknown") || strings.Contains(*env.Message, "10.0.0.7") {
+			!strings.Contains(*env.Message, "outcome is unknown") || !strings.Contains(*env.Message, "could not be reached") ||
+			strings.Contains(*env.Message, "10.0.0.7") {
 			t.Fatalf("wait past the lease, fail open %v: %+v, %d executions", open, env, up.Calls.Load())
 		}
 	}
