@@ -467,20 +467,24 @@ func (d *Store) Claim(ctx context.Context, key dedup.Key, window time.Duration) 
 // not end the wait at once: giving up would refuse a call whose answer is
 // coming, and under dedup_on_failure open a waiter given up on would have
 // run it again. The wait goes on through
-//   - a store that cannot be reached or cannot answer (known down, a
-//     refused dial, a server still loading its data, a replica or a
-//     primary that lost its replicas), for up to one lease: when the store
-//     is back (its health check wakes every waiter) the call is joined.
-//     After a lease the marker of the call waited for, unrenewed, would be
-//     gone, so the wait ends as one that found it gone would
-//     (dedup.ErrAbandoned: the outcome is unknown, and the call is not run,
-//     now or on a retry);
+//   - a store that cannot be reached or refuses commands before running
+//     them (known down, a refused dial, no free connection, too many
+//     clients, a server still loading its data, a replica or a primary
+//     that lost its replicas), for up to one lease: when the store is back
+//     (its health check wakes every waiter) the call is joined. After a
+//     lease the waiter cannot tell what happened: the marker is gone if its
+//     holder could not renew it either, while a holder that still reaches
+//     the store (only this replica was cut off) may finish and record its
+//     answer. So the wait ends as one whose call's outcome is unknown
+//     (lostSightError, dedup.ErrAbandoned too): not run, now or on a retry;
 //   - a look that broke or timed out under the store (EOF, seen in CI from
 //     a waiter looking again around a Redis restart; an operation timeout
 //     while the store stalls, before its health check calls it down), up to
-//     maxBrokenLooks in a row: a connection that keeps breaking while the
-//     store answers its health check ends the wait rather than pile up
-//     releases.
+//     maxBrokenLooks in a row (an unreachable look between resets the
+//     count): a connection that keeps breaking while the store answers its
+//     health check ends the wait rather than pile up releases.
+//
+// Any other failure (a script error, out of memory) ends the wait at once.
 //
 // A look whose script may have run (one that broke or timed out) is
 // followed by one under a new owner: the failed look's claim, if it made
@@ -501,11 +505,11 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 		case ctx.Err() != nil:
 			return dedup.Claim{}, ctx.Err()
 		case unreachable(err) && unreachableSince.IsZero():
-			unreachableSince = time.Now()
+			unreachableSince, broken = time.Now(), 0
 		case unreachable(err) && time.Since(unreachableSince) >= d.lease:
-			return dedup.Claim{}, fmt.Errorf("%w: %w: the store was unreachable for a lease (%s): %w",
-				dedup.ErrWaitInterrupted, dedup.ErrAbandoned, d.lease, err)
+			return dedup.Claim{}, &lostSightError{lease: d.lease, err: err}
 		case unreachable(err):
+			broken = 0
 		case brokenLook(err) && broken < maxBrokenLooks:
 			broken++
 		default:
@@ -550,21 +554,43 @@ func (d *Store) wait(ctx context.Context, k, owner string, window time.Duration)
 const maxBrokenLooks = 3
 
 // unreachable reports an error of a store that could not be reached or
-// refused to run the command: known down (state.ErrUnavailable), a dial
-// refused before the health check noticed, or a server that answers every
-// command with an error for now: LOADING (reading its data after a
-// restart), MASTERDOWN and READONLY (a failover under way).
+// refused the command before its script wrote anything: known down
+// (state.ErrUnavailable), a dial refused before the health check noticed,
+// no connection free in the pool within the operation timeout (a stall
+// with many operations in flight), or a server that answers every command
+// with an error for now: too many clients, LOADING (reading its data after
+// a restart), MASTERDOWN and READONLY (a failover under way; READONLY
+// comes at the script's first write, and on a replica every write fails).
 func unreachable(err error) bool {
-	if errors.Is(err, state.ErrUnavailable) || errors.Is(err, syscall.ECONNREFUSED) {
+	if errors.Is(err, state.ErrUnavailable) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, redis.ErrPoolTimeout) {
 		return true
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
 		msg := reply.Error()
-		return strings.HasPrefix(msg, "LOADING") || strings.HasPrefix(msg, "MASTERDOWN") || strings.HasPrefix(msg, "READONLY")
+		return strings.HasPrefix(msg, "LOADING") || strings.HasPrefix(msg, "MASTERDOWN") || strings.HasPrefix(msg, "READONLY") ||
+			strings.HasPrefix(msg, "ERR max number of clients reached")
 	}
 	return false
 }
+
+// lostSightError ends a wait that could not reach the store for a lease:
+// it is dedup.ErrWaitInterrupted and dedup.ErrAbandoned (the outcome of
+// the call waited for is unknown), and wraps the last look's error.
+type lostSightError struct {
+	lease time.Duration
+	err   error
+}
+
+func (e *lostSightError) Error() string {
+	return fmt.Sprintf("dedup: the shared store could not be reached for a lease (%s) while this call waited for an identical call: %v", e.lease, e.err)
+}
+
+func (e *lostSightError) Is(target error) bool {
+	return target == dedup.ErrWaitInterrupted || target == dedup.ErrAbandoned
+}
+
+func (e *lostSightError) Unwrap() error { return e.err }
 
 // mayHaveRun reports whether a look that failed with err may have run its
 // script: anything but a store that could not be reached or refused it.

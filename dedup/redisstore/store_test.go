@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/dedup"
 	"github.com/toolgate/toolgate/internal/redistest"
@@ -530,6 +533,81 @@ func TestDedupWaiterGivesUpAfterALeaseUnreachable(t *testing.T) {
 	}
 }
 
+// A store that stalls (every command waits, as under CLIENT PAUSE) times
+// the waiter's looks out before its health check calls it down: the
+// waiter counts them as broken looks and goes on waiting, and joins the
+// answer once the store answers again.
+func TestDedupWaiterOutlivesAStall(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
+	db.recheck = 10 * time.Millisecond
+	ctx := context.Background()
+	held, err := da.Claim(ctx, callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	waiter := claimAsync(db, callKey, time.Minute)
+	waitWaiters(t, db, callKey, 1)
+	// Longer than the operation timeout (1 s): at least one look times out.
+	if err := a.Redis().Do(ctx, "CLIENT", "PAUSE", "2500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, func() bool { return a.Err() == nil && b.Err() == nil && pauseOver(ctx, a) })
+	if err := held.Lease.Done(ctx, []byte(`"once"`)); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, waiter)
+	if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` {
+		t.Fatalf("duplicate waiting across a stall: %+v, %v", r.claim, r.err)
+	}
+}
+
+// pauseOver reports whether the store answers a command again.
+func pauseOver(ctx context.Context, c *state.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	return c.Redis().Ping(ctx).Err() == nil
+}
+
+// A store that refuses writes (READONLY: the server became a replica, as
+// in a failover) keeps the waiter waiting for a lease, starts no release
+// (the script wrote nothing), and then ends the wait as an unknown
+// outcome.
+func TestDedupWaiterThroughAReadOnlyStore(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := redistest.Open(t, srv, "t:")
+	b, _ := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	const lease = 300 * time.Millisecond
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(lease))
+	db.recheck = 10 * time.Millisecond
+	var releases atomic.Int32
+	db.releasing = func(context.Context) { releases.Add(1) }
+	ctx := context.Background()
+	held, err := da.Claim(ctx, callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	waiter := claimAsync(db, callKey, time.Minute)
+	waitWaiters(t, db, callKey, 1)
+	if err := a.Redis().Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Redis().Do(context.Background(), "REPLICAOF", "NO", "ONE") })
+	r := receive(t, waiter)
+	var reply redis.Error
+	if !errors.Is(r.err, dedup.ErrWaitInterrupted) || !errors.Is(r.err, dedup.ErrAbandoned) || !errors.As(r.err, &reply) ||
+		!strings.HasPrefix(reply.Error(), "READONLY") || r.claim.Lease != nil {
+		t.Fatalf("store read-only for a lease: %+v, %v; want an interrupted wait of an abandoned call, from READONLY", r.claim, r.err)
+	}
+	if n := releases.Load(); n != 0 {
+		t.Fatalf("%d background releases for looks whose script wrote nothing", n)
+	}
+}
+
 // redisReply is a reply error of the server (go-redis's redis.Error).
 type redisReply string
 
@@ -555,6 +633,8 @@ func TestWaiterErrorKinds(t *testing.T) {
 		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, false, true},
 		{"operation timeout", fmt.Errorf("dedup: %w", context.DeadlineExceeded), false, true},
 		{"read timeout", timeout, false, true},
+		{"no free connection", fmt.Errorf("dedup: %w", redis.ErrPoolTimeout), true, false},
+		{"too many clients", redisReply("ERR max number of clients reached"), true, false},
 		{"script error", redisReply("ERR Error running script"), false, false},
 	} {
 		if got := unreachable(tc.err); got != tc.unreachable {
