@@ -452,77 +452,94 @@ func TestDedupFirstLookOutlivesABrokenConnection(t *testing.T) {
 	}
 }
 
+// waiting is a call held on replica a (lease an hour) and its duplicate
+// waiting on replica b, over one server: how each test of a wait starts.
+type waiting struct {
+	srv      *redistest.Server
+	a        *state.Client
+	evA, evB *redistest.Events
+	db       *Store
+	held     dedup.Lease
+	waiter   chan claimResult
+}
+
+// startWaiting starts it, the waiter's store with lease and recheck, and
+// prepare (nil: nothing) run on that store before the waiter looks.
+func startWaiting(t *testing.T, lease, recheck time.Duration, prepare func(db *Store)) *waiting {
+	t.Helper()
+	srv := redistest.Start(t)
+	a, evA := redistest.Open(t, srv, "t:")
+	b, evB := redistest.Open(t, srv, "t:")
+	seedEpoch(t, a)
+	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(lease))
+	db.recheck = recheck
+	if prepare != nil {
+		prepare(db)
+	}
+	held, err := da.Claim(context.Background(), callKey, time.Minute)
+	if err != nil || held.Lease == nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	w := &waiting{srv: srv, a: a, evA: evA, evB: evB, db: db, held: held.Lease, waiter: claimAsync(db, callKey, time.Minute)}
+	waitWaiters(t, db, callKey, 1)
+	return w
+}
+
+// joins ends the held call and wants the waiter to join its answer.
+func (w *waiting) joins(t *testing.T, what string) {
+	t.Helper()
+	if err := w.held.Done(context.Background(), []byte(`"once"`)); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, w.waiter)
+	if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` || r.claim.Sharing != dedup.Joined {
+		t.Fatalf("duplicate waiting across %s: %+v, %v", what, r.claim, r.err)
+	}
+}
+
 // A duplicate waiting when the store goes away keeps waiting, although
 // its looks fail while the store is down, and joins the answer once the
 // store is back: refusing it would have made its client retry, and under
 // dedup_on_failure open would have run the call a second time.
 func TestDedupWaiterOutlivesAnOutage(t *testing.T) {
-	srv := redistest.Start(t)
-	a, evA := redistest.Open(t, srv, "t:")
-	b, evB := redistest.Open(t, srv, "t:")
-	seedEpoch(t, a)
-	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
-	db.recheck = time.Millisecond
 	looked := make(chan struct{}, 1)
-	db.looked = func() {
-		select {
-		case looked <- struct{}{}:
-		default:
+	w := startWaiting(t, time.Hour, time.Millisecond, func(db *Store) {
+		db.looked = func() {
+			select {
+			case looked <- struct{}{}:
+			default:
+			}
 		}
-	}
-	ctx := context.Background()
-	held, err := da.Claim(ctx, callKey, time.Minute)
-	if err != nil || held.Lease == nil {
-		t.Fatalf("claim: %+v, %v", held, err)
-	}
-	waiter := claimAsync(db, callKey, time.Minute)
-	waitWaiters(t, db, callKey, 1)
-
-	srv.Kill()
-	evA.WaitStatus(t, false)
-	evB.WaitStatus(t, false)
+	})
+	w.srv.Kill()
+	w.evA.WaitStatus(t, false)
+	w.evB.WaitStatus(t, false)
 	for i := 0; i < 3; { // looks that found the store down, the waiter still waiting
 		select {
 		case <-looked:
 			i++
-		case r := <-waiter:
+		case r := <-w.waiter:
 			t.Fatalf("the wait ended while the store was down: %+v, %v", r.claim, r.err)
 		}
 	}
-	srv.Restart()
-	evA.WaitStatus(t, true)
-	evB.WaitStatus(t, true)
-	if err := held.Lease.Done(ctx, []byte(`"once"`)); err != nil {
-		t.Fatal(err)
-	}
-	r := receive(t, waiter)
-	if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` || r.claim.Sharing != dedup.Joined {
-		t.Fatalf("duplicate waiting across an outage: %+v, %v", r.claim, r.err)
-	}
+	w.srv.Restart()
+	w.evA.WaitStatus(t, true)
+	w.evB.WaitStatus(t, true)
+	w.joins(t, "an outage")
 }
 
-// A store that stays unreachable for a lease ends the wait: the marker of
-// the call waited for, which its holder could not renew, would be gone by
-// then. The error is an interrupted wait of an abandoned call, so that the
-// caller is told the outcome is unknown and the call is not run; it comes
-// a lease after the store went away, not before and not much later.
+// A store that stays unreachable for a lease ends the wait: the waiter
+// cannot tell what became of the call (its marker is gone if its holder
+// could not renew it either). The error is an interrupted wait of an
+// abandoned call, so that the caller is told the outcome is unknown and
+// the call is not run; it comes a lease after the store went away, not
+// before and not much later.
 func TestDedupWaiterGivesUpAfterALeaseUnreachable(t *testing.T) {
-	srv := redistest.Start(t)
-	a, _ := redistest.Open(t, srv, "t:")
-	b, _ := redistest.Open(t, srv, "t:")
-	seedEpoch(t, a)
 	const lease = 300 * time.Millisecond
-	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(lease))
-	db.recheck = 10 * time.Millisecond
-	held, err := da.Claim(context.Background(), callKey, time.Minute)
-	if err != nil || held.Lease == nil {
-		t.Fatalf("claim: %+v, %v", held, err)
-	}
-	waiter := claimAsync(db, callKey, time.Minute)
-	waitWaiters(t, db, callKey, 1)
+	w := startWaiting(t, lease, 10*time.Millisecond, nil)
 	killed := time.Now()
-	srv.Kill()
-	r := receive(t, waiter)
+	w.srv.Kill()
+	r := receive(t, w.waiter)
 	if !errors.Is(r.err, dedup.ErrWaitInterrupted) || !errors.Is(r.err, dedup.ErrAbandoned) || !unreachable(r.err) || r.claim.Lease != nil {
 		t.Fatalf("store unreachable for a lease: %+v, %v; want an interrupted wait of an abandoned call", r.claim, r.err)
 	}
@@ -538,31 +555,14 @@ func TestDedupWaiterGivesUpAfterALeaseUnreachable(t *testing.T) {
 // waiter counts them as broken looks and goes on waiting, and joins the
 // answer once the store answers again.
 func TestDedupWaiterOutlivesAStall(t *testing.T) {
-	srv := redistest.Start(t)
-	a, _ := redistest.Open(t, srv, "t:")
-	b, _ := redistest.Open(t, srv, "t:")
-	seedEpoch(t, a)
-	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(time.Hour))
-	db.recheck = 10 * time.Millisecond
+	w := startWaiting(t, time.Hour, 10*time.Millisecond, nil)
 	ctx := context.Background()
-	held, err := da.Claim(ctx, callKey, time.Minute)
-	if err != nil || held.Lease == nil {
-		t.Fatalf("claim: %+v, %v", held, err)
-	}
-	waiter := claimAsync(db, callKey, time.Minute)
-	waitWaiters(t, db, callKey, 1)
 	// Longer than the operation timeout (1 s): at least one look times out.
-	if err := a.Redis().Do(ctx, "CLIENT", "PAUSE", "2500", "ALL").Err(); err != nil {
+	if err := w.a.Redis().Do(ctx, "CLIENT", "PAUSE", "2500", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
-	redistest.WaitFor(t, func() bool { return a.Err() == nil && b.Err() == nil && pauseOver(ctx, a) })
-	if err := held.Lease.Done(ctx, []byte(`"once"`)); err != nil {
-		t.Fatal(err)
-	}
-	r := receive(t, waiter)
-	if r.err != nil || r.claim.Lease != nil || string(r.claim.Answer) != `"once"` {
-		t.Fatalf("duplicate waiting across a stall: %+v, %v", r.claim, r.err)
-	}
+	redistest.WaitFor(t, func() bool { return w.a.Err() == nil && w.db.c.Err() == nil && pauseOver(ctx, w.a) })
+	w.joins(t, "a stall")
 }
 
 // pauseOver reports whether the store answers a command again.
@@ -577,27 +577,15 @@ func pauseOver(ctx context.Context, c *state.Client) bool {
 // (the script wrote nothing), and then ends the wait as an unknown
 // outcome.
 func TestDedupWaiterThroughAReadOnlyStore(t *testing.T) {
-	srv := redistest.Start(t)
-	a, _ := redistest.Open(t, srv, "t:")
-	b, _ := redistest.Open(t, srv, "t:")
-	seedEpoch(t, a)
-	const lease = 300 * time.Millisecond
-	da, db := New(a, WithLease(time.Hour)), New(b, WithLease(lease))
-	db.recheck = 10 * time.Millisecond
 	var releases atomic.Int32
-	db.releasing = func(context.Context) { releases.Add(1) }
-	ctx := context.Background()
-	held, err := da.Claim(ctx, callKey, time.Minute)
-	if err != nil || held.Lease == nil {
-		t.Fatalf("claim: %+v, %v", held, err)
-	}
-	waiter := claimAsync(db, callKey, time.Minute)
-	waitWaiters(t, db, callKey, 1)
-	if err := a.Redis().Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+	w := startWaiting(t, 300*time.Millisecond, 10*time.Millisecond, func(db *Store) {
+		db.releasing = func(context.Context) { releases.Add(1) }
+	})
+	if err := w.a.Redis().Do(context.Background(), "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { a.Redis().Do(context.Background(), "REPLICAOF", "NO", "ONE") })
-	r := receive(t, waiter)
+	t.Cleanup(func() { w.a.Redis().Do(context.Background(), "REPLICAOF", "NO", "ONE") })
+	r := receive(t, w.waiter)
 	var reply redis.Error
 	if !errors.Is(r.err, dedup.ErrWaitInterrupted) || !errors.Is(r.err, dedup.ErrAbandoned) || !errors.As(r.err, &reply) ||
 		!strings.HasPrefix(reply.Error(), "READONLY") || r.claim.Lease != nil {
