@@ -58,6 +58,7 @@ func table(ctx context.Context, o *Options, e *env) []report.Row {
 	}
 	measure.Ratios(rows)
 	measure.RelayRatios(rows, relayOf)
+	measure.BaselineRatios(rows, map[string]string{ToolgateHTTP: BaselineHTTP, ToolgateStdio: BaselineStdio})
 	return rows
 }
 

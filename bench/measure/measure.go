@@ -251,6 +251,24 @@ func RelayRatios(rows []report.Row, relays map[string]string) {
 	}
 }
 
+// BaselineRatios sets, for each row whose target baselines names (toolgate
+// target -> the baseline binary's target), its ratios to that row of the
+// same upstream and concurrency, round by round.
+func BaselineRatios(rows []report.Row, baselines map[string]string) {
+	for i := range rows {
+		r := &rows[i]
+		base, ok := baselines[r.Target]
+		if !ok || r.NA != "" {
+			continue
+		}
+		for _, d := range rows {
+			if d.Target == base && d.Upstream == r.Upstream && d.Concurrency == r.Concurrency && d.NA == "" {
+				r.VsBaselineRounds = pairedRatios(r.Samples, d.Samples)
+			}
+		}
+	}
+}
+
 // pairedRatios divides each round's gateway sample by the relay's sample
 // of the same round, in the gateway's round order. The machine's speed
 // drifts between rounds (on the 2-core host the relay's own calls/s moved
@@ -271,7 +289,11 @@ func pairedRatios(gateway, relay []report.Sample) []report.RoundRatio {
 		if !ok || !clean(g) {
 			continue
 		}
-		out = append(out, report.RoundRatio{Round: g.Round, P50: g.P50Ms / d.P50Ms, Throughput: g.Throughput / d.Throughput})
+		ratio := report.RoundRatio{Round: g.Round, P50: g.P50Ms / d.P50Ms, Throughput: g.Throughput / d.Throughput}
+		if g.GatewayCPU > 0 && d.GatewayCPU > 0 {
+			ratio.GatewayCPU = g.GatewayCPU / d.GatewayCPU
+		}
+		out = append(out, ratio)
 	}
 	return out
 }

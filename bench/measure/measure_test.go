@@ -39,3 +39,25 @@ func TestRelayRatiosPairRounds(t *testing.T) {
 		t.Errorf("rows without a relay got ratios by round: %v, %v", rows[2].VsRelayRounds, rows[0].VsRelayRounds)
 	}
 }
+
+// A toolgate row is paired with the baseline binary's row of its kind,
+// round by round, gateway CPU a call included when both sides measured it;
+// a row without a baseline gets nothing.
+func TestBaselineRatiosPairRounds(t *testing.T) {
+	sample := func(round int, p50, tput, cpu float64) report.Sample {
+		return report.Sample{Round: round, Calls: 100, P50Ms: p50, Throughput: tput, GatewayCPU: cpu}
+	}
+	rows := []report.Row{
+		Row("go", "baseline-http", 16, []report.Sample{sample(1, 2, 100, 200), sample(2, 1, 100, 0)}),
+		Row("go", "toolgate-http", 16, []report.Sample{sample(1, 1, 150, 100), sample(2, 2, 50, 100)}),
+		Row("go", "toolgate-stdio", 16, []report.Sample{sample(1, 1, 150, 100)}),
+	}
+	BaselineRatios(rows, map[string]string{"toolgate-http": "baseline-http", "toolgate-stdio": "baseline-stdio"})
+	want := []report.RoundRatio{{Round: 1, P50: 0.5, Throughput: 1.5, GatewayCPU: 0.5}, {Round: 2, P50: 2, Throughput: 0.5}}
+	if got := rows[1].VsBaselineRounds; !slices.Equal(got, want) {
+		t.Errorf("ratios to the baseline by round = %v, want %v", got, want)
+	}
+	if rows[2].VsBaselineRounds != nil || rows[0].VsBaselineRounds != nil {
+		t.Errorf("rows without a baseline got ratios: %v, %v", rows[2].VsBaselineRounds, rows[0].VsBaselineRounds)
+	}
+}

@@ -27,6 +27,7 @@ func (r *Report) Markdown() string {
 		writeRows(&b, r.Rows, true)
 		writeErrors(&b, r.Rows)
 		writeRelayRounds(&b, r.Rows)
+		writeBaselineRounds(&b, r.Rows)
 	}
 	if r.Scaling != nil {
 		writeScaling(&b, r.Scaling)
@@ -127,6 +128,42 @@ func writeRelayRounds(b *strings.Builder, rows []Row) {
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", r.Upstream, r.Target, r.Concurrency,
 			spread(tput), count(tput, func(x float64) bool { return x >= 1 }),
 			spread(p50), count(p50, func(x float64) bool { return x <= 1 }))
+	}
+	if !first {
+		b.WriteString("\n")
+	}
+}
+
+// writeBaselineRounds writes, for each toolgate row measured beside a
+// baseline binary, the median, range and count of its per-round ratios to
+// the baseline's cell, gateway CPU a call included: a change against the
+// build before it, free of the drift between rounds.
+func writeBaselineRounds(b *strings.Builder, rows []Row) {
+	first := true
+	for _, r := range rows {
+		if r.NA != "" || len(r.VsBaselineRounds) == 0 {
+			continue
+		}
+		if first {
+			b.WriteString("### Against the baseline, round by round\n\n")
+			b.WriteString("Each round's toolgate cell over the baseline binary's cell of the same round (same upstream, transport and callers; " +
+				"rounds where either side failed or had errors left out): the median, the lowest and highest, and in how many rounds " +
+				"toolgate was at least as fast (calls/s ≥ 1.00, p50 ≤ 1.00) or cheaper (gateway CPU a call ≤ 1.00).\n\n")
+			b.WriteString("| upstream | target | conc | calls/s × baseline | rounds ≥ 1 | p50 × baseline | rounds ≤ 1 | gateway CPU × baseline | rounds ≤ 1 |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+			first = false
+		}
+		var tput, p50, cpu []float64
+		for _, x := range r.VsBaselineRounds {
+			tput, p50 = append(tput, x.Throughput), append(p50, x.P50)
+			if x.GatewayCPU > 0 {
+				cpu = append(cpu, x.GatewayCPU)
+			}
+		}
+		atMost1 := func(x float64) bool { return x <= 1 }
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Upstream, r.Target, r.Concurrency,
+			spread(tput), count(tput, func(x float64) bool { return x >= 1 }),
+			spread(p50), count(p50, atMost1), spread(cpu), count(cpu, atMost1))
 	}
 	if !first {
 		b.WriteString("\n")

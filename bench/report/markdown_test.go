@@ -75,3 +75,31 @@ func TestWriteRelayRounds(t *testing.T) {
 		t.Errorf("no paired ratios wrote %q", b.String())
 	}
 }
+
+// The baseline section gives each toolgate row's ratios to the baseline by
+// round, gateway CPU a call included, and nothing when there are none.
+func TestWriteBaselineRounds(t *testing.T) {
+	var b strings.Builder
+	writeBaselineRounds(&b, []Row{
+		{Upstream: "go", Target: "baseline-http", Concurrency: 16},
+		{Upstream: "go", Target: "toolgate-http", Concurrency: 16, VsBaselineRounds: []RoundRatio{
+			{Round: 1, Throughput: 1.1, P50: 0.9, GatewayCPU: 0.8},
+			{Round: 2, Throughput: 0.95, P50: 1.1, GatewayCPU: 1.05},
+			{Round: 3, Throughput: 1.2, P50: 0.8},
+		}},
+	})
+	got := b.String()
+	for _, want := range []string{
+		"### Against the baseline, round by round\n",
+		"| go | toolgate-http | 16 | 1.10 (0.95–1.20) | 2 of 3 | 0.90 (0.80–1.10) | 2 of 3 | 0.93 (0.80–1.05) | 1 of 2 |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	writeBaselineRounds(&b, []Row{{Upstream: "go", Target: "toolgate-http", Concurrency: 1}})
+	if b.Len() != 0 {
+		t.Errorf("no paired ratios wrote %q", b.String())
+	}
+}

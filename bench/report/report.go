@@ -85,12 +85,16 @@ type Row struct {
 	// sample over the relay's of that round (rounds where either side
 	// failed, made no calls or had errors are left out).
 	VsRelayRounds []RoundRatio `json:"vs_relay_rounds,omitempty"`
-	GatewayCPU    float64      `json:"gateway_cpu_us_per_call"`
-	UpstreamCPU   float64      `json:"upstream_cpu_us_per_call"`
-	ClientCPU     float64      `json:"client_cpu_us_per_call"`
-	PeakRSSMB     float64      `json:"peak_rss_mb"`
-	OtherCPUPct   float64      `json:"other_cpu_pct"`
-	Samples       []Sample     `json:"samples,omitempty"`
+	// VsBaselineRounds are a toolgate row's samples over the baseline
+	// binary's (-baseline) of the same target kind, round by round: a
+	// change against the build before it, in the same rounds.
+	VsBaselineRounds []RoundRatio `json:"vs_baseline_rounds,omitempty"`
+	GatewayCPU       float64      `json:"gateway_cpu_us_per_call"`
+	UpstreamCPU      float64      `json:"upstream_cpu_us_per_call"`
+	ClientCPU        float64      `json:"client_cpu_us_per_call"`
+	PeakRSSMB        float64      `json:"peak_rss_mb"`
+	OtherCPUPct      float64      `json:"other_cpu_pct"`
+	Samples          []Sample     `json:"samples,omitempty"`
 }
 
 // RoundRatio is one round's sample of a gateway over the relay's sample of
@@ -99,6 +103,7 @@ type RoundRatio struct {
 	Round      int     `json:"round"`
 	P50        float64 `json:"p50"`
 	Throughput float64 `json:"calls_per_s"`
+	GatewayCPU float64 `json:"gateway_cpu,omitempty"` // 0: a side measured none
 }
 
 // Scaling holds the figures of how toolgate's cost grows (issue 8, item 2).
