@@ -231,39 +231,39 @@ func median(v []float64) float64 {
 // names (gateway target -> relay target): to the relay's row of the same
 // upstream and concurrency, when it was measured.
 func RelayRatios(rows []report.Row, relays map[string]string) {
-	for i := range rows {
-		r := &rows[i]
-		relay, ok := relays[r.Target]
-		if !ok || r.NA != "" {
-			continue
+	pairRows(rows, relays, func(r *report.Row, d report.Row) {
+		if d.P50Ms > 0 {
+			r.P50VsRelay = r.P50Ms / d.P50Ms
 		}
-		for _, d := range rows {
-			if d.Target == relay && d.Upstream == r.Upstream && d.Concurrency == r.Concurrency && d.NA == "" {
-				if d.P50Ms > 0 {
-					r.P50VsRelay = r.P50Ms / d.P50Ms
-				}
-				if d.Throughput > 0 {
-					r.TputVsRelay = r.Throughput / d.Throughput
-				}
-				r.VsRelayRounds = pairedRatios(r.Samples, d.Samples)
-			}
+		if d.Throughput > 0 {
+			r.TputVsRelay = r.Throughput / d.Throughput
 		}
-	}
+		r.VsRelayRounds = pairedRatios(r.Samples, d.Samples)
+	})
 }
 
 // BaselineRatios sets, for each row whose target baselines names (toolgate
 // target -> the baseline binary's target), its ratios to that row of the
 // same upstream and concurrency, round by round.
 func BaselineRatios(rows []report.Row, baselines map[string]string) {
+	pairRows(rows, baselines, func(r *report.Row, d report.Row) {
+		r.VsBaselineRounds = pairedRatios(r.Samples, d.Samples)
+	})
+}
+
+// pairRows calls set for each measured row whose target pairs names, with
+// the measured row of the named target at the same upstream and
+// concurrency.
+func pairRows(rows []report.Row, pairs map[string]string, set func(r *report.Row, d report.Row)) {
 	for i := range rows {
 		r := &rows[i]
-		base, ok := baselines[r.Target]
+		other, ok := pairs[r.Target]
 		if !ok || r.NA != "" {
 			continue
 		}
 		for _, d := range rows {
-			if d.Target == base && d.Upstream == r.Upstream && d.Concurrency == r.Concurrency && d.NA == "" {
-				r.VsBaselineRounds = pairedRatios(r.Samples, d.Samples)
+			if d.Target == other && d.Upstream == r.Upstream && d.Concurrency == r.Concurrency && d.NA == "" {
+				set(r, d)
 			}
 		}
 	}

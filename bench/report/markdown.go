@@ -106,64 +106,68 @@ func writeErrors(b *strings.Builder, rows []Row) {
 // 1: a ratio of medians near 1 may be the machine drifting between rounds,
 // and the rounds show whether it is.
 func writeRelayRounds(b *strings.Builder, rows []Row) {
-	first := true
-	for _, r := range rows {
-		if r.NA != "" || len(r.VsRelayRounds) == 0 {
-			continue
-		}
-		if first {
-			b.WriteString("### Against the relay, round by round\n\n")
-			b.WriteString("Each round's cell over the relay's cell of the same round (same upstream, transport and callers; " +
-				"rounds where either side failed or had errors left out): the median of those ratios, the lowest and highest, " +
-				"and in how many rounds toolgate was at least as fast (calls/s ≥ 1.00, p50 ≤ 1.00, as printed).\n\n")
-			b.WriteString("| upstream | target | conc | calls/s × relay, median (range) | rounds ≥ 1 | p50 × relay, median (range) | rounds ≤ 1 |\n")
-			b.WriteString("|---|---|---|---|---|---|---|\n")
-			first = false
-		}
-		tput := make([]float64, len(r.VsRelayRounds))
-		p50 := make([]float64, len(r.VsRelayRounds))
-		for i, x := range r.VsRelayRounds {
-			tput[i], p50[i] = x.Throughput, x.P50
-		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", r.Upstream, r.Target, r.Concurrency,
-			spread(tput), count(tput, func(x float64) bool { return x >= 1 }),
-			spread(p50), count(p50, func(x float64) bool { return x <= 1 }))
-	}
-	if !first {
-		b.WriteString("\n")
-	}
+	writeRounds(b, rows, roundsSection{
+		title: "Against the relay, round by round",
+		intro: "Each round's cell over the relay's cell of the same round (same upstream, transport and callers; " +
+			"rounds where either side failed or had errors left out): the median of those ratios, the lowest and highest, " +
+			"and in how many rounds toolgate was at least as fast (calls/s ≥ 1.00, p50 ≤ 1.00, as printed).",
+		header: "| upstream | target | conc | calls/s × relay, median (range) | rounds ≥ 1 | p50 × relay, median (range) | rounds ≤ 1 |",
+		ratios: func(r Row) []RoundRatio { return r.VsRelayRounds },
+	})
 }
 
-// writeBaselineRounds writes, for each toolgate row measured beside a
-// baseline binary, the median, range and count of its per-round ratios to
-// the baseline's cell, gateway CPU a call included: a change against the
-// build before it, free of the drift between rounds.
+// writeBaselineRounds writes the same for each toolgate row measured
+// beside a baseline binary, over the baseline's cell, gateway CPU a call
+// included: a change against the build before it, free of the drift
+// between rounds.
 func writeBaselineRounds(b *strings.Builder, rows []Row) {
+	writeRounds(b, rows, roundsSection{
+		title: "Against the baseline, round by round",
+		intro: "Each round's toolgate cell over the baseline binary's cell of the same round (same upstream, transport and callers; " +
+			"rounds where either side failed or had errors left out): the median, the lowest and highest, and in how many rounds " +
+			"toolgate was at least as fast (calls/s ≥ 1.00, p50 ≤ 1.00) or cheaper (gateway CPU a call ≤ 1.00).",
+		header: "| upstream | target | conc | calls/s × baseline | rounds ≥ 1 | p50 × baseline | rounds ≤ 1 | gateway CPU × baseline | rounds ≤ 1 |",
+		ratios: func(r Row) []RoundRatio { return r.VsBaselineRounds },
+		cpu:    true,
+	})
+}
+
+// roundsSection is one table of per-round ratios: which ratios of a row,
+// and whether gateway CPU a call is a column.
+type roundsSection struct {
+	title, intro, header string
+	ratios               func(Row) []RoundRatio
+	cpu                  bool
+}
+
+// writeRounds writes the section's table, a row per measured row with
+// ratios, and nothing when no row has any.
+func writeRounds(b *strings.Builder, rows []Row, sec roundsSection) {
 	first := true
+	atLeast1 := func(x float64) bool { return x >= 1 }
+	atMost1 := func(x float64) bool { return x <= 1 }
 	for _, r := range rows {
-		if r.NA != "" || len(r.VsBaselineRounds) == 0 {
+		ratios := sec.ratios(r)
+		if r.NA != "" || len(ratios) == 0 {
 			continue
 		}
 		if first {
-			b.WriteString("### Against the baseline, round by round\n\n")
-			b.WriteString("Each round's toolgate cell over the baseline binary's cell of the same round (same upstream, transport and callers; " +
-				"rounds where either side failed or had errors left out): the median, the lowest and highest, and in how many rounds " +
-				"toolgate was at least as fast (calls/s ≥ 1.00, p50 ≤ 1.00) or cheaper (gateway CPU a call ≤ 1.00).\n\n")
-			b.WriteString("| upstream | target | conc | calls/s × baseline | rounds ≥ 1 | p50 × baseline | rounds ≤ 1 | gateway CPU × baseline | rounds ≤ 1 |\n")
-			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+			fmt.Fprintf(b, "### %s\n\n%s\n\n%s\n|%s\n", sec.title, sec.intro, sec.header, strings.Repeat("---|", strings.Count(sec.header, "|")-1))
 			first = false
 		}
 		var tput, p50, cpu []float64
-		for _, x := range r.VsBaselineRounds {
+		for _, x := range ratios {
 			tput, p50 = append(tput, x.Throughput), append(p50, x.P50)
 			if x.GatewayCPU > 0 {
 				cpu = append(cpu, x.GatewayCPU)
 			}
 		}
-		atMost1 := func(x float64) bool { return x <= 1 }
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Upstream, r.Target, r.Concurrency,
-			spread(tput), count(tput, func(x float64) bool { return x >= 1 }),
-			spread(p50), count(p50, atMost1), spread(cpu), count(cpu, atMost1))
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |", r.Upstream, r.Target, r.Concurrency,
+			spread(tput), count(tput, atLeast1), spread(p50), count(p50, atMost1))
+		if sec.cpu {
+			fmt.Fprintf(b, " %s | %s |", spread(cpu), count(cpu, atMost1))
+		}
+		b.WriteString("\n")
 	}
 	if !first {
 		b.WriteString("\n")

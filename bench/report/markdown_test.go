@@ -57,6 +57,7 @@ func TestWriteRelayRounds(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{
 		"### Against the relay, round by round\n",
+		"| rounds ≤ 1 |\n|---|---|---|---|---|---|---|\n| go |",
 		"| go | toolgate-http | 16 | 1.05 (0.90–1.20) | 3 of 4 | 1.00 (0.80–1.05) | 3 of 4 |\n",
 	} {
 		if !strings.Contains(got, want) {
@@ -91,6 +92,7 @@ func TestWriteBaselineRounds(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{
 		"### Against the baseline, round by round\n",
+		"| rounds ≤ 1 |\n|---|---|---|---|---|---|---|---|---|\n| go |",
 		"| go | toolgate-http | 16 | 1.10 (0.95–1.20) | 2 of 3 | 0.90 (0.80–1.10) | 2 of 3 | 0.93 (0.80–1.05) | 1 of 2 |\n",
 	} {
 		if !strings.Contains(got, want) {
