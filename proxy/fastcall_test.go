@@ -110,23 +110,6 @@ func resultMeta() *mcp.Meta {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// appendJSONString quotes as encoding/json does, byte for byte.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "a\"b\\c/", "\b\f\n\r\t\x00\x1f\x7f", "<a href='x'>&amp;</a>",
-		"\u2028\u2029", "\xff\xfe", "\xe2\x80", "é日本🙂", "\xed\xa0\x80", "x\u2028y\xc0z"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendJSONString([]byte("prefix"), s); string(got) != "prefix"+string(want) {
-			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got[len("prefix"):], want)
-		}
-	})
-}
-
 // What initialize learnt of a client's capabilities waits for mcp-go to
 // register the session; a session never registered is forgotten, and the
 // memory of it is bounded.

@@ -11,11 +11,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/toolgate/toolgate/canonjson"
+	"github.com/toolgate/toolgate/internal/jsonwrite"
 )
 
 // This file holds everything the fast path (fastCalls) copies from mcp-go:
@@ -189,11 +188,10 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 		return buf, false
 	}
 	envelope, isRaw := res.StructuredContent.(json.RawMessage)
-	var compact bytes.Buffer
-	if !isRaw || json.Compact(&compact, envelope) != nil { // as encoding/json compacts a RawMessage
+	if !isRaw || len(envelope) == 0 {
 		return buf, false
 	}
-	buf = slices.Grow(buf, 256+len(id)+2*len(envelope)+contentSize(res.Content))
+	buf = slices.Grow(buf, 256+len(id)+len(envelope)+contentSize(res.Content))
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
 	buf = append(buf, `,"result":{`...)
@@ -211,7 +209,7 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 			buf = append(buf, ',')
 		}
 		if text, plain := c.(mcp.TextContent); plain && text.Annotations == nil && text.Meta == nil && text.Type == mcp.ContentTypeText {
-			buf = appendJSONString(append(buf, `{"type":"text","text":`...), text.Text)
+			buf = jsonwrite.AppendString(append(buf, `{"type":"text","text":`...), text.Text)
 			buf = append(buf, '}')
 			continue
 		}
@@ -230,10 +228,11 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 			return buf, false
 		}
 	}
-	buf = append(buf, `,"structuredContent":`...)
-	escaped := bytes.NewBuffer(buf)
-	json.HTMLEscape(escaped, compact.Bytes()) // and escapes it for HTML, into buf's room
-	return append(escaped.Bytes(), "}}"...), true
+	buf, err := jsonwrite.AppendRaw(append(buf, `,"structuredContent":`...), envelope) // as encoding/json writes a RawMessage
+	if err != nil {
+		return buf, false
+	}
+	return append(buf, "}}"...), true
 }
 
 // appendJSON appends v as encoding/json writes it, encoded straight into
@@ -247,52 +246,17 @@ func appendJSON(buf []byte, v any) ([]byte, bool) {
 	return out[:len(out)-1], true
 }
 
-// appendJSONString appends s quoted as encoding/json quotes a string with
-// HTML escaping on (json.Marshal's default): \" \\ \b \f \n \r \t, other
-// control characters and < > & as \u00XX, U+2028 and U+2029 escaped, and
-// invalid UTF-8 as \ufffd. FuzzAppendJSONString holds it to that.
-func appendJSONString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			buf = canonjson.AppendEscapedASCII(append(buf, s[start:i]...), b)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(append(buf, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(append(buf, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(buf, s[start:]...), '"')
-}
-
-// contentSize is about how many bytes the content blocks take encoded: the
-// room appendResponse reserves, so that a large text is not copied at each
-// doubling of the buffer.
+// contentSize is about how many bytes the content blocks take encoded
+// (exactly, for a text): the room appendResponse reserves, so that a large
+// text is not copied at each doubling of the buffer, nor given room it
+// will not use (a 5 MiB text and its envelope took a 15 MiB buffer for a
+// 10 MiB answer when this was a guess).
 func contentSize(content []mcp.Content) int {
 	n := 0
 	for _, c := range content {
 		switch c := c.(type) {
 		case mcp.TextContent:
-			n += len(c.Text) + len(c.Text)/16 + 64 // a little for escapes
+			n += len(`{"type":"text","text":},`) + jsonwrite.StringLen(c.Text)
 		case mcp.ImageContent:
 			n += len(c.Data) + 128
 		default:

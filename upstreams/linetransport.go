@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolgate/toolgate/internal/jsonscan"
+	"github.com/toolgate/toolgate/internal/jsonwrite"
 	"github.com/toolgate/toolgate/sanitize"
 )
 
@@ -680,14 +681,10 @@ func appendRaw(buf *bytes.Buffer, raw json.RawMessage) error {
 	return json.Compact(buf, raw)
 }
 
+// appendJSONString writes s quoted as json.Marshal would, into buf's room.
 func appendJSONString(buf *bytes.Buffer, s string) {
-	if plainJSONString(s) {
-		buf.WriteByte('"')
-		buf.WriteString(s)
-		buf.WriteByte('"')
-		return
-	}
-	_ = appendMarshal(buf, s) // a string always encodes
+	buf.Grow(jsonwrite.StringLen(s))
+	buf.Write(jsonwrite.AppendString(buf.AvailableBuffer(), s))
 }
 
 func appendMarshal(buf *bytes.Buffer, v any) error {
