@@ -107,3 +107,42 @@ func TestOutputSchema(t *testing.T) {
 		}
 	}
 }
+
+// SuccessJSON writes what json.Marshal writes for Success(data), and fails
+// where it fails.
+func FuzzSuccessJSON(f *testing.F) {
+	for _, s := range []string{``, `null`, `"text"`, ` { "a" : [1, 2] } `, `"<b>&` + "\u2028" + `"`, `{"a":`, `1 2`, `[[[]]]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, wantErr := json.Marshal(Success(data))
+		got, err := SuccessJSON(data)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("SuccessJSON(%q): error %v, json.Marshal's %v", data, err, wantErr)
+		}
+		if err == nil && string(got) != string(want) {
+			t.Fatalf("SuccessJSON(%q) = %s, want %s", data, got, want)
+		}
+	})
+}
+
+// SuccessText is the success envelope of a string, byte for byte as
+// json.Marshal writes it, in a buffer of exactly its size.
+func FuzzSuccessText(f *testing.F) {
+	for _, s := range []string{"", "plain", "line\nbreak <b>&</b> \u2028 \xff \x00", `{"looks":"like json"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		data, err := json.Marshal(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(Success(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := SuccessText(text); string(got) != string(want) || cap(got) != len(got) {
+			t.Fatalf("SuccessText(%q) = %s (cap %d), want %s", text, got, cap(got), want)
+		}
+	})
+}

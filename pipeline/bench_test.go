@@ -121,3 +121,27 @@ func resultRows(n int) string {
 	sb.WriteString(`]}`)
 	return sb.String()
 }
+
+// BenchmarkLargeText is a call whose result is one large plain text (512
+// KiB: under the default 1 MiB cap), the shape of the large-results figure
+// of bench/ (5 MiB texts), with the default redactor: what normalize costs
+// per byte of result, in time and in copies.
+func BenchmarkLargeText(b *testing.B) {
+	r, err := redact.New(redact.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat("a line of a large plain-text result, as a tool sends it.\n", 512<<10/58)
+	quoted, _ := json.Marshal(text)
+	raw := `{"content":[{"type":"text","text":` + string(quoted) + `}]}`
+	chain := pipelinetest.New(b, pipelinetest.Parts{Upstreams: &pipelinetest.Upstreams{Fn: pipelinetest.Answer(raw)}, Redact: r})
+	call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
+	ctx := context.Background()
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := chain.Handle(ctx, call); res.IsError {
+			b.Fatalf("call failed: %+v", res.Content)
+		}
+	}
+}
