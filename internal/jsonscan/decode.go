@@ -41,12 +41,11 @@ func ToolResult(raw []byte) (content []json.RawMessage, structured json.RawMessa
 }
 
 // TextBlock decodes the usual content block, {"type":"text","text":"…"}
-// (either order, nothing else), whose text has no escape or control
-// character and is valid UTF-8, to its text, as json.Unmarshal would; false
-// for anything else.
+// (either order, nothing else), whose text Text decodes, to its text, as
+// json.Unmarshal would; false for anything else.
 func TextBlock(raw []byte) (string, bool) {
 	c := Cursor{b: raw}
-	var text []byte
+	var text string
 	seen := 0
 	for more := c.Open(); more; {
 		var ok bool
@@ -54,7 +53,7 @@ func TextBlock(raw []byte) (string, bool) {
 		case 1:
 			ok = c.Literal("text")
 		case 2:
-			text, ok = c.TextString()
+			text, ok = c.Text()
 		}
 		if more, ok = c.After(ok); !ok {
 			return "", false
@@ -63,7 +62,7 @@ func TextBlock(raw []byte) (string, bool) {
 	if seen != 3 || !c.AtEnd() {
 		return "", false
 	}
-	return string(text), true
+	return text, true
 }
 
 // answerStart is how most answers begin: these members in this order,
