@@ -138,6 +138,8 @@ func resultBytes(res *mcp.CallToolResult) int64 {
 	case nil:
 	case json.RawMessage:
 		n += int64(len(s))
+	case envelope.Encoded:
+		n += int64(len(s))
 	case []byte:
 		n += int64(len(s))
 	default:
@@ -690,13 +692,19 @@ func freshResult(res *mcp.CallToolResult) *mcp.CallToolResult {
 
 // markReplayed sets replayed: true in a result's envelope.
 func markReplayed(res *mcp.CallToolResult) {
-	raw, ok := res.StructuredContent.(json.RawMessage)
+	var raw []byte
+	switch s := res.StructuredContent.(type) {
+	case envelope.Encoded:
+		raw = s
+	case json.RawMessage:
+		raw = s
+	}
 	var env envelope.Envelope
-	if !ok || json.Unmarshal(raw, &env) != nil {
+	if raw == nil || json.Unmarshal(raw, &env) != nil {
 		return
 	}
 	env.Replayed = true
-	res.StructuredContent = pipeline.MustJSON(env)
+	res.StructuredContent = envelope.Encode(env)
 }
 
 func doError(err error) *envelope.Error {

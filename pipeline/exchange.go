@@ -194,7 +194,7 @@ func FailureResult(e *envelope.Error, retrySafe, replayed bool) *mcp.CallToolRes
 	env.Replayed = replayed
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{mcp.NewTextContent(string(e.Code) + ": " + e.Message)},
-		StructuredContent: MustJSON(env),
+		StructuredContent: envelope.Encode(env),
 		IsError:           true,
 	}
 }

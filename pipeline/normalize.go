@@ -180,7 +180,7 @@ func toolErrorMessage(texts []string) string {
 // structuredContent when the tool sent it (checked against its declared
 // output schema), else the text content: decoded when it is JSON, else the
 // text itself, as a string.
-func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.Redactor) (json.RawMessage, *envelope.Error) {
+func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.Redactor) (envelope.Encoded, *envelope.Error) {
 	structured := len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null"
 	if x.Tool.Output != nil {
 		if !structured {
@@ -192,7 +192,7 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 	}
 	data := res.StructuredContent
 	if !structured {
-		var answer json.RawMessage
+		var answer envelope.Encoded
 		if answer, data = textAnswer(texts); answer != nil {
 			return answer, nil
 		}
@@ -206,7 +206,7 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 		x.Redactions.Add(counts)
 	}
 	if err == nil {
-		var answer json.RawMessage
+		var answer envelope.Encoded
 		if answer, err = envelope.SuccessJSON(clean); err == nil {
 			return answer, nil
 		}
@@ -222,7 +222,7 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 // nothing to decode, clean or check again: a 5 MiB text went through
 // encoding/json's scanner twice more (sanitize.JSON's check, then
 // compacting), about 60 ms of CPU, and took two more copies.
-func textAnswer(texts []string) (answer, data json.RawMessage) {
+func textAnswer(texts []string) (answer envelope.Encoded, data json.RawMessage) {
 	if len(texts) == 0 {
 		return nil, json.RawMessage("null")
 	}

@@ -52,7 +52,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	data := pipeline.MustJSON(discovery.SearchData(hits))
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{mcp.NewTextContent(string(data))},
-		StructuredContent: pipeline.MustJSON(envelope.Success(data)),
+		StructuredContent: envelope.Encode(envelope.Success(data)),
 	}, nil
 }
 

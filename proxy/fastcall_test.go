@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolgate/toolgate/envelope"
+	"github.com/toolgate/toolgate/pipeline"
 )
 
 // Only ids mcp-go writes back with the client's very bytes take the fast
@@ -75,6 +78,10 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 			Annotated: mcp.Annotated{Annotations: &mcp.Annotations{Priority: ptrTo(0.5)}}}}, StructuredContent: json.RawMessage(`{}`)},
 		"a large text": {Content: []mcp.Content{mcp.NewTextContent(strings.Repeat("0123456789<>&\"", 100_000))},
 			StructuredContent: json.RawMessage(`{"ok":true,"data":"` + strings.Repeat("x", 1_000_000) + `"}`)},
+		// What the chain makes: envelope.Encoded, copied as it is.
+		"encoded text envelope": {Content: []mcp.Content{mcp.NewTextContent("line 1\n<b>&</b>\u2028")},
+			StructuredContent: envelope.SuccessText("line 1\n<b>&</b>\u2028")},
+		"encoded failure envelope": pipeline.FailureResult(envelope.Errorf(envelope.ToolFailed, "<boom> & \u2029"), true, true),
 	}
 	for name, res := range results {
 		got, ok := appendResponse(nil, json.RawMessage(`7`), res)
@@ -94,6 +101,7 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 		"not raw JSON":        {StructuredContent: map[string]any{"ok": true}},
 		"invalid JSON":        {StructuredContent: json.RawMessage(`{"ok":`)},
 		"raw structured copy": {RawStructuredContent: json.RawMessage(`{}`)},
+		"empty encoded":       {StructuredContent: envelope.Encoded(nil)},
 	} {
 		if _, ok := appendResponse(nil, json.RawMessage(`7`), res); ok {
 			t.Errorf("%s: written by hand", name)

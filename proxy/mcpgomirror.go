@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolgate/toolgate/envelope"
 	"github.com/toolgate/toolgate/internal/jsonwrite"
 )
 
@@ -187,11 +188,17 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 	if res == nil || len(res.RawStructuredContent) > 0 || len(res.InputRequests) > 0 || res.RequestState != "" {
 		return buf, false
 	}
-	envelope, isRaw := res.StructuredContent.(json.RawMessage)
-	if !isRaw || len(envelope) == 0 {
+	var env []byte
+	switch s := res.StructuredContent.(type) {
+	case envelope.Encoded:
+		env = s
+	case json.RawMessage:
+		env = s
+	}
+	if len(env) == 0 {
 		return buf, false
 	}
-	buf = slices.Grow(buf, 256+len(id)+len(envelope)+contentSize(res.Content))
+	buf = slices.Grow(buf, 256+len(id)+len(env)+contentSize(res.Content))
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
 	buf = append(buf, `,"result":{`...)
@@ -228,7 +235,11 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 			return buf, false
 		}
 	}
-	buf, err := jsonwrite.AppendRaw(append(buf, `,"structuredContent":`...), envelope) // as encoding/json writes a RawMessage
+	buf = append(buf, `,"structuredContent":`...)
+	if encoded, ok := res.StructuredContent.(envelope.Encoded); ok {
+		return append(append(buf, encoded...), "}}"...), true // already as encoding/json writes it
+	}
+	buf, err := jsonwrite.AppendRaw(buf, env) // as encoding/json writes a RawMessage
 	if err != nil {
 		return buf, false
 	}

@@ -120,7 +120,8 @@ func TestSanitizeInvisibleJSON(t *testing.T) {
 
 // Text is idempotent, its output is valid UTF-8 without controls (but tab
 // and newline), bidi, zero-width or tag characters, except a zero-width
-// joiner directly between two emoji.
+// joiner directly between two emoji, and clean texts joined by a newline
+// are clean (as the pipeline joins a result's text blocks for its data).
 func FuzzText(f *testing.F) {
 	for _, s := range []string{"plain", "a\x1b[31mb", "\U0001F468\u200d\U0001F469", "\U0001F600\u200d\u200b\U0001F600",
 		"x\U000E0041\u202e\ufeff\r\n", "\xff\u200d\U0001F600", "\U0001F600\u200d\x1b]0;t\x07\U0001F600"} {
@@ -130,6 +131,10 @@ func FuzzText(f *testing.F) {
 		got := Text(s)
 		if again := Text(got); again != got {
 			t.Fatalf("Text(%+q) = %+q, but Text of that is %+q", s, got, again)
+		}
+		joined := Text(s[:len(s)/2]) + "\n" + Text(s[len(s)/2:])
+		if again := Text(joined); again != joined {
+			t.Fatalf("clean texts joined, %+q, are not clean: Text gives %+q", joined, again)
 		}
 		if !utf8.ValidString(got) {
 			t.Fatalf("Text(%+q) = %+q: invalid UTF-8", s, got)

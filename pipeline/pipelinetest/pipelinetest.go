@@ -252,7 +252,11 @@ func New(t testing.TB, p Parts) *pipeline.Chain {
 func Envelope(t testing.TB, res *mcp.CallToolResult) envelope.Envelope {
 	t.Helper()
 	var env envelope.Envelope
-	if err := json.Unmarshal(res.StructuredContent.(json.RawMessage), &env); err != nil {
+	raw, err := json.Marshal(res.StructuredContent) // an envelope.Encoded, or a json.RawMessage from elsewhere
+	if err != nil {
+		t.Fatalf("structuredContent does not encode: %v", err)
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
 		t.Fatalf("structuredContent is not an envelope: %v", err)
 	}
 	if env.OK == res.IsError {
