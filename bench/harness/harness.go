@@ -62,6 +62,7 @@ type Options struct {
 	Targets     []string // Direct, ToolgateHTTP, ...
 	Table       bool     // the side-by-side table
 	Scaling     bool     // the scaling figures
+	Figures     []string // which scaling figures (scaling.Figures); nil: all
 	// Client is the load client: targets.Lean (the default) or targets.MCPGo.
 	Client targets.Client
 
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	}
 	if o.Scaling {
 		rep.Scaling = scaling.Run(ctx, scaling.Env{Toolgate: env.toolgate, Echo: env.echo, Model: env.model,
-			Work: filepath.Join(work, "scaling"), Quick: o.Quick, Settle: o.Settle, Client: o.Client, Log: o.Log})
+			Work: filepath.Join(work, "scaling"), Quick: o.Quick, Settle: o.Settle, Client: o.Client, Log: o.Log, Figures: o.Figures})
 		rep.Notes = append(rep.Notes, scaling.Notes...)
 	}
 	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {

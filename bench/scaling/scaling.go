@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/bench/load"
@@ -31,6 +32,30 @@ type Env struct {
 	Settle   time.Duration  // the most a cell waits for a quiet machine
 	Client   targets.Client // the per-call figures' load client
 	Log      io.Writer
+	// Figures names the figures to measure (Figures lists them); nil:
+	// all. One figure alone is how to watch it while changing what it
+	// measures: the large-results figure takes under a minute.
+	Figures []string
+}
+
+// The figures, by name.
+var figures = []struct {
+	name    string
+	measure func(context.Context, Env, *report.Scaling)
+}{
+	{"policy", policyFigures},
+	{"catalog", catalogFigures},
+	{"sessions", sessionFigures},
+	{"big-results", bigResultFigures},
+}
+
+// Figures are the names Env.Figures takes.
+func Figures() []string {
+	names := make([]string, len(figures))
+	for i, f := range figures {
+		names[i] = f.name
+	}
+	return names
 }
 
 // Notes explain the scaling sections.
@@ -53,10 +78,11 @@ func Run(ctx context.Context, e Env) *report.Scaling {
 		s.Failed = append(s.Failed, err.Error())
 		return s
 	}
-	policyFigures(ctx, e, s)
-	catalogFigures(ctx, e, s)
-	sessionFigures(ctx, e, s)
-	bigResultFigures(ctx, e, s)
+	for _, f := range figures {
+		if e.Figures == nil || slices.Contains(e.Figures, f.name) {
+			f.measure(ctx, e, s)
+		}
+	}
 	return s
 }
 

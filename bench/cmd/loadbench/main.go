@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/bench/harness"
+	"github.com/toolgate/toolgate/bench/scaling"
 	"github.com/toolgate/toolgate/bench/targets"
 )
 
@@ -29,7 +31,7 @@ func main() {
 
 func run() int {
 	var o harness.Options
-	var conc, ups, tgts, client string
+	var conc, ups, tgts, client, figs string
 	flag.StringVar(&o.Out, "out", "bench/results/latest.md", "the Markdown report; the JSON goes beside it (.json)")
 	flag.BoolVar(&o.Quick, "quick", false, "a smoke run of a few seconds per target: 1 round, 0.3 s cells")
 	flag.BoolVar(&o.Table, "table", true, "measure the side-by-side table")
@@ -46,6 +48,7 @@ func run() int {
 	flag.StringVar(&o.Baseline, "baseline", "", "a second toolgate binary, measured as the targets baseline-http and baseline-stdio (add them to -targets; they are added when -targets is not given)")
 	flag.StringVar(&o.BaseRev, "baseline-rev", "", "what the -baseline binary was built from (a commit), for the report")
 	flag.StringVar(&client, "client", "lean", "the load client: lean (the harness's own, cheap in CPU) or mcp-go (mcp-go's client)")
+	flag.StringVar(&figs, "figures", "", "with -scaling, only these scaling figures, comma-separated: "+strings.Join(scaling.Figures(), ", ")+" (default all)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the work directory (generated configs, audit trails)")
 	flag.Parse()
 	o.Command = "go run ./bench/cmd/loadbench " + strings.Join(os.Args[1:], " ")
@@ -58,7 +61,13 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "loadbench: -client:", err)
 		return 2
 	}
-	o.Upstreams, o.Targets = split(ups), split(tgts)
+	o.Upstreams, o.Targets, o.Figures = split(ups), split(tgts), split(figs)
+	for _, f := range o.Figures {
+		if !slices.Contains(scaling.Figures(), f) {
+			fmt.Fprintf(os.Stderr, "loadbench: -figures: %q is not one of %s\n", f, strings.Join(scaling.Figures(), ", "))
+			return 2
+		}
+	}
 	if o.Baseline != "" && !targetsGiven() {
 		o.Targets = append(o.Targets, harness.BaselineHTTP, harness.BaselineStdio)
 	}
