@@ -38,9 +38,11 @@ func tuneGC() {
 // large-results figure) peaked at 1,025 MB without a limit, at 217 MB with
 // live + 112 MiB + a 64 MiB replay table (which that load filled), and at
 // 128-138 MB with live + 80 MiB + 16 MiB (whose quarter, 4 MiB, keeps a
-// 5 MiB answer out). Ordinary load stays under the limit and keeps
-// gcPercent's pace: 64 callers over HTTP keep 13-15 MB live and collect at
-// a 72-78 MB goal, twelve collections in 30,000 calls either way. A replay
+// 5 MiB answer out); on a second host 147-164 MB, and 122-131 MB once an
+// answer in flight held each copy of its text once (jsonwrite). Ordinary
+// load stays under the limit and keeps gcPercent's pace: 64 callers over
+// HTTP keep 13-15 MB live and collect at a 72-78 MB goal, twelve
+// collections in 30,000 calls either way. A replay
 // table full of small answers (16 MiB) makes it collect about twice as
 // often as gcPercent would.
 const memoryHeadroom = 80 << 20
