@@ -139,7 +139,7 @@ func resultBytes(res *mcp.CallToolResult) int64 {
 	case json.RawMessage:
 		n += int64(len(s))
 	case envelope.Encoded:
-		n += int64(len(s))
+		n += int64(len(s.Bytes()))
 	case []byte:
 		n += int64(len(s))
 	default:
@@ -695,7 +695,7 @@ func markReplayed(res *mcp.CallToolResult) {
 	var raw []byte
 	switch s := res.StructuredContent.(type) {
 	case envelope.Encoded:
-		raw = s
+		raw = s.Bytes()
 	case json.RawMessage:
 		raw = s
 	}

@@ -148,16 +148,22 @@ func Success(data json.RawMessage) Envelope {
 // compact and HTML-escaped. What writes the answer copies it as it is,
 // where a json.RawMessage from elsewhere is checked and compacted first
 // (with 50 callers pulling 5 MiB results, that check took a fifth of the
-// gateway's CPU). Only Encode, SuccessJSON and SuccessText make one.
-type Encoded []byte
+// gateway's CPU). Only Encode, SuccessJSON and SuccessText make one: its
+// bytes are unexported, so no other package can wrap bytes of its own (an
+// upstream's) and have them sent unchecked. The zero value is null.
+type Encoded struct{ b []byte }
+
+// Bytes is the encoded envelope (nil for the zero value), not to be
+// modified.
+func (e Encoded) Bytes() []byte { return e.b }
 
 // MarshalJSON is the envelope itself (null when empty), for encoders that
 // do not know the type (mcp-go's).
 func (e Encoded) MarshalJSON() ([]byte, error) {
-	if len(e) == 0 {
+	if len(e.b) == 0 {
 		return []byte("null"), nil
 	}
-	return e, nil
+	return e.b, nil
 }
 
 // Encode is json.Marshal(e); it panics when e.Data is not valid JSON,
@@ -167,7 +173,7 @@ func Encode(e Envelope) Encoded {
 	if err != nil {
 		panic(err)
 	}
-	return b
+	return Encoded{b}
 }
 
 // The bytes json.Marshal writes around a success's data.
@@ -188,9 +194,9 @@ func SuccessJSON(data json.RawMessage) (Encoded, error) {
 	buf := append(make([]byte, 0, len(successHead)+len(data)+len(successTail)), successHead...)
 	buf, err := jsonwrite.AppendRaw(buf, data)
 	if err != nil {
-		return nil, err
+		return Encoded{}, err
 	}
-	return append(buf, successTail...), nil
+	return Encoded{append(buf, successTail...)}, nil
 }
 
 // SuccessText is SuccessJSON of text quoted as a JSON string, written in
@@ -199,7 +205,7 @@ func SuccessJSON(data json.RawMessage) (Encoded, error) {
 func SuccessText(text string) Encoded {
 	buf := make([]byte, 0, len(successHead)+jsonwrite.StringLen(text)+len(successTail))
 	buf = jsonwrite.AppendString(append(buf, successHead...), text)
-	return append(buf, successTail...)
+	return Encoded{append(buf, successTail...)}
 }
 
 // Failure builds the envelope for e; retrySafe is the tool's retry safety.

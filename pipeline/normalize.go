@@ -184,16 +184,16 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 	structured := len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null"
 	if x.Tool.Output != nil {
 		if !structured {
-			return nil, envelope.Errorf(envelope.InvalidResult, "the tool declares an output schema but returned no structured content")
+			return envelope.Encoded{}, envelope.Errorf(envelope.InvalidResult, "the tool declares an output schema but returned no structured content")
 		}
 		if err := x.Tool.Output.Validate(res.StructuredContent); err != nil {
-			return nil, outputViolation(err)
+			return envelope.Encoded{}, outputViolation(err)
 		}
 	}
 	data := res.StructuredContent
 	if !structured {
 		var answer envelope.Encoded
-		if answer, data = textAnswer(texts); answer != nil {
+		if answer, data = textAnswer(texts); data == nil {
 			return answer, nil
 		}
 	}
@@ -211,11 +211,11 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 			return answer, nil
 		}
 	}
-	return nil, envelope.Errorf(envelope.UpstreamError, "the tool's structured content is not valid JSON").WithDetail(err.Error())
+	return envelope.Encoded{}, envelope.Errorf(envelope.UpstreamError, "the tool's structured content is not valid JSON").WithDetail(err.Error())
 }
 
-// textAnswer is the envelope of a result without structured content, or
-// the data to clean and wrap first. Its data is the text content: JSON when
+// textAnswer is the envelope of a result without structured content (data
+// nil), or the data to clean and wrap first. Its data is the text content: JSON when
 // it parses, else the text itself as a string, null with no text. Text that
 // is not JSON and is clean as it is (each block's text is, and so, nearly
 // always, is their join) is quoted straight into the envelope, with
@@ -224,17 +224,17 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 // compacting), about 60 ms of CPU, and took two more copies.
 func textAnswer(texts []string) (answer envelope.Encoded, data json.RawMessage) {
 	if len(texts) == 0 {
-		return nil, json.RawMessage("null")
+		return envelope.Encoded{}, json.RawMessage("null")
 	}
 	joined := strings.Join(texts, "\n")
 	trimmed := strings.TrimSpace(joined)
 	switch {
 	case mayBeJSON(trimmed) && json.Valid([]byte(trimmed)):
-		return nil, json.RawMessage(trimmed)
+		return envelope.Encoded{}, json.RawMessage(trimmed)
 	case sanitize.Text(joined) == joined:
 		return envelope.SuccessText(joined), nil
 	}
-	return nil, jsonwrite.Quote(joined)
+	return envelope.Encoded{}, jsonwrite.Quote(joined)
 }
 
 func outputViolation(err error) *envelope.Error {

@@ -101,7 +101,7 @@ func TestAppendResponseMatchesMCPGo(t *testing.T) {
 		"not raw JSON":        {StructuredContent: map[string]any{"ok": true}},
 		"invalid JSON":        {StructuredContent: json.RawMessage(`{"ok":`)},
 		"raw structured copy": {RawStructuredContent: json.RawMessage(`{}`)},
-		"empty encoded":       {StructuredContent: envelope.Encoded(nil)},
+		"empty encoded":       {StructuredContent: envelope.Encoded{}},
 	} {
 		if _, ok := appendResponse(nil, json.RawMessage(`7`), res); ok {
 			t.Errorf("%s: written by hand", name)

@@ -191,7 +191,7 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 	var env []byte
 	switch s := res.StructuredContent.(type) {
 	case envelope.Encoded:
-		env = s
+		env = s.Bytes()
 	case json.RawMessage:
 		env = s
 	}
@@ -236,8 +236,8 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 		}
 	}
 	buf = append(buf, `,"structuredContent":`...)
-	if encoded, ok := res.StructuredContent.(envelope.Encoded); ok {
-		return append(append(buf, encoded...), "}}"...), true // already as encoding/json writes it
+	if _, ok := res.StructuredContent.(envelope.Encoded); ok {
+		return append(append(buf, env...), "}}"...), true // already as encoding/json writes it
 	}
 	buf, err := jsonwrite.AppendRaw(buf, env) // as encoding/json writes a RawMessage
 	if err != nil {

@@ -24,7 +24,8 @@ import (
 
 // Cursor reads JSON from a byte slice, left to right. Its methods report
 // failure rather than errors: the caller falls back to encoding/json.
-// Values it returns are slices of the input, not copies.
+// Values it returns are slices of the input, not copies, except the
+// decoded strings of Text.
 type Cursor struct {
 	b      []byte
 	i      int

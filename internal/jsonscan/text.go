@@ -9,8 +9,9 @@ import (
 // Text reads a string and returns it decoded, as json.Unmarshal decodes
 // it: in the input when it holds no escape, else into one buffer of its
 // decoded size (never larger than the input). It gives up (false) on what
-// encoding/json repairs rather than refuses: control characters, invalid
-// UTF-8, and a \u escape of a lone surrogate.
+// encoding/json refuses (a control character, a bad escape, no closing
+// quote) and on what it repairs (invalid UTF-8 and a \u escape of a lone
+// surrogate, each decoded to U+FFFD), leaving both to encoding/json.
 //
 // Why escapes: nearly every text a tool sends has line breaks, so the
 // escape-free TextString took almost none of them, and encoding/json then

@@ -111,7 +111,9 @@ var quotedLen = func() (t [utf8.RuneSelf]uint8) {
 // and HTML-escaped (empty is null). It fails, appending nothing, when raw is
 // not one JSON value. Compacting writes straight into buf's spare room; only
 // JSON holding < > & or U+2028/U+2029 inside its strings, which
-// json.Marshal's own output never does, takes a second copy to escape.
+// json.Marshal's own output never does, takes a second copy to escape. So
+// raw must not lie in that spare room (buf[len(buf):cap(buf)]): it would be
+// overwritten as it is read.
 func AppendRaw(buf []byte, raw []byte) ([]byte, error) {
 	if len(raw) == 0 {
 		return append(buf, "null"...), nil
