@@ -368,7 +368,7 @@ func (c *canonicalizer) escape() error {
 		c.pos += 2
 		return nil
 	}
-	r, ok := hex4(c.in[c.pos+2:])
+	r, ok := Hex4(c.in[c.pos+2:])
 	if !ok {
 		return c.syntax("invalid \\u escape")
 	}
@@ -377,7 +377,7 @@ func (c *canonicalizer) escape() error {
 	case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low escape must follow
 		lo, ok := rune(-1), false
 		if c.pos+1 < len(c.in) && c.in[c.pos] == '\\' && c.in[c.pos+1] == 'u' {
-			lo, ok = hex4(c.in[c.pos+2:])
+			lo, ok = Hex4(c.in[c.pos+2:])
 		}
 		if !ok || lo < 0xdc00 || lo > 0xdfff {
 			c.pos -= 6
@@ -393,7 +393,10 @@ func (c *canonicalizer) escape() error {
 	return nil
 }
 
-func hex4(b []byte) (rune, bool) {
+// Hex4 is the value of the four hex digits at the start of b, the XXXX of
+// a \uXXXX escape; false when b does not start with four. The gateway's
+// other hand-written decoder (internal/jsonscan's strings) shares it.
+func Hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
 	}

@@ -134,16 +134,10 @@ func resultBytes(res *mcp.CallToolResult) int64 {
 			}
 		}
 	}
-	switch s := res.StructuredContent.(type) {
-	case nil:
-	case json.RawMessage:
-		n += int64(len(s))
-	case envelope.Encoded:
-		n += int64(len(s.Bytes()))
-	case []byte:
-		n += int64(len(s))
-	default:
-		if b, err := json.Marshal(s); err == nil {
+	if raw, _ := envelope.RawOf(res.StructuredContent); raw != nil {
+		n += int64(len(raw))
+	} else if res.StructuredContent != nil { // a kind the chain does not make: its encoding is about its size
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
 			n += int64(len(b))
 		}
 	}
@@ -692,13 +686,7 @@ func freshResult(res *mcp.CallToolResult) *mcp.CallToolResult {
 
 // markReplayed sets replayed: true in a result's envelope.
 func markReplayed(res *mcp.CallToolResult) {
-	var raw []byte
-	switch s := res.StructuredContent.(type) {
-	case envelope.Encoded:
-		raw = s.Bytes()
-	case json.RawMessage:
-		raw = s
-	}
+	raw, _ := envelope.RawOf(res.StructuredContent)
 	var env envelope.Envelope
 	if raw == nil || json.Unmarshal(raw, &env) != nil {
 		return

@@ -166,6 +166,18 @@ func (e Encoded) MarshalJSON() ([]byte, error) {
 	return e.b, nil
 }
 
+// RawOf is the JSON of a result's structuredContent when it is an Encoded
+// (trusted: true) or a json.RawMessage (to check); nil for anything else.
+func RawOf(structured any) (raw []byte, trusted bool) {
+	switch s := structured.(type) {
+	case Encoded:
+		return s.b, true
+	case json.RawMessage:
+		return s, false
+	}
+	return nil, false
+}
+
 // Encode is json.Marshal(e); it panics when e.Data is not valid JSON,
 // which no envelope the gateway builds holds.
 func Encode(e Envelope) Encoded {

@@ -188,13 +188,7 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 	if res == nil || len(res.RawStructuredContent) > 0 || len(res.InputRequests) > 0 || res.RequestState != "" {
 		return buf, false
 	}
-	var env []byte
-	switch s := res.StructuredContent.(type) {
-	case envelope.Encoded:
-		env = s.Bytes()
-	case json.RawMessage:
-		env = s
-	}
+	env, trusted := envelope.RawOf(res.StructuredContent)
 	if len(env) == 0 {
 		return buf, false
 	}
@@ -236,7 +230,7 @@ func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]
 		}
 	}
 	buf = append(buf, `,"structuredContent":`...)
-	if _, ok := res.StructuredContent.(envelope.Encoded); ok {
+	if trusted {
 		return append(append(buf, env...), "}}"...), true // already as encoding/json writes it
 	}
 	buf, err := jsonwrite.AppendRaw(buf, env) // as encoding/json writes a RawMessage

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/canonjson"
 )
 
 // Text reads a string and returns it decoded, as json.Unmarshal decodes
@@ -98,7 +100,7 @@ func unescapeOne(out *strings.Builder, b []byte) (int, bool) {
 	if b[1] != 'u' {
 		return 0, false
 	}
-	r, ok := hex4(b[2:])
+	r, ok := canonjson.Hex4(b[2:])
 	if !ok {
 		return 0, false
 	}
@@ -109,7 +111,7 @@ func unescapeOne(out *strings.Builder, b []byte) (int, bool) {
 	if len(b) < 12 || b[6] != '\\' || b[7] != 'u' {
 		return 0, false
 	}
-	lo, ok := hex4(b[8:])
+	lo, ok := canonjson.Hex4(b[8:])
 	if r = utf16.DecodeRune(r, lo); !ok || r == utf8.RuneError {
 		return 0, false // a lone surrogate: encoding/json writes U+FFFD for it
 	}
@@ -135,26 +137,4 @@ func shortEscape(c byte) byte {
 		return '\t'
 	}
 	return 0
-}
-
-// hex4 is the rune of the four hex digits at the start of b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, h := range b[:4] {
-		switch {
-		case '0' <= h && h <= '9':
-			h -= '0'
-		case 'a' <= h && h <= 'f':
-			h -= 'a' - 10
-		case 'A' <= h && h <= 'F':
-			h -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(h)
-	}
-	return r, true
 }
