@@ -215,12 +215,12 @@ func resultEnvelope(x *Exchange, res upstreamResult, texts []string, r *redact.R
 }
 
 // textAnswer is the envelope of a result without structured content (data
-// nil), or the data to clean and wrap first. Its data is the text content: JSON when
-// it parses, else the text itself as a string, null with no text. Text that
-// is not JSON and is clean as it is (each block's text is, and so, nearly
-// always, is their join) is quoted straight into the envelope, with
-// nothing to decode, clean or check again: a 5 MiB text went through
-// encoding/json's scanner twice more (sanitize.JSON's check, then
+// nil), or the data to clean and wrap first. Its data is the text content:
+// JSON when it parses, else the text itself as a string, null with no
+// text. Text that is not JSON and is clean as it is (each block's text is,
+// and so, nearly always, is their join) is quoted straight into the
+// envelope, with nothing to decode, clean or check again: a 5 MiB text went
+// through encoding/json's scanner twice more (sanitize.JSON's check, then
 // compacting), about 60 ms of CPU, and took two more copies.
 func textAnswer(texts []string) (answer envelope.Encoded, data json.RawMessage) {
 	if len(texts) == 0 {
