@@ -89,20 +89,11 @@ func BenchmarkRedaction(b *testing.B) {
 		for _, on := range []bool{false, true} {
 			name := fmt.Sprintf("%dKB/redact=%t", size>>10, on)
 			b.Run(name, func(b *testing.B) {
-				parts := pipelinetest.Parts{Upstreams: &pipelinetest.Upstreams{Fn: pipelinetest.Answer(raw)}}
+				var redactor *redact.Redactor
 				if on {
-					parts.Redact = r
+					redactor = r
 				}
-				chain := pipelinetest.New(b, parts)
-				call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
-				ctx := context.Background()
-				b.SetBytes(int64(len(raw)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if res := chain.Handle(ctx, call); res.IsError {
-						b.Fatalf("call failed: %+v", res.Content)
-					}
-				}
+				benchmarkResult(b, raw, redactor)
 			})
 		}
 	}
@@ -134,6 +125,12 @@ func BenchmarkLargeText(b *testing.B) {
 	text := strings.Repeat("a line of a large plain-text result, as a tool sends it.\n", 512<<10/58)
 	quoted, _ := json.Marshal(text)
 	raw := `{"content":[{"type":"text","text":` + string(quoted) + `}]}`
+	benchmarkResult(b, raw, r)
+}
+
+// benchmarkResult measures whole calls whose upstream answers raw, with
+// redactor r (nil: none), per byte of the result.
+func benchmarkResult(b *testing.B, raw string, r *redact.Redactor) {
 	chain := pipelinetest.New(b, pipelinetest.Parts{Upstreams: &pipelinetest.Upstreams{Fn: pipelinetest.Answer(raw)}, Redact: r})
 	call := pipeline.Call{Subject: pipelinetest.Alice, Name: "orders__get", Args: []byte(`{"order_id":4821}`)}
 	ctx := context.Background()
