@@ -89,7 +89,6 @@ type parkedCall struct {
 	asks            chan inputRound          // what the upstream asked, a round at a time
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
 	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
-	token           string                   // the requestState it is parked under; parkedCalls.mu guards it
 	relay           *parkedRelay             // what the pipeline asks the client through
 	listener        atomic.Pointer[callListener]
 }
@@ -189,7 +188,7 @@ func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]ups
 	if answers, ok, err := r.answerGiven(round); ok || err != nil {
 		return answers, err
 	}
-	gone := &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered"}
+	gone := errCallEnded
 	select {
 	case r.call.asks <- round:
 	case <-r.call.finished:
@@ -311,6 +310,14 @@ func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 	case res := <-p.done:
 		return res
 	case round := <-p.asks:
+		if res, ended := p.result(); ended {
+			// Both were ready: the round cannot change an answer that is
+			// already made (an upstream may ask during a call for its own
+			// reasons, as server-everything asks for roots), so the client
+			// gets the answer, not a question that no longer matters.
+			refuse(round, errCallEnded)
+			return res
+		}
 		token := newToken()
 		p.pending = round
 		if !s.parked.put(token, p) {
@@ -326,6 +333,21 @@ func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 		p.cancel()
 		return pipeline.FailureResult(&envelope.Error{Code: envelope.UpstreamError,
 			Message: "the client request ended while the call was running; its outcome is unknown"}, false, false)
+	}
+}
+
+// errCallEnded answers an upstream's request that its call outlived: the
+// call's answer was made before the client answered.
+var errCallEnded = &upstreams.RelayError{Code: mcp.INTERNAL_ERROR, Message: "the call ended before the client answered"}
+
+// result is the pipeline's answer when it has one (ended), without
+// waiting.
+func (p *parkedCall) result() (res *mcp.CallToolResult, ended bool) {
+	select {
+	case res = <-p.done:
+		return res, true
+	default:
+		return nil, false
 	}
 }
 
@@ -529,23 +551,28 @@ func (c *parkedCalls) put(token string, p *parkedCall) bool {
 	}
 	c.calls[token] = p
 	c.byPrincipal[p.principal]++
-	p.token = token
 	// A call whose client never comes back is forgotten once it could no
-	// longer be running (its pipeline has ended by its deadline by then);
-	// forget drops it as soon as its pipeline ends.
+	// longer be running (its pipeline has ended by its deadline by then),
+	// with the answer it kept for the client (forget).
 	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
 	return true
 }
 
-// forget drops p (and its token) once its pipeline has ended: the round it waits
-// for can no longer be answered, and its answer is held by nobody.
+// forget drops p from the running calls once its pipeline has ended. A
+// call parked under a token stays parked: its client holds the token and
+// comes back with its answers for the call's answer, which p.done keeps.
+// That happens when an upstream asks something during a call and answers
+// the call without waiting for it (server-everything asks for roots on its
+// own, during whichever call is in flight), or when the call's deadline
+// passed while its client was away. Dropping the token instead would answer
+// the client "requestState names no call", and a client told that cannot
+// know whether the tool ran: it may run it again. The answer is held until
+// the client resumes, or parkedLifetime after it was parked, at most
+// maxParkedPerPrincipal per principal.
 func (c *parkedCalls) forget(p *parkedCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.live, p)
-	if p.token != "" && c.calls[p.token] == p {
-		c.drop(p.token)
-	}
 }
 
 // drop unparks the call under token; c.mu is held.

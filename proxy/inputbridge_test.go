@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -140,18 +141,123 @@ func TestRelaySessionIsUniqueWithoutASession(t *testing.T) {
 }
 
 // A parked call whose pipeline ended (its deadline passed while its client
-// was away) is forgotten at once rather than held for parkedLifetime, and
-// only its own token goes.
-func TestFinishedParkedCallIsForgotten(t *testing.T) {
+// was away, or the upstream answered without waiting for the question it
+// asked) stays parked under its token, with its answer, until its client
+// comes back for it; forget only takes it out of the running calls.
+func TestFinishedParkedCallKeepsItsToken(t *testing.T) {
 	var c parkedCalls
-	ended, other := &parkedCall{principal: "alice", tool: "t"}, &parkedCall{principal: "alice", tool: "t"}
+	ended := &parkedCall{principal: "alice", tool: "t"}
+	c.start(ended)
 	c.put("ended", ended)
-	c.put("other", other)
 	c.forget(ended)
-	if c.waitsFor("ended", "alice", "t") || !c.waitsFor("other", "alice", "t") {
-		t.Fatal("forget dropped the wrong call")
+	if !c.waitsFor("ended", "alice", "t") || c.running() != 0 {
+		t.Fatalf("after forget: parked %v, running %d; want parked, not running",
+			c.waitsFor("ended", "alice", "t"), c.running())
 	}
-	c.forget(other)
+	if c.take("ended") != ended || c.waitsFor("ended", "alice", "t") {
+		t.Error("the client's resume did not take the ended call")
+	}
+}
+
+var rootsCaps = capsOf(mcp.ClientCapabilities{Roots: &struct {
+	ListChanged bool `json:"listChanged,omitempty"`
+}{}})
+
+// An upstream may ask during a call for reasons of its own and answer the
+// call without waiting for the client: server-everything asks for roots
+// during whichever call is in flight. The client that was handed the
+// question gets the call's answer when it comes back with its own, not
+// "requestState names no call", which leaves it not knowing whether the
+// tool ran (CI caught this as TestServerRequestsRelayedToCaller/2026-07-28
+// failing about once in a few hundred runs).
+func TestAnswerOutlivesAMootQuestion(t *testing.T) {
+	asked := make(chan error, 1)
+	release := make(chan struct{})
+	s := &Server{opts: Options{Calls: callsFunc(func(ctx context.Context, _ Call) *mcp.CallToolResult {
+		relay := callRelay(t, ctx)
+		go func() {
+			_, err := relay.Request(ctx, "roots/list", json.RawMessage(`{}`))
+			asked <- err
+		}()
+		<-release
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("done")}}
+	})}}
+	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = alice.Name
+	res, err := s.handleModern(context.Background(), req, alice, rootsCaps)
+	if err != nil || res.ResultType != mcp.ResultTypeInputRequired || len(res.InputRequests) != 1 {
+		t.Fatalf("first round: %+v %v, want input_required for roots", res, err)
+	}
+	close(release)
+	// The question's Request returns once the pipeline has ended (finished
+	// is closed after forget).
+	if err := <-asked; !errors.Is(err, errCallEnded) {
+		t.Fatalf("the upstream's question got %v, want errCallEnded", err)
+	}
+	answers := mcp.InputResponses{}
+	for key := range res.InputRequests {
+		if err := json.Unmarshal([]byte(`{"`+key+`":{"roots":[]}}`), &answers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := res.RequestState
+	if err := s.refuseStaleState(WithSubject(context.Background(), alice.Subject), 2,
+		json.RawMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"srv__t","requestState":"`+token+
+			`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)); err != nil {
+		t.Fatalf("the resume is refused before it runs: %v", err)
+	}
+	res, err = s.resume(context.Background(), token, alice, answers)
+	if err != nil {
+		t.Fatalf("resuming the ended call: %v", err)
+	}
+	if tc, ok := res.Content[0].(mcp.TextContent); !ok || tc.Text != "done" {
+		t.Errorf("resumed call answered %+v, want the call's answer", res)
+	}
+	if s.parked.waitsFor(token, "alice", alice.Name) {
+		t.Error("the answered call is still parked")
+	}
+}
+
+// When the pipeline has answered and a question of the upstream's waits
+// too, await gives the client the answer and refuses the question: it can
+// no longer change the outcome. (Go's select picks among ready cases at
+// random, so each round here takes either branch about half the time.)
+func TestAwaitPrefersTheAnswerToAQuestion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Server{}
+		for round := range 20 {
+			p := &parkedCall{principal: "alice", tool: "srv__t", asks: make(chan inputRound), finished: make(chan struct{}),
+				done: make(chan *mcp.CallToolResult, 1), cancel: func() {}}
+			ask := &inputAsk{method: "roots/list", answer: make(chan inputAnswer, 1)}
+			go func() {
+				select {
+				case p.asks <- inputRound{"q": ask}:
+				case <-p.finished:
+				}
+			}()
+			p.done <- &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("done")}}
+			synctest.Wait() // the question waits to be taken
+			res := s.await(context.Background(), p)
+			close(p.finished)
+			if res.ResultType == mcp.ResultTypeInputRequired {
+				t.Fatalf("round %d: the client was asked a question of a call that had answered", round)
+			}
+			if tc, ok := res.Content[0].(mcp.TextContent); !ok || tc.Text != "done" {
+				t.Fatalf("round %d: answered %+v", round, res)
+			}
+			select {
+			case a := <-ask.answer:
+				if !errors.Is(a.err, errCallEnded) {
+					t.Fatalf("round %d: the upstream's question got %+v, want errCallEnded", round, a)
+				}
+			default: // await took the answer first; the question was never taken
+			}
+		}
+		if len(s.parked.calls) != 0 {
+			t.Errorf("%d calls parked, want none", len(s.parked.calls))
+		}
+	})
 }
 
 // callsFunc is a chain that is a function.
@@ -220,8 +326,13 @@ func TestShutdownEndsParkedCalls(t *testing.T) {
 	default:
 		t.Fatal("Shutdown returned before the parked call's pipeline ended")
 	}
-	if s.parked.waitsFor(res.RequestState, "alice", alice.Name) || s.parked.running() != 0 {
-		t.Error("the ended call is still parked or running")
+	if s.parked.running() != 0 {
+		t.Error("the ended call is still running")
+	}
+	// A client that comes back (a request already in flight when Shutdown
+	// began) learns how the call ended.
+	if res, err := s.resume(context.Background(), res.RequestState, alice, nil); err != nil || !res.IsError {
+		t.Errorf("resuming the ended call: %+v %v, want its failure", res, err)
 	}
 	res, err = s.handleModern(context.Background(), req, alice, elicitingCaps)
 	if err != nil || !res.IsError || len(ended) != 0 {
