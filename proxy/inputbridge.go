@@ -62,7 +62,8 @@ import (
 type parkedCalls struct {
 	mu          sync.Mutex
 	calls       map[string]*parkedCall
-	byPrincipal map[string]int           // how many of calls each principal has
+	byPrincipal map[string]int           // how many of calls each principal has whose pipelines run
+	endedBy     map[string]int           // how many of calls each principal has that ended (forget)
 	live        map[*parkedCall]struct{} // every 2026-07-28 call whose pipeline runs, parked or not
 	closed      bool                     // Shutdown began: no call starts
 }
@@ -89,6 +90,8 @@ type parkedCall struct {
 	asks            chan inputRound          // what the upstream asked, a round at a time
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
 	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
+	token           string                   // the requestState it is parked under; parkedCalls.mu guards it
+	ended           bool                     // its pipeline has returned (forget); parkedCalls.mu guards it
 	relay           *parkedRelay             // what the pipeline asks the client through
 	listener        atomic.Pointer[callListener]
 }
@@ -320,9 +323,9 @@ func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 		}
 		token := newToken()
 		p.pending = round
-		if !s.parked.put(token, p) {
+		if err := s.parked.put(token, p); err != nil {
 			p.pending = nil
-			refuse(round, errTooManyParked)
+			refuse(round, err)
 			return s.await(ctx, p) // the call goes on without the answers: its next round, or its result
 		}
 		return inputRequired(round, token)
@@ -539,23 +542,29 @@ func (c *parkedCalls) running() int {
 }
 
 // put parks p under token, unless its principal has
-// maxParkedPerPrincipal calls parked already (false).
-func (c *parkedCalls) put(token string, p *parkedCall) bool {
+// maxParkedPerPrincipal calls parked already (errTooManyParked) or its
+// pipeline ended since await took the round (errCallEnded: its answer is
+// on its way to await).
+func (c *parkedCalls) put(token string, p *parkedCall) *upstreams.RelayError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if p.ended {
+		return errCallEnded
+	}
 	if c.byPrincipal[p.principal] >= maxParkedPerPrincipal {
-		return false
+		return errTooManyParked
 	}
 	if c.calls == nil {
 		c.calls, c.byPrincipal = map[string]*parkedCall{}, map[string]int{}
 	}
 	c.calls[token] = p
 	c.byPrincipal[p.principal]++
+	p.token = token
 	// A call whose client never comes back is forgotten once it could no
 	// longer be running (its pipeline has ended by its deadline by then),
 	// with the answer it kept for the client (forget).
 	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
-	return true
+	return nil
 }
 
 // forget drops p from the running calls once its pipeline has ended. A
@@ -566,21 +575,50 @@ func (c *parkedCalls) put(token string, p *parkedCall) bool {
 // own, during whichever call is in flight), or when the call's deadline
 // passed while its client was away. Dropping the token instead would answer
 // the client "requestState names no call", and a client told that cannot
-// know whether the tool ran: it may run it again. The answer is held until
-// the client resumes, or parkedLifetime after it was parked, at most
-// maxParkedPerPrincipal per principal.
+// know whether the tool ran: it may run it again.
+//
+// An ended call holds no upstream slot, only its answer, so it leaves the
+// count maxParkedPerPrincipal bounds (a client that abandons questions is
+// not refused new ones for the ten minutes their answers are kept) for a
+// count of its own with the same bound. Past that bound (a client that
+// abandoned 32 questions whose calls ended) the call is dropped at once, as
+// before these answers were kept.
 func (c *parkedCalls) forget(p *parkedCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.live, p)
+	parked := p.token != "" && c.calls[p.token] == p
+	if parked && c.endedBy[p.principal] >= maxParkedPerPrincipal {
+		c.drop(p.token)
+		parked = false
+	}
+	if parked {
+		c.uncount(p)
+	}
+	p.ended = true // before the count it goes to, and so that put parks it no more
+	if parked {
+		if c.endedBy == nil {
+			c.endedBy = map[string]int{}
+		}
+		c.endedBy[p.principal]++
+	}
 }
 
 // drop unparks the call under token; c.mu is held.
 func (c *parkedCalls) drop(token string) {
 	p := c.calls[token]
 	delete(c.calls, token)
-	if c.byPrincipal[p.principal]--; c.byPrincipal[p.principal] <= 0 {
-		delete(c.byPrincipal, p.principal)
+	c.uncount(p)
+}
+
+// uncount takes parked p out of its principal's count; c.mu is held.
+func (c *parkedCalls) uncount(p *parkedCall) {
+	count := c.byPrincipal
+	if p.ended {
+		count = c.endedBy
+	}
+	if count[p.principal]--; count[p.principal] <= 0 {
+		delete(count, p.principal)
 	}
 }
 

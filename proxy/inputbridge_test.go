@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -143,19 +144,45 @@ func TestRelaySessionIsUniqueWithoutASession(t *testing.T) {
 // A parked call whose pipeline ended (its deadline passed while its client
 // was away, or the upstream answered without waiting for the question it
 // asked) stays parked under its token, with its answer, until its client
-// comes back for it; forget only takes it out of the running calls.
+// comes back for it; forget only takes it out of the running calls. It no
+// longer counts against its principal's cap of calls holding upstream
+// slots, but ended calls have a cap of their own: past it, an ended call
+// is dropped at once. A call that ended is never parked again.
 func TestFinishedParkedCallKeepsItsToken(t *testing.T) {
 	var c parkedCalls
 	ended := &parkedCall{principal: "alice", tool: "t"}
 	c.start(ended)
-	c.put("ended", ended)
+	if err := c.put("ended", ended); err != nil {
+		t.Fatal(err)
+	}
 	c.forget(ended)
 	if !c.waitsFor("ended", "alice", "t") || c.running() != 0 {
 		t.Fatalf("after forget: parked %v, running %d; want parked, not running",
 			c.waitsFor("ended", "alice", "t"), c.running())
 	}
-	if c.take("ended") != ended || c.waitsFor("ended", "alice", "t") {
-		t.Error("the client's resume did not take the ended call")
+	if c.byPrincipal["alice"] != 0 || c.endedBy["alice"] != 1 {
+		t.Errorf("alice counts %d running, %d ended; want 0 and 1", c.byPrincipal["alice"], c.endedBy["alice"])
+	}
+	if err := c.put("again", ended); !errors.Is(err, errCallEnded) {
+		t.Errorf("parking an ended call again: %v, want errCallEnded", err)
+	}
+	if c.take("ended") != ended || c.waitsFor("ended", "alice", "t") || len(c.endedBy) != 0 {
+		t.Error("the client's resume did not take the ended call, or its count")
+	}
+
+	for i := range maxParkedPerPrincipal + 1 {
+		p := &parkedCall{principal: "alice", tool: "t"}
+		token := fmt.Sprint("tok", i)
+		if err := c.put(token, p); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		c.forget(p)
+		if kept := c.waitsFor(token, "alice", "t"); kept != (i < maxParkedPerPrincipal) {
+			t.Errorf("ended call %d kept: %v", i, kept)
+		}
+	}
+	if c.byPrincipal["alice"] != 0 || c.endedBy["alice"] != maxParkedPerPrincipal {
+		t.Errorf("alice counts %d running, %d ended; want 0 and %d", c.byPrincipal["alice"], c.endedBy["alice"], maxParkedPerPrincipal)
 	}
 }
 
