@@ -64,6 +64,7 @@ type parkedCalls struct {
 	calls       map[string]*parkedCall
 	byPrincipal map[string]int           // how many of calls each principal has whose pipelines run
 	endedBy     map[string]int           // how many of calls each principal has that ended (forget)
+	endings     uint64                   // how many pipelines have ended: orders ended calls
 	live        map[*parkedCall]struct{} // every 2026-07-28 call whose pipeline runs, parked or not
 	closed      bool                     // Shutdown began: no call starts
 }
@@ -86,13 +87,13 @@ var errTooManyParked = &upstreams.RelayError{Code: mcp.INTERNAL_ERROR,
 type parkedCall struct {
 	principal, tool string
 	finished        chan struct{}            // closed when the pipeline returned
-	cancel          context.CancelFunc       // ends the pipeline's context (the client left)
+	cancel          context.CancelFunc       // ends the pipeline's context (the client left); nil once it ended; parkedCalls.mu guards it
 	asks            chan inputRound          // what the upstream asked, a round at a time
 	done            chan *mcp.CallToolResult // the pipeline's answer (capacity 1)
 	pending         inputRound               // asked, not yet answered; only the waiting handler touches it
 	token           string                   // the requestState it is parked under; parkedCalls.mu guards it
-	ended           bool                     // its pipeline has returned (forget); parkedCalls.mu guards it
-	relay           *parkedRelay             // what the pipeline asks the client through
+	expiry          *time.Timer              // forgets it under token (parkedLifetime); parkedCalls.mu guards it
+	ended           uint64                   // when its pipeline returned, in forget's count (0: runs); parkedCalls.mu guards it
 	listener        atomic.Pointer[callListener]
 }
 
@@ -283,7 +284,6 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	p := &parkedCall{principal: call.Subject.Principal, tool: call.Name, finished: make(chan struct{}), cancel: cancel,
 		asks: make(chan inputRound), done: make(chan *mcp.CallToolResult, 1)}
 	relay := &parkedRelay{call: p, ctx: runCtx, session: relaySession(ctx), caps: caps, given: maps.Clone(req.Params.InputResponses)}
-	p.relay = relay
 	if call.Progress != nil {
 		call.Progress = p.progress // the listening request's, round by round
 	}
@@ -297,7 +297,7 @@ func (s *Server) handleModern(ctx context.Context, req mcp.CallToolRequest, call
 	go func() {
 		defer cancel()
 		res := s.opts.Calls.Handle(upstreams.WithRelay(runCtx, relay), call)
-		s.parked.forget(p) // first: whoever gets the answer, or sees finished (Shutdown), finds the call gone
+		s.parked.forget(p) // first: whoever gets the answer, or sees finished (Shutdown), finds the call no longer running
 		p.done <- res
 		close(p.finished)
 	}()
@@ -330,10 +330,13 @@ func (s *Server) await(ctx context.Context, p *parkedCall) *mcp.CallToolResult {
 		}
 		return inputRequired(round, token)
 	case <-ctx.Done():
+		if res, ended := p.result(); ended {
+			return res
+		}
 		// The client left before it learnt the token: nobody can resume
 		// the call. Cancel it (the upstream is told, like any abandoned
 		// call); whether the tool ran is unknown.
-		p.cancel()
+		s.parked.cancel(p)
 		return pipeline.FailureResult(&envelope.Error{Code: envelope.UpstreamError,
 			Message: "the client request ended while the call was running; its outcome is unknown"}, false, false)
 	}
@@ -517,12 +520,14 @@ func (c *parkedCalls) shutdown(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	running := make([]*parkedCall, 0, len(c.live))
+	cancels := make([]context.CancelFunc, 0, len(c.live))
 	for p := range c.live {
 		running = append(running, p)
+		cancels = append(cancels, p.cancel)
 	}
 	c.mu.Unlock()
-	for _, p := range running {
-		p.cancel()
+	for _, cancel := range cancels {
+		cancel()
 	}
 	for _, p := range running {
 		select {
@@ -532,6 +537,16 @@ func (c *parkedCalls) shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// cancel ends p's pipeline, unless it has ended.
+func (c *parkedCalls) cancel(p *parkedCall) {
+	c.mu.Lock()
+	cancel := p.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // running is how many calls have not ended.
@@ -548,7 +563,7 @@ func (c *parkedCalls) running() int {
 func (c *parkedCalls) put(token string, p *parkedCall) *upstreams.RelayError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p.ended {
+	if p.ended != 0 {
 		return errCallEnded
 	}
 	if c.byPrincipal[p.principal] >= maxParkedPerPrincipal {
@@ -561,9 +576,9 @@ func (c *parkedCalls) put(token string, p *parkedCall) *upstreams.RelayError {
 	c.byPrincipal[p.principal]++
 	p.token = token
 	// A call whose client never comes back is forgotten once it could no
-	// longer be running (its pipeline has ended by its deadline by then),
-	// with the answer it kept for the client (forget).
-	time.AfterFunc(parkedLifetime, func() { c.remove(token) })
+	// longer be running (its pipeline has ended by its deadline by then);
+	// forget restarts the count for the answer it keeps.
+	p.expiry = time.AfterFunc(parkedLifetime, func() { c.remove(token) })
 	return nil
 }
 
@@ -575,32 +590,51 @@ func (c *parkedCalls) put(token string, p *parkedCall) *upstreams.RelayError {
 // own, during whichever call is in flight), or when the call's deadline
 // passed while its client was away. Dropping the token instead would answer
 // the client "requestState names no call", and a client told that cannot
-// know whether the tool ran: it may run it again.
+// know whether the tool ran: it may run it again. The answer is kept for
+// parkedLifetime from now.
 //
-// An ended call holds no upstream slot, only its answer, so it leaves the
-// count maxParkedPerPrincipal bounds (a client that abandons questions is
-// not refused new ones for the ten minutes their answers are kept) for a
-// count of its own with the same bound. Past that bound (a client that
-// abandoned 32 questions whose calls ended) the call is dropped at once, as
-// before these answers were kept.
+// An ended call holds no upstream slot, so it leaves the count
+// maxParkedPerPrincipal bounds (a client that abandons questions is not
+// refused new ones while their answers are kept) for a count of its own
+// with the same bound: past it, the principal's oldest ended call is
+// forgotten (its client is the likeliest to have gone). What the call held
+// for its first request (its context, through cancel) is let go here; its
+// pending round is the resuming handler's.
 func (c *parkedCalls) forget(p *parkedCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.live, p)
-	parked := p.token != "" && c.calls[p.token] == p
-	if parked && c.endedBy[p.principal] >= maxParkedPerPrincipal {
-		c.drop(p.token)
-		parked = false
+	p.cancel = nil
+	c.endings++
+	if p.token == "" || c.calls[p.token] != p {
+		p.ended = c.endings
+		return
 	}
-	if parked {
-		c.uncount(p)
+	c.uncount(p)
+	p.ended = c.endings
+	if c.endedBy == nil {
+		c.endedBy = map[string]int{}
 	}
-	p.ended = true // before the count it goes to, and so that put parks it no more
-	if parked {
-		if c.endedBy == nil {
-			c.endedBy = map[string]int{}
+	if c.endedBy[p.principal] >= maxParkedPerPrincipal {
+		c.dropOldestEnded(p.principal)
+	}
+	c.endedBy[p.principal]++
+	p.expiry.Reset(parkedLifetime)
+}
+
+// dropOldestEnded forgets principal's call that ended first; c.mu is held.
+// It scans every parked call: it runs only for a principal past its bound
+// of ended calls, and c.calls holds at most 64 per principal.
+func (c *parkedCalls) dropOldestEnded(principal string) {
+	oldest := ""
+	var first uint64
+	for token, p := range c.calls {
+		if p.principal == principal && p.ended != 0 && (oldest == "" || p.ended < first) {
+			oldest, first = token, p.ended
 		}
-		c.endedBy[p.principal]++
+	}
+	if oldest != "" {
+		c.drop(oldest)
 	}
 }
 
@@ -609,12 +643,15 @@ func (c *parkedCalls) drop(token string) {
 	p := c.calls[token]
 	delete(c.calls, token)
 	c.uncount(p)
+	if p.expiry != nil {
+		p.expiry.Stop()
+	}
 }
 
 // uncount takes parked p out of its principal's count; c.mu is held.
 func (c *parkedCalls) uncount(p *parkedCall) {
 	count := c.byPrincipal
-	if p.ended {
+	if p.ended != 0 {
 		count = c.endedBy
 	}
 	if count[p.principal]--; count[p.principal] <= 0 {

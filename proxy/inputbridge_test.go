@@ -146,8 +146,9 @@ func TestRelaySessionIsUniqueWithoutASession(t *testing.T) {
 // asked) stays parked under its token, with its answer, until its client
 // comes back for it; forget only takes it out of the running calls. It no
 // longer counts against its principal's cap of calls holding upstream
-// slots, but ended calls have a cap of their own: past it, an ended call
-// is dropped at once. A call that ended is never parked again.
+// slots, but ended calls have a cap of their own: past it, the principal's
+// oldest ended call is dropped, never the one whose client was just handed
+// its token. A call that ended is never parked again.
 func TestFinishedParkedCallKeepsItsToken(t *testing.T) {
 	var c parkedCalls
 	ended := &parkedCall{principal: "alice", tool: "t"}
@@ -170,15 +171,16 @@ func TestFinishedParkedCallKeepsItsToken(t *testing.T) {
 		t.Error("the client's resume did not take the ended call, or its count")
 	}
 
-	for i := range maxParkedPerPrincipal + 1 {
+	for i := range maxParkedPerPrincipal + 2 {
 		p := &parkedCall{principal: "alice", tool: "t"}
-		token := fmt.Sprint("tok", i)
-		if err := c.put(token, p); err != nil {
+		if err := c.put(fmt.Sprint("tok", i), p); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 		c.forget(p)
-		if kept := c.waitsFor(token, "alice", "t"); kept != (i < maxParkedPerPrincipal) {
-			t.Errorf("ended call %d kept: %v", i, kept)
+	}
+	for i := range maxParkedPerPrincipal + 2 {
+		if kept := c.waitsFor(fmt.Sprint("tok", i), "alice", "t"); kept != (i >= 2) {
+			t.Errorf("ended call %d kept: %v, want only the two oldest dropped", i, kept)
 		}
 	}
 	if c.byPrincipal["alice"] != 0 || c.endedBy["alice"] != maxParkedPerPrincipal {
@@ -198,30 +200,9 @@ var rootsCaps = capsOf(mcp.ClientCapabilities{Roots: &struct {
 // tool ran (CI caught this as TestServerRequestsRelayedToCaller/2026-07-28
 // failing about once in a few hundred runs).
 func TestAnswerOutlivesAMootQuestion(t *testing.T) {
-	asked := make(chan error, 1)
-	release := make(chan struct{})
-	s := &Server{opts: Options{Calls: callsFunc(func(ctx context.Context, _ Call) *mcp.CallToolResult {
-		relay := callRelay(t, ctx)
-		go func() {
-			_, err := relay.Request(ctx, "roots/list", json.RawMessage(`{}`))
-			asked <- err
-		}()
-		<-release
-		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("done")}}
-	})}}
+	s := &Server{}
 	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
-	req := mcp.CallToolRequest{}
-	req.Params.Name = alice.Name
-	res, err := s.handleModern(context.Background(), req, alice, rootsCaps)
-	if err != nil || res.ResultType != mcp.ResultTypeInputRequired || len(res.InputRequests) != 1 {
-		t.Fatalf("first round: %+v %v, want input_required for roots", res, err)
-	}
-	close(release)
-	// The question's Request returns once the pipeline has ended (finished
-	// is closed after forget).
-	if err := <-asked; !errors.Is(err, errCallEnded) {
-		t.Fatalf("the upstream's question got %v, want errCallEnded", err)
-	}
+	res := mootCall(t, s)
 	answers := mcp.InputResponses{}
 	for key := range res.InputRequests {
 		if err := json.Unmarshal([]byte(`{"`+key+`":{"roots":[]}}`), &answers); err != nil {
@@ -234,7 +215,7 @@ func TestAnswerOutlivesAMootQuestion(t *testing.T) {
 			`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)); err != nil {
 		t.Fatalf("the resume is refused before it runs: %v", err)
 	}
-	res, err = s.resume(context.Background(), token, alice, answers)
+	res, err := s.resume(context.Background(), token, alice, answers)
 	if err != nil {
 		t.Fatalf("resuming the ended call: %v", err)
 	}
@@ -243,6 +224,61 @@ func TestAnswerOutlivesAMootQuestion(t *testing.T) {
 	}
 	if s.parked.waitsFor(token, "alice", alice.Name) {
 		t.Error("the answered call is still parked")
+	}
+}
+
+// mootCall parks a call of alice's on a roots question its upstream
+// answers without waiting for, then lets the call end: the client holds
+// the returned input_required, the call's answer is "done".
+func mootCall(t *testing.T, s *Server) *mcp.CallToolResult {
+	t.Helper()
+	release, asked := make(chan struct{}), make(chan error, 1)
+	s.opts.Calls = callsFunc(func(ctx context.Context, _ Call) *mcp.CallToolResult {
+		relay := callRelay(t, ctx)
+		go func() {
+			_, err := relay.Request(ctx, "roots/list", json.RawMessage(`{}`))
+			asked <- err
+		}()
+		<-release
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("done")}}
+	})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "srv__t"
+	res, err := s.handleModern(context.Background(), req, Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}, rootsCaps)
+	if err != nil || res.ResultType != mcp.ResultTypeInputRequired || len(res.InputRequests) != 1 {
+		t.Fatalf("first round: %+v %v, want input_required for roots", res, err)
+	}
+	close(release)
+	if err := <-asked; !errors.Is(err, errCallEnded) { // the pipeline has ended
+		t.Fatalf("the upstream's question got %v, want errCallEnded", err)
+	}
+	return res
+}
+
+// A principal whose client abandoned maxParkedPerPrincipal questions of
+// calls that then ended still gets the answer of the next such call: the
+// oldest abandoned answer makes room, not the one just handed out. And a
+// resume whose client has gone by the time it waits still prefers the
+// answer it finds to "outcome unknown".
+func TestEndedCallsPastTheCapDropTheOldest(t *testing.T) {
+	s := &Server{}
+	var abandoned []string
+	for range maxParkedPerPrincipal {
+		abandoned = append(abandoned, mootCall(t, s).RequestState)
+	}
+	res := mootCall(t, s)
+	alice := Call{Subject: authz.Subject{Principal: "alice"}, Name: "srv__t"}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := s.resume(gone, res.RequestState, alice, nil)
+	if err != nil {
+		t.Fatalf("resuming the round it was handed: %v", err)
+	}
+	if tc, ok := got.Content[0].(mcp.TextContent); !ok || tc.Text != "done" {
+		t.Errorf("resumed call answered %+v, want the call's answer", got)
+	}
+	if s.parked.waitsFor(abandoned[0], "alice", alice.Name) || !s.parked.waitsFor(abandoned[1], "alice", alice.Name) {
+		t.Error("the oldest abandoned answer was not the one dropped")
 	}
 }
 
