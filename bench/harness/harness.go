@@ -125,6 +125,9 @@ func pick[T any](quick bool, q, full T) T {
 // Run runs the harness and writes the report to o.Out.
 func Run(ctx context.Context, o Options) (*report.Report, error) {
 	o.Defaults()
+	if err := scaling.CheckFigures(o.Figures); err != nil {
+		return nil, err
+	}
 	work, err := os.MkdirTemp("", "loadbench-")
 	if err != nil {
 		return nil, err

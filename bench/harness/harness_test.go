@@ -190,3 +190,21 @@ func TestBaselineTargetsNeedABinary(t *testing.T) {
 		t.Fatalf("run: %v, want an error naming -baseline", err)
 	}
 }
+
+// A scaling figure that does not exist stops the run before it builds or
+// starts anything, with the list of those that do.
+func TestUnknownFigureStopsTheRun(t *testing.T) {
+	root, err := harness.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "r.md")
+	_, err = harness.Run(context.Background(), harness.Options{Root: root, Out: out, Quick: true, Scaling: true,
+		Figures: []string{"big-result"}})
+	if err == nil || !strings.Contains(err.Error(), "big-results") {
+		t.Fatalf("run: %v, want an error listing the figures", err)
+	}
+	if _, statErr := os.Stat(out); !os.IsNotExist(statErr) {
+		t.Errorf("a report was written: %v", statErr)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/bench/load"
@@ -39,10 +40,7 @@ type Env struct {
 }
 
 // The figures, by name.
-var figures = []struct {
-	name    string
-	measure func(context.Context, Env, *report.Scaling)
-}{
+var figures = []figure{
 	{"policy", policyFigures},
 	{"catalog", catalogFigures},
 	{"sessions", sessionFigures},
@@ -78,12 +76,38 @@ func Run(ctx context.Context, e Env) *report.Scaling {
 		s.Failed = append(s.Failed, err.Error())
 		return s
 	}
-	for _, f := range figures {
-		if e.Figures == nil || slices.Contains(e.Figures, f.name) {
-			f.measure(ctx, e, s)
-		}
+	for _, f := range e.chosen() {
+		f.measure(ctx, e, s)
 	}
 	return s
+}
+
+// figure is one scaling figure: its name and how it is measured.
+type figure struct {
+	name    string
+	measure func(context.Context, Env, *report.Scaling)
+}
+
+// chosen are the figures e.Figures names, in the report's order; all when
+// it is nil.
+func (e Env) chosen() []figure {
+	var out []figure
+	for _, f := range figures {
+		if e.Figures == nil || slices.Contains(e.Figures, f.name) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CheckFigures refuses a name that is not one of Figures, naming them.
+func CheckFigures(names []string) error {
+	for _, n := range names {
+		if !slices.Contains(Figures(), n) {
+			return fmt.Errorf("%q is not a scaling figure; the figures are %s", n, strings.Join(Figures(), ", "))
+		}
+	}
+	return nil
 }
 
 // shape is the cell shape and rounds of the per-call figures.

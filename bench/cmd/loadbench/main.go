@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,11 +61,9 @@ func run() int {
 		return 2
 	}
 	o.Upstreams, o.Targets, o.Figures = split(ups), split(tgts), split(figs)
-	for _, f := range o.Figures {
-		if !slices.Contains(scaling.Figures(), f) {
-			fmt.Fprintf(os.Stderr, "loadbench: -figures: %q is not one of %s\n", f, strings.Join(scaling.Figures(), ", "))
-			return 2
-		}
+	if err := scaling.CheckFigures(o.Figures); err != nil {
+		fmt.Fprintln(os.Stderr, "loadbench: -figures:", err)
+		return 2
 	}
 	if o.Baseline != "" && !targetsGiven() {
 		o.Targets = append(o.Targets, harness.BaselineHTTP, harness.BaselineStdio)
