@@ -2,15 +2,10 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
-	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // mcp-go ends a session idle for its TTL, and only its own handler marks
@@ -33,31 +28,11 @@ import (
 // would onto the call's had mcp-go served the call. Those are carried over
 // to the call's own stream (keepAlive returns them), where they would have
 // gone.
-//
-// mcp-go (v1.2.1) can lose one of them: its forwarder takes a notification
-// off the session's queue, then waits for the response's lock, and drops
-// it if the request's handler finished in between. A ping is answered in
-// microseconds, so that happened to a queued notification about 3 times
-// in 150 (TestKeepAliveCarriesTheSessionsNotifications, -race). So the
-// ping waits, before it is answered (awaitForwarded, a hook on ping), until
-// as many notifications as were queued when it was sent have been written
-// on its response, at most keepAliveSettle: a notification another request
-// of the session took meanwhile (its GET stream's, a concurrent POST's) is
-// never written here, and the wait must end anyway.
 
 // keepAliveID is the id of toolgate's pings; mcp-go only echoes it.
 const keepAliveID = `"toolgate-keepalive"`
 
 var keepAliveBody = []byte(`{"jsonrpc":"2.0","id":` + keepAliveID + `,"method":"ping"}`)
-
-// keepAliveSettle bounds how long a ping waits for the session's queued
-// notifications to be written on its response. It is reached only when
-// another request of the session took them, once per quarter of the idle
-// TTL at most; the forwarder writes one in microseconds.
-const keepAliveSettle = 50 * time.Millisecond
-
-// keepAliveKey is the context key of a ping's discardedAnswer.
-type keepAliveKey struct{}
 
 // keepAlive touches the session of r (a fast call's request) in mcp-go
 // when a quarter of its idle TTL passed since mcp-go last saw it, and
@@ -68,41 +43,14 @@ func (f *fastCalls) keepAlive(r *http.Request, entry *clientSession) []json.RawM
 	if f.fresh(entry) || !entry.lastSlow.CompareAndSwap(last, f.now().UnixNano()) {
 		return nil
 	}
-	w := &discardedAnswer{queued: queuedNotifications(entry), forwarded: make(chan struct{})}
-	// The session's headers, Host and principal.
-	ping := r.Clone(context.WithValue(r.Context(), keepAliveKey{}, w))
+	ping := r.Clone(r.Context()) // the session's headers, Host and principal
 	ping.Body = io.NopCloser(bytes.NewReader(keepAliveBody))
 	ping.ContentLength = int64(len(keepAliveBody))
 	ping.Header.Del("Content-Length")
-	f.next.ServeHTTP(w, ping)
+	var w discardedAnswer
+	f.next.ServeHTTP(&w, ping)
 	f.pings.Add(1)
 	return w.notifications()
-}
-
-// queuedNotifications is how many notifications wait in mcp-go's queue for
-// entry's session.
-func queuedNotifications(entry *clientSession) int {
-	if cs := entry.cs.Load(); cs != nil {
-		return len((*cs).NotificationChannel())
-	}
-	return 0
-}
-
-// awaitForwarded is a hook on ping: a keep-alive ping waits there for the
-// notifications queued when it was sent to be written on its response (see
-// above). Other pings pass.
-func awaitForwarded(ctx context.Context, _ any, _ *mcp.PingRequest) {
-	w, ok := ctx.Value(keepAliveKey{}).(*discardedAnswer)
-	if !ok || w.queued == 0 {
-		return
-	}
-	settle := time.NewTimer(keepAliveSettle)
-	defer settle.Stop()
-	select {
-	case <-w.forwarded:
-	case <-settle.C:
-	case <-ctx.Done():
-	}
 }
 
 // discardedAnswer is the response of a ping no client reads: kept only to
@@ -110,10 +58,6 @@ func awaitForwarded(ctx context.Context, _ any, _ *mcp.PingRequest) {
 type discardedAnswer struct {
 	header http.Header
 	body   bytes.Buffer
-
-	queued    int           // notifications queued for the session when the ping was sent
-	flushes   atomic.Int32  // mcp-go flushes after each message it writes
-	forwarded chan struct{} // closed at the queued-th flush
 }
 
 func (d *discardedAnswer) Header() http.Header {
@@ -125,14 +69,7 @@ func (d *discardedAnswer) Header() http.Header {
 
 func (d *discardedAnswer) Write(p []byte) (int, error) { return d.body.Write(p) }
 func (d *discardedAnswer) WriteHeader(int)             {}
-
-// Flush counts the messages written: mcp-go streams only to a Flusher, and
-// flushes after each.
-func (d *discardedAnswer) Flush() {
-	if int(d.flushes.Add(1)) == d.queued {
-		close(d.forwarded)
-	}
-}
+func (d *discardedAnswer) Flush()                      {} // mcp-go streams only to a Flusher
 
 // notifications are the messages of an event stream answer other than the
 // ping's answer.

@@ -80,7 +80,6 @@ func NewServer(opts Options, version string, log *slog.Logger) *Server {
 	hooks.AddAfterListResourceTemplates(s.filterTemplates)
 	hooks.AddOnRequestInitialization(s.interceptSubscription)
 	hooks.AddOnRequestInitialization(s.refuseStaleState)
-	hooks.AddBeforePing(awaitForwarded)
 	hooks.AddAfterSetLevel(s.afterSetLevel)
 	s.mcp = server.NewMCPServer(s.identity.Name, s.identity.Version,
 		server.WithToolCapabilities(true),
