@@ -76,15 +76,22 @@ type httpClient struct {
 // notifications/initialized.
 func (c *httpClient) open(caps string) {
 	c.t.Helper()
+	c.initialize(caps)
+	if resp := c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		c.t.Fatalf("notifications/initialized: %s", resp.Status)
+	}
+}
+
+// initialize opens a session with initialize alone (mcp-go marks the
+// session initialized there), without notifications/initialized.
+func (c *httpClient) initialize(caps string) {
+	c.t.Helper()
 	resp := c.do(http.MethodPost, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+
 		`,"clientInfo":{"name":"test","version":"1"}}}`)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if c.sid = resp.Header.Get("Mcp-Session-Id"); c.sid == "" {
 		c.t.Fatalf("initialize: %s", resp.Status)
-	}
-	if resp := c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
-		c.t.Fatalf("notifications/initialized: %s", resp.Status)
 	}
 }
 
