@@ -188,6 +188,33 @@ func TestFinishedParkedCallKeepsItsToken(t *testing.T) {
 	}
 }
 
+// An ended call's answer is kept parkedLifetime after the call ended, not
+// after it was parked: a call that ran nine minutes before its upstream
+// answered still gives its client the answer nine minutes later. A call
+// whose client never comes back is then forgotten.
+func TestEndedCallIsKeptFromItsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c parkedCalls
+		p := &parkedCall{principal: "alice", tool: "t"}
+		c.start(p)
+		if err := c.put("tok", p); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(parkedLifetime - time.Minute) // fake time: the call runs, parked
+		c.forget(p)
+		time.Sleep(parkedLifetime - time.Minute)
+		synctest.Wait()
+		if !c.waitsFor("tok", "alice", "t") {
+			t.Fatal("the answer was dropped before parkedLifetime passed since the call ended")
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait() // the expiry's callback has run
+		if c.waitsFor("tok", "alice", "t") || len(c.endedBy) != 0 {
+			t.Error("an answer nobody came for is kept past parkedLifetime")
+		}
+	})
+}
+
 var rootsCaps = capsOf(mcp.ClientCapabilities{Roots: &struct {
 	ListChanged bool `json:"listChanged,omitempty"`
 }{}})
