@@ -192,13 +192,12 @@ func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]ups
 	if answers, ok, err := r.answerGiven(round); ok || err != nil {
 		return answers, err
 	}
-	gone := errCallEnded
 	select {
 	case r.call.asks <- round:
 	case <-r.call.finished:
-		return nil, gone
+		return nil, errCallEnded
 	case <-ctx.Done():
-		return nil, gone
+		return nil, errCallEnded
 	}
 	answers := make(map[string]json.RawMessage, len(round))
 	for key, ask := range round {
@@ -209,9 +208,9 @@ func (r *parkedRelay) RequestInputs(ctx context.Context, requests map[string]ups
 			}
 			answers[key] = a.result
 		case <-r.call.finished:
-			return nil, gone
+			return nil, errCallEnded
 		case <-ctx.Done():
-			return nil, gone
+			return nil, errCallEnded
 		}
 	}
 	return answers, nil
@@ -606,12 +605,14 @@ func (c *parkedCalls) forget(p *parkedCall) {
 	delete(c.live, p)
 	p.cancel = nil
 	c.endings++
-	if p.token == "" || c.calls[p.token] != p {
-		p.ended = c.endings
+	parked := p.token != "" && c.calls[p.token] == p
+	if parked {
+		c.uncount(p) // from the running calls' count: ended is still 0
+	}
+	p.ended = c.endings
+	if !parked {
 		return
 	}
-	c.uncount(p)
-	p.ended = c.endings
 	if c.endedBy == nil {
 		c.endedBy = map[string]int{}
 	}
