@@ -78,7 +78,7 @@ func (l *Log) openCurrent() error {
 // memory, so the new file's first prev is the hash of Path.1's last line.
 // Called with mu held and no fsync running.
 func (l *Log) rotate() error {
-	err := l.retire()
+	err := l.retireUntold()
 	if serr := shift(l.opts.Path, l.opts.MaxFiles, l.opts.Fsync != FsyncNever); serr != nil {
 		err = errors.Join(err, fmt.Errorf("audit: rotate %s: %w", l.opts.Path, serr))
 	}

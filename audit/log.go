@@ -351,10 +351,10 @@ func (l *Log) write(bodies [][]byte) (b *batch, warn, err error) {
 		repairs++
 		switch {
 		case l.broken != nil:
-			warn = errors.Join(warn, l.retire())
+			warn = errors.Join(warn, l.retireUntold())
 		case replaced:
 			warn = errors.Join(warn, fmt.Errorf("audit: %s was moved, removed or replaced by something else; "+
-				"continuing the chain in a new file there", l.opts.Path), l.retire())
+				"continuing the chain in a new file there", l.opts.Path), l.retireUntold())
 		default:
 			if err := l.rotate(); err != nil {
 				warn, rotateFailed = errors.Join(warn, err), true
@@ -501,12 +501,12 @@ func (l *Log) flushDirty() {
 
 // retire flushes (policy permitting) and closes the current file, and
 // resolves the pending batch with the flush's result. Called with mu held
-// and no fsync running.
-func (l *Log) retire() error {
+// and no fsync running. told: the error went to the pending batch, whose
+// waiters each tell it as their record's loss.
+func (l *Log) retire() (told bool, err error) {
 	if l.f == nil {
-		return nil
+		return false, nil
 	}
-	var err error
 	if l.opts.Fsync != FsyncNever && l.dirty {
 		if err = l.f.Sync(); err != nil {
 			err = fmt.Errorf("audit: fsync %s: %w", l.opts.Path, err)
@@ -514,7 +514,7 @@ func (l *Log) retire() error {
 		setHealth(&l.syncHealth, err) // under mu, no other fsync running
 	}
 	if b := l.pending; b != nil {
-		b.err = err
+		b.err, told = err, err != nil
 		close(b.done)
 		l.pending = nil
 	}
@@ -522,7 +522,17 @@ func (l *Log) retire() error {
 		err = fmt.Errorf("audit: close %s: %w", l.opts.Path, cerr)
 	}
 	l.f, l.id, l.dirty = nil, nil, false
-	return err
+	return told, err
+}
+
+// retireUntold retires the file and returns the failure its pending
+// batch's waiters will not tell: told once more, as a warning, a failed
+// fsync that cost n records would count n+1 in the metrics.
+func (l *Log) retireUntold() error {
+	if told, err := l.retire(); !told {
+		return err
+	}
+	return nil
 }
 
 // replaced reports whether Path no longer names the open file: someone
@@ -565,10 +575,12 @@ func (l *Log) Close() error {
 	for l.syncing {
 		l.cond.Wait()
 	}
-	err := l.retire()
+	told, err := l.retire()
 	l.mu.Unlock()
 	l.unlock()
-	l.tell(err)
+	if !told {
+		l.tell(err)
+	}
 	return err
 }
 

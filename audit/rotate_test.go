@@ -1,9 +1,11 @@
 package audit
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -136,5 +138,62 @@ func TestRotationFailureKeepsRecords(t *testing.T) {
 	l.Close()
 	if rep := mustVerify(t, l.opts.Path); rep.Records != 6 || rep.MidChain {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+// TestFsyncFailedAtRotationToldOncePerRecord: a rotation whose flush of
+// the old file fails costs the records waiting for that flush, and each
+// of their Appends tells OnError so; the rotation must not tell the same
+// failure once more, or toolgate_audit_write_errors_total counts a loss
+// that did not happen. A writes its record and waits to commit (the test
+// holds the commit lock); B's record rotates the file, whose fsync fails.
+func TestFsyncFailedAtRotationToldOncePerRecord(t *testing.T) {
+	fs := newFakeFS()
+	fs.wrote = make(chan struct{})
+	var errs errorLog
+	l := openTest(t, Options{Fsync: FsyncAlways, MaxBytes: 1, OnError: errs.add}, fs)
+	fs.set(func(fs *fakeFS) { fs.syncErr = syscall.EIO })
+	l.syncMu.Lock()
+	results := make(chan error, 2)
+	go func() { results <- l.Append(rec(1)) }()
+	<-fs.wrote // A's line is in the file; its batch waits for a commit
+	go func() { results <- l.Append(rec(2)) }()
+	<-fs.wrote // B's line is in the new file: the rotation, and its fsync, are done
+	if fs.syncs.Load() != 1 {
+		t.Fatalf("%d fsyncs before any commit, want the rotation's one", fs.syncs.Load())
+	}
+	l.syncMu.Unlock()
+	for range 2 {
+		if err := <-results; !errors.Is(err, syscall.EIO) {
+			t.Errorf("Append: %v, want the failed fsync", err)
+		}
+	}
+	if got := errs.list(); len(got) != 2 {
+		t.Errorf("OnError told %d times, want once per record lost (2): %v", len(got), got)
+	}
+}
+
+// TestFsyncFailedAtCloseToldOncePerRecord: the same for Close, which
+// returns the failure to its caller but leaves telling it to the Append
+// whose record it cost.
+func TestFsyncFailedAtCloseToldOncePerRecord(t *testing.T) {
+	fs := newFakeFS()
+	fs.wrote = make(chan struct{})
+	var errs errorLog
+	l := openTest(t, Options{Fsync: FsyncAlways, OnError: errs.add}, fs)
+	fs.set(func(fs *fakeFS) { fs.syncErr = syscall.EIO })
+	l.syncMu.Lock()
+	result := make(chan error, 1)
+	go func() { result <- l.Append(rec(1)) }()
+	<-fs.wrote
+	if err := l.Close(); !errors.Is(err, syscall.EIO) {
+		t.Errorf("Close: %v, want the failed fsync", err)
+	}
+	l.syncMu.Unlock()
+	if err := <-result; !errors.Is(err, syscall.EIO) {
+		t.Errorf("Append: %v, want the failed fsync", err)
+	}
+	if got := errs.list(); len(got) != 1 {
+		t.Errorf("OnError told %d times, want once (the record lost): %v", len(got), got)
 	}
 }
