@@ -109,7 +109,8 @@ func (m *Metrics) ApprovalsPending(n int) {
 	m.approvals.Set(float64(n))
 }
 
-// AuditWriteError counts one audit record that could not be written (or synced).
+// AuditWriteError counts one audit trail failure (audit.Options.OnError): a record that could
+// not be written (or synced), or a problem that cost none.
 func (m *Metrics) AuditWriteError() {
 	if m == nil {
 		return
