@@ -38,11 +38,9 @@ type chrome struct {
 
 func newChrome(t *testing.T, width, height int) *chrome {
 	t.Helper()
-	exe := chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(width, height))...)
+	actx, cancelAlloc := browser(t, ctx, width, height)
 	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	t.Cleanup(cancelBrowser)
