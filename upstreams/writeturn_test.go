@@ -225,11 +225,17 @@ func pipeOutput(t *testing.T) (pr, pw *os.File, out *watchedWriter) {
 	return pr, pw, &watchedWriter{w: pw}
 }
 
-// newTimingOut starts a transport over a timingOutOutput.
-func newTimingOut(t *testing.T, stuckAfter time.Duration) (tr *lineTransport, out *timingOutOutput, stuck chan struct{}) {
+// newTimingOut starts a transport over a timingOutOutput; also, if given,
+// sets more of it before it starts.
+func newTimingOut(t *testing.T, stuckAfter time.Duration, also ...func(*lineTransport)) (tr *lineTransport, out *timingOutOutput, stuck chan struct{}) {
 	t.Helper()
 	out = &timingOutOutput{heldOutput: heldOutput{started: make(chan []byte, 4), hold: make(chan struct{}, 4)}}
-	tr, stuck = startOver(t, out, func(tr *lineTransport) { tr.stuckAfter = stuckAfter })
+	tr, stuck = startOver(t, out, func(tr *lineTransport) {
+		tr.stuckAfter = stuckAfter
+		for _, f := range also {
+			f(tr)
+		}
+	})
 	return tr, out, stuck
 }
 
@@ -245,14 +251,22 @@ func echoRequest(id string) transport.JSONRPCRequest {
 func TestWriteTimedOutWithNothingWritten(t *testing.T) {
 	ctx := func() context.Context { return callCtx(t, time.Minute) }
 	t.Run("the child took a message meanwhile", func(t *testing.T) {
-		tr, out, stuck := newTimingOut(t, 0)
+		// writeLine reads the clock right after it counts the writes done
+		// (its mark): two reads, and gw-2 has its mark. Waiting for gw-2 to
+		// be registered instead let gw-1's write complete before gw-2's
+		// mark about one run in a hundred, and gw-2 then rightly saw a
+		// child that took nothing while it waited.
+		var clockReads atomic.Int32
+		tr, out, stuck := newTimingOut(t, 0, func(tr *lineTransport) {
+			tr.clock = func() time.Time { clockReads.Add(1); return time.Now() }
+		})
 		first, second := make(chan error, 1), make(chan error, 1)
 		go func() { _, err := tr.SendRequest(ctx(), echoRequest("gw-1")); first <- err }()
 		<-out.started // gw-1's write is held
 		go func() { _, err := tr.SendRequest(ctx(), echoRequest("gw-2")); second <- err }()
-		for give := time.Now().Add(generous); pendingCount(tr) < 2; runtime.Gosched() {
+		for give := time.Now().Add(generous); clockReads.Load() < 2; runtime.Gosched() {
 			if time.Now().After(give) {
-				t.Fatalf("%d requests registered, want 2", pendingCount(tr))
+				t.Fatalf("%d writes began, want 2", clockReads.Load())
 			}
 		}
 		out.timeouts.Store(1)  // gw-2's write will time out, writing nothing
