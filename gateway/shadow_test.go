@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authz"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pipeline"
 )
 
@@ -74,7 +76,8 @@ func TestShadowPolicyRefusedAtStart(t *testing.T) {
 // force; the live policy is never touched.
 func TestShadowPolicyReloads(t *testing.T) {
 	cfgPath, candidatePath := writeShadowGateway(t, "p, alice, echoes/*, call, allow\n")
-	gw, err := New(context.Background(), Options{ConfigPath: cfgPath})
+	logs := &testkit.LogBuffer{}
+	gw, err := New(context.Background(), Options{ConfigPath: cfgPath, Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +129,7 @@ func TestShadowPolicyReloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gw.Watch(ctx)
-	time.Sleep(100 * time.Millisecond) // the watch is on before the file changes
+	logs.Await(t, "watching the policy for changes", 2) // the live policy's watch and the shadow's: on before the file changes
 	write(t, candidatePath, "p, alice, echoes/echo, call, allow\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for gw.Shadow().Current() == second {

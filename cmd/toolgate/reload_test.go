@@ -22,10 +22,11 @@ import (
 func TestPolicyHotReloadRevokesAtOnce(t *testing.T) {
 	servers := stdioUpstream(t, "hostile", "")
 	cfg := writeConfig(t, servers)
-	url, _, gw := httpGatewayFull(t, cfg)
+	url, logs, gw := httpGatewayFull(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gw.Watch(ctx)
+	logs.Await(t, "watching the policy for changes", 1) // a rename before the watch is in place goes unseen
 
 	aliceChanged := make(chan struct{}, 4)
 	var bobChanged atomic.Int32

@@ -101,16 +101,18 @@ func (rs *replicaSet) writePolicy(t *testing.T, extra string) {
 }
 
 // waitPolicy waits until every replica runs version, woken by each
-// replica's reloads rather than by a timer.
+// replica's reloads rather than by a timer. It looks at the reload's
+// stats, which GET /v1/policy reports: a reload updates them just after
+// it swaps the policy in force, and before it calls OnReload.
 func (rs *replicaSet) waitPolicy(t *testing.T, version string) {
 	t.Helper()
 	timeout := time.After(replicaDeadline)
 	for i, gw := range rs.gws {
-		for gw.Policy().Current().Version() != version {
+		for gw.Policy().Stats().Version != version {
 			select {
 			case <-rs.reloads[i]:
 			case <-timeout:
-				t.Fatalf("replica %d still runs policy %s, want %s", i, gw.Policy().Current().Version(), version)
+				t.Fatalf("replica %d still runs policy %s, want %s", i, gw.Policy().Stats().Version, version)
 			}
 		}
 		var info gateway.PolicyInfo
@@ -189,9 +191,11 @@ func TestReplicasShareRedis(t *testing.T) {
 		}
 	}
 	rs.waitReady(t, false, "state: the shared state store (Redis) is unreachable")
-	_, metrics := scrape(t, rs.admins[0], "/metrics", adminKey)
-	if !strings.Contains(metrics, "toolgate_state_up 0\n") || strings.Contains(metrics, `toolgate_state_errors_total{feature="rate_limits"} 0`+"\n") {
-		t.Errorf("metrics with Redis down lack state_up 0 or rate_limits errors:\n%s", grepLines(metrics, "toolgate_state_"))
+	// The gauge follows the readiness a moment later (the state client
+	// reports the change after it records it).
+	rs.waitMetric(t, 0, "toolgate_state_up 0\n")
+	if _, metrics := scrape(t, rs.admins[0], "/metrics", adminKey); strings.Contains(metrics, `toolgate_state_errors_total{feature="rate_limits"} 0`+"\n") {
+		t.Errorf("metrics with Redis down lack rate_limits errors:\n%s", grepLines(metrics, "toolgate_state_"))
 	}
 	// A reload while Redis is down cannot be announced yet.
 	rs.writePolicy(t, "p, reader, hostile/fail, call, allow\np, reader, hostile/tick, call, allow\n")
@@ -204,8 +208,25 @@ func TestReplicasShareRedis(t *testing.T) {
 	rs.waitReady(t, true, "ok")
 	rs.waitPolicy(t, v3)
 	rs.spend(t, 6, 5) // Redis restarted empty: a full bucket, shared again
-	if _, metrics := scrape(t, rs.admins[2], "/metrics", adminKey); !strings.Contains(metrics, "toolgate_state_up 1\n") {
-		t.Errorf("toolgate_state_up after recovery:\n%s", grepLines(metrics, "toolgate_state_"))
+	rs.waitMetric(t, 2, "toolgate_state_up 1\n")
+}
+
+// waitMetric waits until replica i's /metrics has line, looking every 5 ms.
+func (rs *replicaSet) waitMetric(t *testing.T, i int, line string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(replicaDeadline)
+	for {
+		_, metrics := scrape(t, rs.admins[i], "/metrics", adminKey)
+		if strings.Contains(metrics, line) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-timeout:
+			t.Fatalf("replica %d's /metrics lacks %q:\n%s", i, line, grepLines(metrics, "toolgate_state_"))
+		}
 	}
 }
 

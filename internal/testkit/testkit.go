@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
+	"time"
 )
 
 // LogBuffer is a log sink safe for concurrent writers.
@@ -43,6 +45,24 @@ func (b *LogBuffer) Records(msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// Await waits until msg has been logged n times and returns those
+// records; it fails t after 30 s. It looks every 5 ms: a log line is the
+// only sign some goroutines give that they are ready (a file watch in
+// place, a status reported).
+func (b *LogBuffer) Await(t testing.TB, msg string, n int) []map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if recs := b.Records(msg); len(recs) >= n {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q was not logged %d times in 30s; the log:\n%s", msg, n, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // ChildPIDs lists the direct children of pid, running or not yet reaped,
