@@ -113,6 +113,9 @@ func TestRestartBackoffGrowsAndResets(t *testing.T) {
 			h := start(t, servers(stdioServer(t, "s", "-crash-after", "1")), WithBackoff(tc.b))
 			for i, want := range tc.waits {
 				if i > 0 {
+					// The down first: a startup "up" that reached the harness
+					// late must not pass for the restart's.
+					h.waitStatus(t, "s", false)
 					h.gate.open(t)
 					h.waitStatus(t, "s", true)
 				}

@@ -69,7 +69,7 @@ func TestCrashedUpstreamCallableWhenBackEndToEnd(t *testing.T) {
 		}
 	}
 	release()
-	waitStatus(t, status, "crashy", true)
+	waitRestarted(t, status, "crashy")
 	back := time.Now()
 	if _, env := callE2E(t, c, "crashy__echo", `{"back":true}`); env["ok"] != true {
 		t.Fatalf("the first call after crashy was back up: %v\ngateway log:\n%s", env, logs)
@@ -105,7 +105,7 @@ func TestReconnectHalfOpensBreakerEndToEnd(t *testing.T) {
 		t.Fatalf("while open: %v", env)
 	}
 	release()
-	waitStatus(t, status, "crashy", true)
+	waitRestarted(t, status, "crashy")
 	if _, env := callE2E(t, c, "crashy__echo", `{"probe":true}`); env["ok"] != true {
 		t.Fatalf("the first call after crashy was back up: %v\ngateway log:\n%s", env, logs)
 	}

@@ -221,8 +221,11 @@ func TestStdioUpstreamEnvironmentAndStderr(t *testing.T) {
 	if _, leaked := data["TOOLGATE_TEST_SECRET"]; leaked || data[execRole] != "upstream" || data["PATH"] == nil {
 		t.Fatalf("child environment wrong: %v", data)
 	}
-	if !strings.Contains(logs.String(), `"server":"hostile"`) || !strings.Contains(logs.String(), "hello from hostile") {
-		t.Fatalf("stderr line not logged with the server tag:\n%s", logs)
+	logs.AwaitText(t, "hello from hostile") // read from the child's stderr on a goroutine of its own
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "hello from hostile") && !strings.Contains(line, `"server":"hostile"`) {
+			t.Fatalf("stderr line not logged with the server tag: %s", line)
+		}
 	}
 }
 

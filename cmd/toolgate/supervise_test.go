@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +56,15 @@ func waitStatus(t *testing.T, ch chan upstreamStatus, server string, up bool) up
 	}
 }
 
+// waitRestarted waits until server has gone down and come back up: an
+// "up" from its start, reported after the test began watching, must not
+// pass for its restart's.
+func waitRestarted(t *testing.T, ch chan upstreamStatus, server string) {
+	t.Helper()
+	waitStatus(t, ch, server, false)
+	waitStatus(t, ch, server, true)
+}
+
 // waitCatalog waits until the Set's catalog satisfies ok, checking the
 // current one first (the change may have happened already).
 func waitCatalog(t *testing.T, set *upstreams.Set, what string, ok func(*upstreams.Catalog) bool) *upstreams.Catalog {
@@ -99,19 +107,8 @@ func TestCrashedUpstreamRestartsEndToEnd(t *testing.T) {
 	fastBackoff(t, 50*time.Millisecond)
 	url, logs, gw := httpGatewayFull(t, writeConfig(t,
 		stdioUpstream(t, "crashy", "", "-stderr-line", "crashy says hi")+stdioUpstream(t, "steady", "")))
-	// The status callback runs on the supervisor's goroutine: holding it
-	// when crashy goes down keeps crashy down until the test has looked.
-	down, hold := make(chan string, 1), make(chan struct{})
-	var once sync.Once
 	status := watchStatus(gw.Upstreams())
-	gw.Upstreams().OnStatusChange(func(server string, up bool, why string) {
-		if server == "crashy" && !up {
-			once.Do(func() {
-				down <- why
-				<-hold
-			})
-		}
-	})
+	down, release := holdDown(t, gw.Upstreams(), "crashy")
 	c := connectHTTP(t, url, aliceKey)
 	if _, env := callE2E(t, c, "crashy__crash", `{}`); env["error_code"] != "upstream_error" {
 		t.Fatalf("crash: %v", env)
@@ -133,8 +130,8 @@ func TestCrashedUpstreamRestartsEndToEnd(t *testing.T) {
 	if _, env := callE2E(t, c, "steady__echo", `{}`); env["ok"] != true {
 		t.Errorf("steady suffered: %v", env)
 	}
-	close(hold)
-	waitStatus(t, status, "crashy", true)
+	release()
+	waitRestarted(t, status, "crashy")
 	if _, env := callE2E(t, c, "crashy__echo", `{"back":true}`); env["ok"] != true {
 		t.Fatalf("after the restart: %v", env)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +61,23 @@ func (b *LogBuffer) Await(t testing.TB, msg string, n int) []map[string]any {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%q was not logged %d times in 30s; the log:\n%s", msg, n, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// AwaitText waits until the log contains every one of texts (a log in
+// any format); it fails t after 30 s.
+func (b *LogBuffer) AwaitText(t testing.TB, texts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		log := b.String()
+		if !slices.ContainsFunc(texts, func(s string) bool { return !strings.Contains(log, s) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log lacks one of %q after 30s:\n%s", texts, log)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
