@@ -79,7 +79,7 @@ func New() *Metrics {
 	m.configReloads = m.counterVec("toolgate_config_reloads_total", "Reloads of the config file's keys (auth.api_keys, admin.key_sha256, console.approvers) by result: applied, or rejected (the file did not load; the last good keys stay in force).", "result")
 	m.approvals = m.gauge("toolgate_approvals_pending", "Approval requests waiting for an approver.")
 	m.duplicates = m.counterVec("toolgate_duplicates_suppressed_total", "Calls answered without running upstream because an identical call ran: how is joined (in flight), replayed (recorded) or refused (ran, answer not kept: duplicate_call).", "tool", "how")
-	m.auditErrors = m.counter("toolgate_audit_write_errors_total", "Audit trail failures: records that could not be written, and failed rotations, flushes or moved files that cost none.")
+	m.auditErrors = m.counter("toolgate_audit_write_errors_total", "Audit trail failures: records that could not be written, failed rotations and flushes, the file moved or removed.")
 	m.forwardedTimes = m.histogramVec("toolgate_forwarded_request_duration_seconds", "Time of one forwarded non-tool request (resources/read, prompts/get, ...), in seconds, by method, server and outcome (ok|error).", callBuckets, "method", "server", "outcome")
 	m.stateUp = m.gaugeVec("toolgate_state_up", "1 while the shared state store (Redis) answers, else 0; absent without state.redis.")
 	m.stateErrors = m.counterVec("toolgate_state_errors_total", "Shared state store operations that failed, or were not tried because the store was down, by feature (rate_limits|policy).", "feature")

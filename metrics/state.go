@@ -110,7 +110,8 @@ func (m *Metrics) ApprovalsPending(n int) {
 }
 
 // AuditWriteError counts one audit trail failure (audit.Options.OnError): a record that could
-// not be written (or synced), or a problem that cost none.
+// not be written (or synced), or another problem with the trail (a failed rotation or
+// interval flush, the file moved or removed).
 func (m *Metrics) AuditWriteError() {
 	if m == nil {
 		return
