@@ -156,18 +156,26 @@ func TestConsolePagesOnARealUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The pin file's approval is recorded by whichever reload saw the file change first: this
+	// ReloadPins, or the gateway's own watch of the file, on its goroutine. Wait for the record.
 	var approvals []audit.Record
 	var refused *audit.Record
-	for _, ln := range pages.Recent(0) {
-		var r audit.Record
-		if err := json.Unmarshal(ln, &r); err != nil {
-			t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		approvals, refused = nil, nil
+		for _, ln := range pages.Recent(0) {
+			var r audit.Record
+			if err := json.Unmarshal(ln, &r); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case r.Kind == audit.KindPinChange && r.Decision == audit.DecisionApproved:
+				approvals = append(approvals, r) // newest first
+			case r.Kind == audit.KindCall && r.ErrorCode == "tool_changed" && refused == nil:
+				refused = &r
+			}
 		}
-		switch {
-		case r.Kind == audit.KindPinChange && r.Decision == audit.DecisionApproved:
-			approvals = append(approvals, r) // newest first
-		case r.Kind == audit.KindCall && r.ErrorCode == "tool_changed" && refused == nil:
-			refused = &r
+		if len(approvals) >= 2 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if len(approvals) != 2 {
