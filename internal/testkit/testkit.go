@@ -1,6 +1,7 @@
 // Package testkit holds the few helpers the end-to-end tests of several
-// packages share: a log sink safe for concurrent writers, and a look at
-// this machine's processes to prove no upstream child outlives its owner.
+// packages share: a log sink safe for concurrent writers, with waits for
+// what goroutines log, and a look at this machine's processes to prove no
+// upstream child outlives its owner.
 // It is imported only by tests.
 package testkit
 
@@ -49,37 +50,35 @@ func (b *LogBuffer) Records(msg string) []map[string]any {
 }
 
 // Await waits until msg has been logged n times and returns those
-// records; it fails t after 30 s. It looks every 5 ms: a log line is the
-// only sign some goroutines give that they are ready (a file watch in
-// place, a status reported).
+// records; it fails t after 30 s. A log line is the only sign some
+// goroutines give that they are ready (a file watch in place, a status
+// reported).
 func (b *LogBuffer) Await(t testing.TB, msg string, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if recs := b.Records(msg); len(recs) >= n {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q was not logged %d times in 30s; the log:\n%s", msg, n, b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var recs []map[string]any
+	b.await(t, fmt.Sprintf("%q logged %d times", msg, n), func(string) bool {
+		recs = b.Records(msg)
+		return len(recs) >= n
+	})
+	return recs
 }
 
 // AwaitText waits until the log contains every one of texts (a log in
 // any format); it fails t after 30 s.
 func (b *LogBuffer) AwaitText(t testing.TB, texts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		log := b.String()
-		if !slices.ContainsFunc(texts, func(s string) bool { return !strings.Contains(log, s) }) {
-			return
-		}
+	b.await(t, fmt.Sprintf("all of %q in the log", texts), func(log string) bool {
+		return !slices.ContainsFunc(texts, func(s string) bool { return !strings.Contains(log, s) })
+	})
+}
+
+// await looks at the log every 5 ms until ok holds, for 30 s at most.
+func (b *LogBuffer) await(t testing.TB, what string, ok func(log string) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(b.String()); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the log lacks one of %q after 30s:\n%s", texts, log)
+			t.Fatalf("no %s after 30s; the log:\n%s", what, b)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
